@@ -2,7 +2,14 @@
 //! WebAssembly plugins.
 //!
 //! Modules follow the data flow: `cluster` (watches, cache) → `queue` (workqueues) →
-//! `plugin` (sandboxed runtime) → `actions` (executor); `sim` is the embedded API server.
+//! `plugin` (sandboxed runtime) → `actions` (executor); `contract` is the plugin contract as
+//! the host sees it; `sim` is the embedded API server.
 
 pub mod cli;
+pub mod cluster;
+pub mod contract;
+pub mod fixtures;
+pub mod manifest;
+pub mod plugin;
 pub mod sim;
+pub mod telemetry;

@@ -1,5 +1,6 @@
 //! Command-line interface: one file per subcommand.
 
+pub mod eval;
 pub mod sim;
 
 use clap::{Parser, Subcommand};
@@ -11,19 +12,25 @@ use std::process::ExitCode;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log as JSON lines instead of text (filter with KUBEPLUG_LOG, e.g. `debug`).
+    #[arg(long, global = true, env = "KUBEPLUG_LOG_JSON")]
+    pub log_json: bool,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run one plugin offline against a manifest and print the actions it returns.
+    Eval(eval::EvalArgs),
     /// Serve the embedded Kubernetes API server until interrupted.
     Sim(sim::SimArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
 pub fn main(cli: Cli) -> ExitCode {
-    init_tracing();
+    crate::telemetry::init(cli.log_json);
     let result = match cli.command {
+        Command::Eval(args) => runtime().and_then(|rt| rt.block_on(eval::run(args))),
         Command::Sim(args) => runtime().and_then(|rt| rt.block_on(sim::run(args))),
     };
     match result {
@@ -39,13 +46,4 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBEPLUG_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }

@@ -1,1 +1,129 @@
+//! A test plugin that misbehaves on request. Its configuration picks the misbehaviour:
+//! `{"mode": "loop"}`, `"alloc"`, `"panic"`, `"recurse"`, `"recurse-in-memory"`, `"sleep"`, `"many-actions"` (with
+//! `count`), `"big-log"` (with `bytes`), `"bad-patch"`, `"files"`, `"env"`, `"socket"` (with
+//! `addr`), `"stdout"`, `"host-list"` (with `apiVersion`, `kind`), or `"behave"`.
 
+use kubeplug_sdk::{Action, Error, KindRef, Metadata, PatchType, Reconciler, Request, host};
+use serde::Deserialize;
+use std::hint::black_box;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Config {
+    mode: String,
+    count: usize,
+    bytes: usize,
+    addr: String,
+    api_version: String,
+    kind: String,
+}
+
+/// The hostile reconciler.
+pub struct Hostile;
+
+/// Recursion whose frames live on the wasm stack: overflows it.
+#[allow(unconditional_recursion)]
+fn recurse(depth: u64) -> u64 {
+    black_box(recurse(black_box(depth + 1))).wrapping_add(1)
+}
+
+/// Recursion with large frames in linear memory: overflows the guest's own (shadow) stack.
+#[allow(unconditional_recursion)]
+fn recurse_in_memory(depth: u64) -> u64 {
+    let frame = black_box([depth; 512]);
+    black_box(recurse_in_memory(depth + 1)).wrapping_add(frame[7])
+}
+
+fn report<T: std::fmt::Debug, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Action {
+    match r {
+        Ok(v) => Action::info(format!("{what}: ALLOWED {v:?}")),
+        Err(e) => Action::info(format!("{what}: denied: {e}")),
+    }
+}
+
+impl Reconciler for Hostile {
+    fn metadata() -> Metadata {
+        Metadata::new("hostile", "0.1.0")
+    }
+
+    fn reconcile(req: Request) -> Result<Vec<Action>, Error> {
+        let config: Config = req.config()?;
+        match config.mode.as_str() {
+            "loop" => {
+                let mut n = 0u64;
+                loop {
+                    n = black_box(n.wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    black_box(&hoard);
+                }
+            }
+            "panic" => panic!("hostile plugin panicked on purpose"),
+            "recurse" => Ok(vec![Action::info(recurse(0).to_string())]),
+            "recurse-in-memory" => Ok(vec![Action::info(recurse_in_memory(0).to_string())]),
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(vec![])
+            }
+            "many-actions" => Ok((0..config.count)
+                .map(|_| Action::requeue_after(Default::default()))
+                .collect()),
+            "big-log" => Ok(vec![Action::info("x".repeat(config.bytes))]),
+            "bad-patch" => Ok(vec![Action::Patch(
+                kubeplug_sdk::bindings::kubeplug::plugin::types::Patch {
+                    target: req.target.clone(),
+                    patch_type: PatchType::Merge,
+                    body: "{not json".to_string(),
+                    subresource: None,
+                },
+            )]),
+            "files" => Ok(vec![
+                report("read /etc/passwd", std::fs::read_to_string("/etc/passwd")),
+                report("list /", std::fs::read_dir("/").map(|d| d.count())),
+                report(
+                    "write /tmp/kubeplug-escape",
+                    std::fs::write("/tmp/kubeplug-escape", "x"),
+                ),
+                report("stat /", std::fs::metadata("/").map(|m| m.is_dir())),
+            ]),
+            "env" => Ok(vec![
+                Action::info(format!("env vars: {}", std::env::vars().count())),
+                Action::info(format!("args: {}", std::env::args().count())),
+            ]),
+            "socket" => Ok(vec![
+                report(
+                    "connect",
+                    std::net::TcpStream::connect(config.addr.as_str()),
+                ),
+                report("bind", std::net::TcpListener::bind("127.0.0.1:0")),
+                report(
+                    "resolve",
+                    std::net::ToSocketAddrs::to_socket_addrs(&("localhost", 80)),
+                ),
+            ]),
+            "stdout" => {
+                println!("hello from the plugin's stdout");
+                eprintln!("hello from the plugin's stderr");
+                Ok(vec![])
+            }
+            "host-list" => {
+                let kind = KindRef::new(&config.api_version, &config.kind);
+                let items: Vec<serde_json::Value> = host::list(&kind, None, None)?;
+                let names: Vec<_> = items
+                    .iter()
+                    .map(|i| i["metadata"]["name"].as_str().unwrap_or("?").to_string())
+                    .collect();
+                Ok(vec![Action::info(format!("listed: {}", names.join(",")))])
+            }
+            "transient" => Err(Error::transient("try again later")),
+            "behave" => Ok(vec![Action::info(format!("reconciled {}", req.key()))]),
+            other => Err(Error::permanent(format!("unknown mode {other:?}"))),
+        }
+    }
+}
+
+kubeplug_sdk::export!(Hostile);

@@ -1,0 +1,39 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+CARGO ?= cargo
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+WASM_TARGET := wasm32-wasip2
+WASM_OUT := $(TARGET_DIR)/$(WASM_TARGET)/plugin
+REFERENCE_PLUGINS := image-pinner change-logger
+TEST_PLUGINS := hostile future-contract
+export KUBEPLUG_PLUGIN_DIR := $(TARGET_DIR)/plugins
+export KUBEPLUG_TEST_PLUGIN_DIR := $(TARGET_DIR)/test-plugins
+
+.PHONY: setup plugins test demo lint bench
+
+## setup: install the wasm target the plugins build for
+setup:
+	rustup target add $(WASM_TARGET)
+
+## plugins: build every plugin to a .wasm component (reference ones into target/plugins)
+plugins: setup
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(REFERENCE_PLUGINS) $(TEST_PLUGINS))
+	mkdir -p $(KUBEPLUG_PLUGIN_DIR) $(KUBEPLUG_TEST_PLUGIN_DIR)
+	for p in $(REFERENCE_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(KUBEPLUG_PLUGIN_DIR)/$$p.wasm; done
+	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(KUBEPLUG_TEST_PLUGIN_DIR)/$$p.wasm; done
+
+## test: build the plugins, then run every test of the workspace
+test: plugins
+	$(CARGO) test --workspace
+
+## demo: the reference plugins reconciling sample Deployments on the embedded API server
+demo: plugins
+	$(CARGO) run -p kubeplug -- run --embedded --plugins $(KUBEPLUG_PLUGIN_DIR)
+
+## lint: what CI checks besides the tests
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## bench: plugin call cost against native, in the same run
+bench: plugins
+	$(CARGO) bench -p kubeplug --bench reconcile

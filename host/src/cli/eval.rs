@@ -1,0 +1,182 @@
+//! `kubeplug eval`: run one plugin offline against a manifest and print its actions.
+
+use crate::contract::{ObjectRef, Reason, ReconcileRequest};
+use crate::fixtures::FixtureObjects;
+use crate::manifest;
+use crate::plugin::{CallContext, Limits, NoObjects, ObjectSource, PluginRuntime, RuntimeConfig};
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options of `kubeplug eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The plugin (.wasm component).
+    #[arg(long)]
+    pub plugin: PathBuf,
+    /// The object to reconcile (YAML or JSON manifest).
+    #[arg(long)]
+    pub object: PathBuf,
+    /// The version the plugin last reconciled (for plugins that ask for it).
+    #[arg(long)]
+    pub previous: Option<PathBuf>,
+    /// The plugin's configuration: JSON text, or @FILE to read it from a file.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// A directory of YAML manifests the plugin can read through its get/list imports.
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Reconcile as if the object had been deleted (the plugin gets no object).
+    #[arg(long)]
+    pub deleted: bool,
+    /// The reason sent to the plugin (added, changed, deleted, resync, retry, requeue);
+    /// by default derived from --deleted and --previous.
+    #[arg(long)]
+    pub reason: Option<Reason>,
+    /// The attempt number sent to the plugin.
+    #[arg(long, default_value_t = 1)]
+    pub attempt: u32,
+    /// Call timeout in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub timeout_ms: u64,
+    /// Memory limit of the plugin instance, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memory_mib: usize,
+    /// Where precompiled plugins are cached (default: $KUBEPLUG_CACHE_DIR or ~/.cache/kubeplug).
+    #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
+    pub compile_cache: Option<PathBuf>,
+}
+
+fn read_object(path: &Path) -> anyhow::Result<Value> {
+    let mut docs = manifest::read_file(path)?;
+    if docs.len() != 1 {
+        bail!(
+            "{} holds {} objects; eval takes exactly one",
+            path.display(),
+            docs.len()
+        );
+    }
+    let mut object = docs.remove(0);
+    manifest::strip_managed_fields(&mut object);
+    Ok(object)
+}
+
+/// Kinds that live outside namespaces; every other kind defaults to namespace `default`.
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "StorageClass",
+];
+
+fn target_of(object: &Value) -> ObjectRef {
+    let s = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let kind = s("/kind").unwrap_or_default();
+    let namespace = s("/metadata/namespace")
+        .or_else(|| (!CLUSTER_SCOPED.contains(&kind.as_str())).then(|| "default".to_string()));
+    ObjectRef {
+        api_version: s("/apiVersion").unwrap_or_default(),
+        kind,
+        namespace,
+        name: s("/metadata/name").unwrap_or_default(),
+    }
+}
+
+fn read_config(config: Option<&str>) -> anyhow::Result<Option<Arc<str>>> {
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    let text = match config.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {path}"))?,
+        None => config.to_string(),
+    };
+    serde_json::from_str::<Value>(&text)
+        .with_context(|| format!("--config is not valid JSON: {text:?}"))?;
+    Ok(Some(text.into()))
+}
+
+/// Loads the plugin, calls it once, prints `{plugin, target, actions, logs}` as JSON.
+/// Exits 0 when the plugin returned actions, 1 (after printing the error) when it failed.
+pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let object = read_object(&args.object)?;
+    let previous = args.previous.as_deref().map(read_object).transpose()?;
+    let config = read_config(args.config.as_deref())?;
+    let objects: Arc<dyn ObjectSource> = match &args.cache {
+        Some(dir) => Arc::new(FixtureObjects::from_dir(dir)?),
+        None => Arc::new(NoObjects),
+    };
+    let runtime = PluginRuntime::new(RuntimeConfig {
+        cache_dir: args
+            .compile_cache
+            .clone()
+            .or_else(crate::plugin::default_cache_dir),
+        max_instances: 4,
+        ..RuntimeConfig::default()
+    })?;
+    let plugin = runtime.load_file(&args.plugin).await?;
+    let meta = plugin.metadata();
+    if previous.is_some() && !meta.wants_previous {
+        tracing::warn!(plugin = %meta.name, "--previous ignored: the plugin does not ask for the previous version");
+    }
+    let reason = args.reason.unwrap_or(if args.deleted {
+        Reason::Deleted
+    } else if previous.is_some() {
+        Reason::Changed
+    } else {
+        Reason::Added
+    });
+    let request = ReconcileRequest {
+        target: target_of(&object),
+        object: (!args.deleted).then(|| object.to_string().into()),
+        previous: previous
+            .filter(|_| meta.wants_previous)
+            .map(|p| p.to_string().into()),
+        reason,
+        attempt: args.attempt,
+        config,
+    };
+    let limits = Limits {
+        memory_bytes: args.memory_mib << 20,
+        timeout: Duration::from_millis(args.timeout_ms),
+        ..Limits::default()
+    };
+    let report = plugin
+        .reconcile(&request, &CallContext::new(limits, objects))
+        .await;
+    let plugin_info = json!({
+        "name": meta.name, "version": meta.version,
+        "contract": plugin.contract_version(), "digest": plugin.digest(),
+    });
+    match report.outcome {
+        Ok(actions) => {
+            let out = json!({
+                "plugin": plugin_info,
+                "target": request.target,
+                "actions": actions,
+                "logs": report.logs,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => {
+            for log in &report.logs {
+                eprintln!("plugin {:?}: {}", log.source, log.message);
+            }
+            eprintln!("error: plugin {} ({}) {err}", meta.name, err.kind());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The actions a plugin returns, in the form the host checks, executes and prints.
+
+use super::ObjectRef;
+use serde::Serialize;
+use serde_json::Value;
+
+/// How a patch body is interpreted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatchType {
+    /// JSON merge patch (RFC 7386).
+    Merge,
+    /// JSON patch (RFC 6902).
+    Json,
+    /// Kubernetes strategic merge patch.
+    Strategic,
+    /// Server-side apply.
+    Apply,
+}
+
+impl PatchType {
+    /// The Content-Type the Kubernetes API expects for this patch type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+            PatchType::Apply => "application/apply-patch+yaml",
+        }
+    }
+}
+
+/// Severity of a Kubernetes Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// Log severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// One action, validated: patch bodies and manifests are parsed JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum Action {
+    #[serde(rename_all = "camelCase")]
+    Patch {
+        target: ObjectRef,
+        patch_type: PatchType,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        subresource: Option<String>,
+        body: Value,
+    },
+    Create {
+        manifest: Value,
+    },
+    Delete {
+        target: ObjectRef,
+    },
+    #[serde(rename_all = "camelCase")]
+    Event {
+        regarding: ObjectRef,
+        event_type: EventType,
+        reason: String,
+        message: String,
+        /// What was done; `Reconcile` when the plugin left it empty.
+        event_action: String,
+    },
+    Log {
+        level: LogLevel,
+        message: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    RequeueAfter {
+        after_ms: u64,
+    },
+}
+
+impl Action {
+    /// A short name for logs and metrics: `patch`, `create`, `delete`, `event`, `log`,
+    /// `requeue-after`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Patch { .. } => "patch",
+            Action::Create { .. } => "create",
+            Action::Delete { .. } => "delete",
+            Action::Event { .. } => "event",
+            Action::Log { .. } => "log",
+            Action::RequeueAfter { .. } => "requeue-after",
+        }
+    }
+}

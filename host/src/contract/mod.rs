@@ -1,0 +1,20 @@
+//! The plugin contract as the host sees it: requests, actions and plugin metadata as plain,
+//! serialisable Rust types, independent of the WIT bindings of any one contract version.
+
+mod action;
+mod metadata;
+mod object_ref;
+mod request;
+pub(crate) mod validate;
+
+pub use action::{Action, EventType, LogLevel, PatchType};
+pub use metadata::PluginMetadata;
+pub use object_ref::{KindRef, ObjectRef};
+pub use request::{Reason, ReconcileRequest};
+pub use validate::{OutputLimits, OutputViolation, validate_actions};
+
+/// Every contract version this host can load, newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.0"];
+
+/// The WIT package that carries the contract.
+pub const PACKAGE: &str = "kubeplug:plugin";

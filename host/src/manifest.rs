@@ -1,0 +1,119 @@
+//! Reading Kubernetes manifests: YAML (or JSON) files with one or more documents.
+
+use serde_json::Value;
+use std::path::Path;
+
+/// A manifest that could not be read or parsed, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid YAML or JSON: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}: document {index} is not an object with apiVersion, kind and metadata.name")]
+    NotAnObject { path: String, index: usize },
+}
+
+/// Parses every non-empty document of a YAML (or JSON) text; `origin` names it in errors.
+/// A `kind: List` document contributes its items.
+pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, ManifestError> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Parse {
+        path: origin.to_string(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (index, doc) in docs.into_iter().enumerate() {
+        match doc {
+            Value::Null => {}
+            Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
+                out.extend(
+                    m.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            Value::Object(_) if is_object(&doc) => out.push(doc),
+            _ => {
+                return Err(ManifestError::NotAnObject {
+                    path: origin.to_string(),
+                    index: index + 1,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn is_object(doc: &Value) -> bool {
+    let s = |p| {
+        doc.pointer(p)
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty())
+    };
+    s("/apiVersion") && s("/kind") && s("/metadata/name")
+}
+
+/// Reads and parses a manifest file.
+pub fn read_file(path: &Path) -> Result<Vec<Value>, ManifestError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+        path: origin.clone(),
+        source,
+    })?;
+    parse_documents(&text, &origin)
+}
+
+/// Removes `metadata.managedFields`: bookkeeping of server-side apply that controllers do
+/// not need and that often makes up half of an object's size.
+pub fn strip_managed_fields(object: &mut Value) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_several_documents_and_lists() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\n\
+                    apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n";
+        let docs = parse_documents(text, "t.yaml").unwrap();
+        let names: Vec<_> = docs
+            .iter()
+            .map(|d| d["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_document() {
+        let err = parse_documents("a: [1, 2", "bad.yaml").unwrap_err();
+        assert!(
+            err.to_string().starts_with("bad.yaml is not valid YAML"),
+            "{err}"
+        );
+        let err = parse_documents(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n- 1\n",
+            "x.yaml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "x.yaml: document 2 is not an object with apiVersion, kind and metadata.name"
+        );
+    }
+
+    #[test]
+    fn strips_managed_fields_only() {
+        let mut o = serde_json::json!({"metadata": {"name": "a", "managedFields": [{}]}});
+        strip_managed_fields(&mut o);
+        assert_eq!(o, serde_json::json!({"metadata": {"name": "a"}}));
+    }
+}

@@ -1,0 +1,11 @@
+//! Host bindings of each contract version this host supports, generated from `wit/`.
+
+/// Contract 0.1.0 (`wit/v0.1.0`).
+pub(crate) mod v0_1_0 {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.1.0",
+        world: "plugin",
+        imports: { default: async },
+        exports: { default: async },
+    });
+}

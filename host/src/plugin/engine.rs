@@ -1,0 +1,240 @@
+//! The one wasmtime engine the host shares between all plugins, its epoch ticker, the linker
+//! with the sandbox's imports, and loading of plugin files.
+
+use super::bindings::v0_1_0;
+use super::compile_cache::{CacheOutcome, CompileCache};
+use super::contract_version;
+use super::error::LoadError;
+use super::limits::Limits;
+use super::loaded::{CallContext, Plugin};
+use super::objects::NoObjects;
+use super::sandbox::SandboxState;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Engine-wide settings.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Where precompiled components are kept; `None` compiles every load.
+    pub cache_dir: Option<PathBuf>,
+    /// How often the epoch advances: the granularity of call deadlines.
+    pub epoch_tick: Duration,
+    /// Instances that may exist at once across all plugins (pooling allocator slots).
+    pub max_instances: u32,
+    /// The largest memory any plugin may be granted; per-call limits are at most this.
+    pub max_memory_bytes: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: super::compile_cache::default_cache_dir(),
+            epoch_tick: Duration::from_millis(5),
+            max_instances: 128,
+            max_memory_bytes: 1 << 30,
+        }
+    }
+}
+
+/// Advances the engine's epoch on a timer thread, so deadlines trap running guests.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine, tick: Duration) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("kubeplug-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(EpochTicker {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Loads plugins and owns what they share: the engine, the linker and the compile cache.
+pub struct PluginRuntime {
+    engine: Engine,
+    linker: Linker<SandboxState>,
+    cache: Option<CompileCache>,
+    config: RuntimeConfig,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for PluginRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRuntime")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn engine_error(e: impl std::fmt::Display) -> LoadError {
+    LoadError::Engine(e.to_string())
+}
+
+impl PluginRuntime {
+    /// Builds the engine (Cranelift, component model, epoch interruption, pooling
+    /// allocator), the linker and the epoch ticker.
+    pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(config.max_instances)
+            .total_core_instances(config.max_instances * 4)
+            .total_memories(config.max_instances * 2)
+            .total_tables(config.max_instances * 4)
+            .total_stacks(config.max_instances)
+            .max_memory_size(config.max_memory_bytes);
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(512 << 10)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(engine_error)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        v0_1_0::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_error)?;
+
+        let cache = config
+            .cache_dir
+            .as_ref()
+            .map(|d| CompileCache::new(d, &engine));
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick).map_err(engine_error)?;
+        Ok(PluginRuntime {
+            engine,
+            linker,
+            cache,
+            config,
+            _ticker: ticker,
+        })
+    }
+
+    /// The settings this runtime was built with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Reads, compiles (or loads precompiled), checks and describes a plugin file.
+    pub async fn load_file(&self, path: &Path) -> Result<Arc<Plugin>, LoadError> {
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| LoadError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        self.load_bytes(&path.display().to_string(), bytes).await
+    }
+
+    /// Like [`load_file`](Self::load_file), for bytes from elsewhere; `origin` names them in
+    /// errors. Compilation runs on a blocking thread, off the async runtime.
+    pub async fn load_bytes(&self, origin: &str, bytes: Vec<u8>) -> Result<Arc<Plugin>, LoadError> {
+        let origin = origin.to_string();
+        check_header(&origin, &bytes)?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        let (engine, cache, d) = (self.engine.clone(), self.cache.clone(), digest.clone());
+        let compiled = tokio::task::spawn_blocking(move || match cache {
+            Some(cache) => cache.load_or_compile(&engine, &d, &bytes),
+            None => Component::new(&engine, &bytes).map(|c| (c, CacheOutcome::Uncached)),
+        })
+        .await
+        .map_err(engine_error)?;
+        let (component, cache_outcome) = compiled.map_err(|e| LoadError::Compile {
+            origin: origin.clone(),
+            message: format!("{e:#}"),
+        })?;
+        let contract = contract_version::check(&self.engine, &component, &origin)?;
+        let link_error = |e: wasmtime::Error| LoadError::Link {
+            origin: origin.clone(),
+            message: format!("{e:#}"),
+        };
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(link_error)?;
+        let pre = v0_1_0::PluginPre::new(pre).map_err(link_error)?;
+        let metadata_limits = Limits::default();
+        let ctx = CallContext::new(metadata_limits, Arc::new(NoObjects));
+        let metadata =
+            Plugin::call_metadata(&self.engine, &pre, self.config.epoch_tick, &ctx, &origin)
+                .await
+                .map_err(|source| LoadError::Metadata {
+                    origin: origin.clone(),
+                    source,
+                })?;
+        metadata
+            .validate()
+            .map_err(|message| LoadError::InvalidMetadata {
+                origin: origin.clone(),
+                message,
+            })?;
+        tracing::debug!(plugin = %metadata.name, %origin, ?cache_outcome, contract, "plugin loaded");
+        Ok(Arc::new(Plugin::new(
+            self.engine.clone(),
+            pre,
+            metadata,
+            digest,
+            contract,
+            cache_outcome,
+            self.config.max_memory_bytes,
+            self.config.epoch_tick,
+        )))
+    }
+}
+
+/// Rejects what is not a component before the compiler sees it, with a clear reason.
+fn check_header(origin: &str, bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm {
+            origin: origin.to_string(),
+        });
+    }
+    // Core modules have version 1 (`01 00 00 00`); components use layer 1 (`.. .. 01 00`).
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(LoadError::NotAComponent {
+            origin: origin.to_string(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_tell_files_modules_and_components_apart() {
+        assert!(matches!(
+            check_header("f", b"hello world"),
+            Err(LoadError::NotWasm { .. })
+        ));
+        assert!(matches!(
+            check_header("f", b"\0asm\x01\0\0\0"),
+            Err(LoadError::NotAComponent { .. })
+        ));
+        assert!(check_header("f", b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

@@ -1,0 +1,28 @@
+//! Per-call resource limits.
+
+use crate::contract::OutputLimits;
+use std::time::Duration;
+
+/// What one reconcile call may use. The operator's policy sets these per plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory of the instance, in bytes.
+    pub memory_bytes: usize,
+    /// Wall-clock time for the whole call, including instantiation.
+    pub timeout: Duration,
+    /// Bounds on the returned actions.
+    pub output: OutputLimits,
+    /// Bytes kept of each of stdout, stderr and the `log` import per call; more is dropped.
+    pub log_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 64 << 20,
+            timeout: Duration::from_secs(1),
+            output: OutputLimits::default(),
+            log_bytes: 64 << 10,
+        }
+    }
+}

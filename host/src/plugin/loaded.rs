@@ -1,0 +1,373 @@
+//! A loaded plugin and its calls: each call instantiates the pre-linked component in a fresh
+//! store with the call's limits, runs it, and turns the outcome into actions or a typed error.
+
+use super::bindings::v0_1_0::{self, kubeplug::plugin::types};
+use super::compile_cache::CacheOutcome;
+use super::error::CallError;
+use super::limits::Limits;
+use super::objects::ObjectSource;
+use super::sandbox::{LogSource, PluginLog, SandboxState, log_level};
+use super::trap;
+use crate::contract::validate::parse_json;
+use crate::contract::{
+    Action, EventType, KindRef, ObjectRef, OutputLimits, OutputViolation, PatchType,
+    PluginMetadata, Reason, ReconcileRequest, validate_actions,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::{Engine, Store};
+
+/// What a call may use and read.
+#[derive(Clone)]
+pub struct CallContext {
+    pub limits: Limits,
+    pub objects: Arc<dyn ObjectSource>,
+}
+
+impl CallContext {
+    /// A context with the given limits and object source.
+    pub fn new(limits: Limits, objects: Arc<dyn ObjectSource>) -> Self {
+        CallContext { limits, objects }
+    }
+}
+
+/// The outcome of one reconcile call, with what the plugin logged on the way (whatever the
+/// outcome, so a failing plugin's output is not lost).
+#[derive(Debug)]
+pub struct CallReport {
+    pub outcome: Result<Vec<Action>, CallError>,
+    pub logs: Vec<PluginLog>,
+    pub elapsed: Duration,
+}
+
+/// A plugin ready to be called: compiled, linked, contract-checked and described.
+pub struct Plugin {
+    engine: Engine,
+    pre: v0_1_0::PluginPre<SandboxState>,
+    metadata: PluginMetadata,
+    name: Arc<str>,
+    digest: String,
+    contract: &'static str,
+    cache_outcome: CacheOutcome,
+    max_memory: usize,
+    epoch_tick: Duration,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("metadata", &self.metadata)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugin {
+    pub(crate) fn new(
+        engine: Engine,
+        pre: v0_1_0::PluginPre<SandboxState>,
+        metadata: PluginMetadata,
+        digest: String,
+        contract: &'static str,
+        cache_outcome: CacheOutcome,
+        max_memory: usize,
+        epoch_tick: Duration,
+    ) -> Self {
+        Plugin {
+            engine,
+            pre,
+            name: metadata.name.as_str().into(),
+            metadata,
+            digest,
+            contract,
+            cache_outcome,
+            max_memory,
+            epoch_tick,
+        }
+    }
+
+    /// What the plugin said about itself when it loaded.
+    pub fn metadata(&self) -> &PluginMetadata {
+        &self.metadata
+    }
+
+    /// The plugin's name (from its metadata).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// SHA-256 of the `.wasm` file, hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The contract version the plugin was built for.
+    pub fn contract_version(&self) -> &'static str {
+        self.contract
+    }
+
+    /// Whether loading used the precompiled cache.
+    pub fn cache_outcome(&self) -> CacheOutcome {
+        self.cache_outcome
+    }
+
+    /// Reconciles one key in a fresh sandbox. Never panics and never hangs past the limit.
+    pub async fn reconcile(&self, request: &ReconcileRequest, ctx: &CallContext) -> CallReport {
+        let started = Instant::now();
+        let limits = self.clamp(ctx.limits);
+        let mut store = new_store(
+            &self.engine,
+            self.epoch_tick,
+            &limits,
+            ctx,
+            self.name.clone(),
+            request.target.key().into(),
+        );
+        let wit_request = to_wit(request);
+        let result = tokio::time::timeout(limits.timeout, async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            instance
+                .kubeplug_plugin_reconciler()
+                .call_reconcile(&mut store, &wit_request)
+                .await
+        })
+        .await;
+        let (outcome, logs) = settle(
+            &mut store,
+            result,
+            &limits,
+            &self.name,
+            &request.target.key(),
+        );
+        let outcome = outcome.and_then(|r| match r {
+            Ok(actions) => from_wit(actions, limits.output).map_err(CallError::from),
+            Err(types::ReconcileError::Transient(m)) => Err(CallError::Transient(m)),
+            Err(types::ReconcileError::Permanent(m)) => Err(CallError::Permanent(m)),
+        });
+        CallReport {
+            outcome,
+            logs,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    fn clamp(&self, mut limits: Limits) -> Limits {
+        limits.memory_bytes = limits.memory_bytes.min(self.max_memory);
+        limits
+    }
+
+    /// Calls the metadata export once, in the same sandbox as reconciles.
+    pub(crate) async fn call_metadata(
+        engine: &Engine,
+        pre: &v0_1_0::PluginPre<SandboxState>,
+        epoch_tick: Duration,
+        ctx: &CallContext,
+        origin: &str,
+    ) -> Result<PluginMetadata, CallError> {
+        let limits = ctx.limits;
+        let mut store = new_store(
+            engine,
+            epoch_tick,
+            &limits,
+            ctx,
+            origin.into(),
+            "metadata".into(),
+        );
+        let result = tokio::time::timeout(limits.timeout, async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            instance
+                .kubeplug_plugin_reconciler()
+                .call_metadata(&mut store)
+                .await
+        })
+        .await;
+        let (outcome, _) = settle(&mut store, result, &limits, origin, "metadata");
+        let m = outcome?;
+        Ok(PluginMetadata {
+            name: m.name,
+            version: m.version,
+            reconciles: kind_ref(m.reconciles),
+            owns: m.owns.into_iter().map(kind_ref).collect(),
+            wants_previous: m.wants_previous,
+        })
+    }
+}
+
+fn new_store(
+    engine: &Engine,
+    tick: Duration,
+    limits: &Limits,
+    ctx: &CallContext,
+    plugin: Arc<str>,
+    key: Arc<str>,
+) -> Store<SandboxState> {
+    let state = SandboxState::new(limits, ctx.objects.clone(), plugin, key);
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    // Deadline in epoch ticks, set before instantiation (which runs guest code); reaching
+    // it traps. The wall-clock timeout around the call catches guests blocked in host calls.
+    let ticks = limits.timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64 + 1;
+    store.set_epoch_deadline(ticks);
+    store
+}
+
+/// Maps the raw outcome to a typed one and collects the plugin's output, emitting its stdout
+/// and stderr lines as log events attributed to the plugin and key.
+fn settle<R>(
+    store: &mut Store<SandboxState>,
+    result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    limits: &Limits,
+    plugin: &str,
+    key: &str,
+) -> (Result<R, CallError>, Vec<PluginLog>) {
+    let state = store.data_mut();
+    let (logs, stderr) = state.take_logs();
+    for log in logs.iter().filter(|l| l.source != LogSource::Import) {
+        crate::telemetry::plugin_log(plugin, key, log.level, &log.message);
+    }
+    let outcome = match result {
+        Err(_elapsed) => Err(CallError::Timeout {
+            limit: limits.timeout,
+        }),
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(trap::classify(
+            &err,
+            state.limiter.refused,
+            limits.memory_bytes,
+            &stderr,
+            limits.timeout,
+        )),
+    };
+    (outcome, logs)
+}
+
+fn kind_ref(k: types::KindRef) -> KindRef {
+    KindRef {
+        api_version: k.api_version,
+        kind: k.kind,
+    }
+}
+
+fn to_wit(req: &ReconcileRequest) -> types::Request {
+    types::Request {
+        target: ref_to_wit(&req.target),
+        object: req.object.as_deref().map(str::to_string),
+        previous: req.previous.as_deref().map(str::to_string),
+        reason: match req.reason {
+            Reason::Added => types::Reason::Added,
+            Reason::Changed => types::Reason::Changed,
+            Reason::Deleted => types::Reason::Deleted,
+            Reason::Resync => types::Reason::Resync,
+            Reason::Retry => types::Reason::Retry,
+            Reason::Requeue => types::Reason::Requeue,
+        },
+        attempt: req.attempt,
+        config: req.config.as_deref().map(str::to_string),
+    }
+}
+
+fn ref_to_wit(r: &ObjectRef) -> types::ObjectRef {
+    types::ObjectRef {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+    }
+}
+
+fn ref_from_wit(r: types::ObjectRef) -> ObjectRef {
+    ObjectRef {
+        api_version: r.api_version,
+        kind: r.kind,
+        namespace: r.namespace,
+        name: r.name,
+    }
+}
+
+/// Bytes of text an action carries, for the output size limit.
+fn text_len(a: &types::Action) -> usize {
+    let r = |r: &types::ObjectRef| {
+        r.api_version.len()
+            + r.kind.len()
+            + r.name.len()
+            + r.namespace.as_ref().map_or(0, String::len)
+    };
+    match a {
+        types::Action::Patch(p) => {
+            r(&p.target) + p.body.len() + p.subresource.as_ref().map_or(0, String::len)
+        }
+        types::Action::Create(m) => m.len(),
+        types::Action::Delete(t) => r(t),
+        types::Action::Event(e) => {
+            r(&e.regarding) + e.reason.len() + e.message.len() + e.action.len()
+        }
+        types::Action::Log(l) => l.message.len(),
+        types::Action::RequeueAfter(_) => 8,
+    }
+}
+
+/// Converts and checks a plugin's actions: count and size before any parsing.
+fn from_wit(
+    actions: Vec<types::Action>,
+    limits: OutputLimits,
+) -> Result<Vec<Action>, OutputViolation> {
+    if actions.len() > limits.max_actions {
+        return Err(OutputViolation::TooManyActions {
+            count: actions.len(),
+            limit: limits.max_actions,
+        });
+    }
+    let bytes: usize = actions.iter().map(text_len).sum();
+    if bytes > limits.max_bytes {
+        return Err(OutputViolation::TooLarge {
+            bytes,
+            limit: limits.max_bytes,
+        });
+    }
+    let converted = actions
+        .into_iter()
+        .enumerate()
+        .map(|(index, a)| {
+            Ok(match a {
+                types::Action::Patch(p) => Action::Patch {
+                    body: parse_json(index, "patch", &p.body)?,
+                    target: ref_from_wit(p.target),
+                    patch_type: match p.patch_type {
+                        types::PatchType::Merge => PatchType::Merge,
+                        types::PatchType::Json => PatchType::Json,
+                        types::PatchType::Strategic => PatchType::Strategic,
+                        types::PatchType::Apply => PatchType::Apply,
+                    },
+                    subresource: p.subresource,
+                },
+                types::Action::Create(m) => Action::Create {
+                    manifest: parse_json(index, "create", &m)?,
+                },
+                types::Action::Delete(t) => Action::Delete {
+                    target: ref_from_wit(t),
+                },
+                types::Action::Event(e) => Action::Event {
+                    regarding: ref_from_wit(e.regarding),
+                    event_type: match e.event_type {
+                        types::EventType::Normal => EventType::Normal,
+                        types::EventType::Warning => EventType::Warning,
+                    },
+                    reason: e.reason,
+                    message: e.message,
+                    event_action: if e.action.is_empty() {
+                        "Reconcile".into()
+                    } else {
+                        e.action
+                    },
+                },
+                types::Action::Log(l) => Action::Log {
+                    level: log_level(l.level),
+                    message: l.message,
+                },
+                types::Action::RequeueAfter(ms) => Action::RequeueAfter { after_ms: ms },
+            })
+        })
+        .collect::<Result<Vec<_>, OutputViolation>>()?;
+    validate_actions(&converted, limits)?;
+    Ok(converted)
+}

@@ -1,0 +1,93 @@
+//! Typed access to a reconcile request.
+
+use crate::{Error, KindRef, ObjectRef, Reason, Request};
+use serde::de::DeserializeOwned;
+
+impl Request {
+    /// The cached object parsed into `T` (a k8s-openapi type, or your own serde type for
+    /// custom kinds); `None` once the object has been deleted.
+    pub fn object<T: DeserializeOwned>(&self) -> Result<Option<T>, Error> {
+        parse_opt(self.object.as_deref())
+    }
+
+    /// The cached object as raw JSON text; `None` once it has been deleted.
+    pub fn object_json(&self) -> Option<&str> {
+        self.object.as_deref()
+    }
+
+    /// The version this plugin last reconciled successfully (needs `wants_previous` in the
+    /// plugin's metadata); `None` the first time.
+    pub fn previous<T: DeserializeOwned>(&self) -> Result<Option<T>, Error> {
+        parse_opt(self.previous.as_deref())
+    }
+
+    /// The operator's configuration for this plugin; `T::default()` when none was given.
+    /// A configuration that does not parse is a permanent error.
+    pub fn config<T: DeserializeOwned + Default>(&self) -> Result<T, Error> {
+        match self.config.as_deref() {
+            None => Ok(T::default()),
+            Some(text) if text.trim().is_empty() => Ok(T::default()),
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| Error::permanent(format!("invalid plugin configuration: {e}"))),
+        }
+    }
+
+    /// Whether the object is gone (the request is the last word on this key).
+    pub fn is_deleted(&self) -> bool {
+        self.object.is_none()
+    }
+
+    /// Whether this is the first time the plugin sees the object.
+    pub fn is_added(&self) -> bool {
+        self.reason == Reason::Added
+    }
+
+    /// `namespace/name`, or `name` for cluster-scoped objects: the usual way to name a key.
+    pub fn key(&self) -> String {
+        self.target.key()
+    }
+}
+
+impl ObjectRef {
+    /// A reference to an object of kind `K` (for example `ObjectRef::new::<Deployment>(..)`).
+    pub fn new<K: k8s_openapi::Resource>(namespace: Option<&str>, name: &str) -> Self {
+        ObjectRef {
+            api_version: K::API_VERSION.to_string(),
+            kind: K::KIND.to_string(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+
+    /// `namespace/name`, or `name` for cluster-scoped objects.
+    pub fn key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+impl KindRef {
+    /// The kind of k8s-openapi type `K`.
+    pub fn of<K: k8s_openapi::Resource>() -> Self {
+        KindRef {
+            api_version: K::API_VERSION.to_string(),
+            kind: K::KIND.to_string(),
+        }
+    }
+
+    /// A kind by name, for custom kinds: `KindRef::new("example.com/v1", "Widget")`.
+    pub fn new(api_version: &str, kind: &str) -> Self {
+        KindRef {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        }
+    }
+}
+
+fn parse_opt<T: DeserializeOwned>(text: Option<&str>) -> Result<Option<T>, Error> {
+    text.map(serde_json::from_str)
+        .transpose()
+        .map_err(Error::from)
+}

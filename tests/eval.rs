@@ -1,0 +1,250 @@
+//! `kubeplug eval` end to end: the real binary, the built plugins, fixture manifests.
+
+mod common;
+
+use common::{fixture, plugin, test_plugin};
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn eval(args: &[&str]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+        .arg("eval")
+        .args(args)
+        .env("KUBEPLUG_CACHE_DIR", cache.path())
+        .output()
+        .expect("run kubeplug")
+}
+
+fn eval_json(args: &[&str]) -> Value {
+    let out = eval(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "eval failed: {stderr}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stderr}"))
+}
+
+fn eval_error(args: &[&str]) -> String {
+    let out = eval(args);
+    assert!(
+        !out.status.success(),
+        "eval should fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn actions_of(kind: &str, out: &Value) -> Vec<Value> {
+    out["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == kind)
+        .cloned()
+        .collect()
+}
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn image_pinner_patches_alpine_to_nginx_once() {
+    let out = eval_json(&[
+        "--plugin",
+        s(&plugin("image-pinner")),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+    ]);
+    assert_eq!(out["plugin"]["name"], "image-pinner");
+    assert_eq!(out["plugin"]["contract"], "0.1.0");
+    let patches = actions_of("patch", &out);
+    assert_eq!(patches.len(), 1, "{out:#}");
+    let p = &patches[0];
+    assert_eq!(p["patchType"], "strategic");
+    assert_eq!(p["target"]["namespace"], "shop");
+    assert_eq!(p["target"]["name"], "web");
+    assert_eq!(
+        p["body"]["spec"]["template"]["spec"]["containers"],
+        serde_json::json!([{"name": "app", "image": "nginx:1.13"}])
+    );
+}
+
+#[test]
+fn image_pinner_does_nothing_when_already_pinned() {
+    let out = eval_json(&[
+        "--plugin",
+        s(&plugin("image-pinner")),
+        "--object",
+        s(&fixture("web-pinned.yaml")),
+    ]);
+    assert_eq!(out["actions"], serde_json::json!([]));
+}
+
+#[test]
+fn image_pinner_takes_its_target_from_config_text_or_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.json");
+    std::fs::write(&file, r#"{"image": "nginx:1.25"}"#).unwrap();
+    for config in [
+        r#"{"image": "nginx:1.25"}"#.to_string(),
+        format!("@{}", file.display()),
+    ] {
+        let out = eval_json(&[
+            "--plugin",
+            s(&plugin("image-pinner")),
+            "--object",
+            s(&fixture("web-pinned.yaml")),
+            "--config",
+            &config,
+        ]);
+        let patch = &actions_of("patch", &out)[0];
+        assert_eq!(
+            patch["body"]["spec"]["template"]["spec"]["containers"][0]["image"],
+            "nginx:1.25"
+        );
+    }
+}
+
+#[test]
+fn change_logger_reports_both_replica_numbers() {
+    let out = eval_json(&[
+        "--plugin",
+        s(&plugin("change-logger")),
+        "--object",
+        s(&fixture("web-alpine-3.yaml")),
+        "--previous",
+        s(&fixture("web-alpine.yaml")),
+    ]);
+    let logs: Vec<_> = actions_of("log", &out)
+        .iter()
+        .map(|l| l["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(logs, ["Deployment web updated - Replicas changed: 1 -> 3"]);
+    let events = actions_of("event", &out);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["reason"], "ReplicasChanged");
+    assert_eq!(events[0]["eventType"], "Normal");
+}
+
+#[test]
+fn change_logger_reports_additions_and_deletions() {
+    let added = eval_json(&[
+        "--plugin",
+        s(&plugin("change-logger")),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+    ]);
+    assert_eq!(
+        actions_of("log", &added)[0]["message"],
+        "Deployment web added - Replicas: 1, Image: alpine"
+    );
+    let deleted = eval_json(&[
+        "--plugin",
+        s(&plugin("change-logger")),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+        "--deleted",
+    ]);
+    assert_eq!(
+        actions_of("log", &deleted)[0]["message"],
+        "Deployment shop/web has been deleted"
+    );
+}
+
+#[test]
+fn cache_directory_is_visible_through_list() {
+    let out = eval_json(&[
+        "--plugin",
+        s(&test_plugin("hostile")),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+        "--config",
+        r#"{"mode": "host-list", "apiVersion": "v1", "kind": "Pod"}"#,
+        "--cache",
+        s(&fixture("cache")),
+    ]);
+    assert_eq!(actions_of("log", &out)[0]["message"], "listed: db-1,web-1");
+}
+
+#[test]
+fn reads_are_refused_without_a_cache() {
+    let err = eval_error(&[
+        "--plugin",
+        s(&test_plugin("hostile")),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+        "--config",
+        r#"{"mode": "host-list", "apiVersion": "v1", "kind": "Pod"}"#,
+    ]);
+    assert!(err.contains("not granted"), "{err}");
+}
+
+#[test]
+fn plugin_errors_exit_non_zero_with_the_reason() {
+    let err = eval_error(&[
+        "--plugin",
+        s(&test_plugin("hostile")),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+        "--config",
+        r#"{"mode": "panic"}"#,
+    ]);
+    assert!(
+        err.contains("panicked: hostile plugin panicked on purpose"),
+        "{err}"
+    );
+}
+
+#[test]
+fn clear_errors_for_bad_input() {
+    let pinner = plugin("image-pinner");
+    let object = fixture("web-alpine.yaml");
+    let err = eval_error(&["--plugin", "/nonexistent/p.wasm", "--object", s(&object)]);
+    assert!(
+        err.contains("cannot read plugin /nonexistent/p.wasm"),
+        "{err}"
+    );
+    let err = eval_error(&["--plugin", s(&pinner), "--object", "/nonexistent/o.yaml"]);
+    assert!(err.contains("cannot read /nonexistent/o.yaml"), "{err}");
+    let err = eval_error(&["--plugin", s(&pinner), "--object", s(&fixture("bad.yaml"))]);
+    assert!(err.contains("bad.yaml is not valid YAML"), "{err}");
+    let err = eval_error(&["--plugin", s(&object), "--object", s(&object)]);
+    assert!(err.contains("is not a WebAssembly file"), "{err}");
+    let err = eval_error(&[
+        "--plugin",
+        s(&test_plugin("future-contract")),
+        "--object",
+        s(&object),
+    ]);
+    assert!(
+        err.contains("built for plugin contract 9.9.0, but this host supports 0.1.0"),
+        "{err}"
+    );
+    let err = eval_error(&[
+        "--plugin",
+        s(&pinner),
+        "--object",
+        s(&object),
+        "--config",
+        "{nope",
+    ]);
+    assert!(err.contains("--config is not valid JSON"), "{err}");
+}
+
+#[test]
+fn core_modules_are_refused_as_not_components() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("core.wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    let err = eval_error(&[
+        "--plugin",
+        s(&module),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+    ]);
+    assert!(
+        err.contains("is a core WebAssembly module, not a component"),
+        "{err}"
+    );
+}
