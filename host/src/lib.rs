@@ -5,6 +5,7 @@
 //! `plugin` (sandboxed runtime) → `actions` (executor); `contract` is the plugin contract as
 //! the host sees it; `sim` is the embedded API server.
 
+pub mod actions;
 pub mod cli;
 pub mod cluster;
 pub mod contract;

@@ -112,7 +112,7 @@ macro_rules! export {
                 }
             }
 
-            $crate::bindings::__export_plugin_world!(KubeplugExport with_types_in $crate::bindings);
+    $crate::bindings::__export_plugin_world!(KubeplugExport with_types_in $crate::bindings);
         };
     };
 }

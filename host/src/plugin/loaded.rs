@@ -42,15 +42,15 @@ pub struct CallReport {
 
 /// A plugin ready to be called: compiled, linked, contract-checked and described.
 pub struct Plugin {
-    engine: Engine,
-    pre: v0_1_0::PluginPre<SandboxState>,
+    pub(super) engine: Engine,
+    pub(super) pre: v0_1_0::PluginPre<SandboxState>,
     metadata: PluginMetadata,
-    name: Arc<str>,
+    pub(super) name: Arc<str>,
     digest: String,
     contract: &'static str,
     cache_outcome: CacheOutcome,
     max_memory: usize,
-    epoch_tick: Duration,
+    pub(super) epoch_tick: Duration,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -139,19 +139,14 @@ impl Plugin {
             &self.name,
             &request.target.key(),
         );
-        let outcome = outcome.and_then(|r| match r {
-            Ok(actions) => from_wit(actions, limits.output).map_err(CallError::from),
-            Err(types::ReconcileError::Transient(m)) => Err(CallError::Transient(m)),
-            Err(types::ReconcileError::Permanent(m)) => Err(CallError::Permanent(m)),
-        });
         CallReport {
-            outcome,
+            outcome: into_actions(outcome, limits.output),
             logs,
             elapsed: started.elapsed(),
         }
     }
 
-    fn clamp(&self, mut limits: Limits) -> Limits {
+    pub(super) fn clamp(&self, mut limits: Limits) -> Limits {
         limits.memory_bytes = limits.memory_bytes.min(self.max_memory);
         limits
     }
@@ -193,7 +188,24 @@ impl Plugin {
     }
 }
 
-fn new_store(
+/// The epoch deadline, in ticks, for a call that may take `timeout`.
+pub(super) fn epoch_ticks(timeout: Duration, tick: Duration) -> u64 {
+    timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64 + 1
+}
+
+/// The plugin's answer as checked actions, or the error it reported.
+pub(super) fn into_actions(
+    outcome: Result<Result<Vec<types::Action>, types::ReconcileError>, CallError>,
+    output: OutputLimits,
+) -> Result<Vec<Action>, CallError> {
+    outcome.and_then(|r| match r {
+        Ok(actions) => from_wit(actions, output).map_err(CallError::from),
+        Err(types::ReconcileError::Transient(m)) => Err(CallError::Transient(m)),
+        Err(types::ReconcileError::Permanent(m)) => Err(CallError::Permanent(m)),
+    })
+}
+
+pub(super) fn new_store(
     engine: &Engine,
     tick: Duration,
     limits: &Limits,
@@ -206,14 +218,13 @@ fn new_store(
     store.limiter(|s| &mut s.limiter);
     // Deadline in epoch ticks, set before instantiation (which runs guest code); reaching
     // it traps. The wall-clock timeout around the call catches guests blocked in host calls.
-    let ticks = limits.timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64 + 1;
-    store.set_epoch_deadline(ticks);
+    store.set_epoch_deadline(epoch_ticks(limits.timeout, tick));
     store
 }
 
 /// Maps the raw outcome to a typed one and collects the plugin's output, emitting its stdout
 /// and stderr lines as log events attributed to the plugin and key.
-fn settle<R>(
+pub(super) fn settle<R>(
     store: &mut Store<SandboxState>,
     result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
     limits: &Limits,
@@ -248,7 +259,7 @@ fn kind_ref(k: types::KindRef) -> KindRef {
     }
 }
 
-fn to_wit(req: &ReconcileRequest) -> types::Request {
+pub(super) fn to_wit(req: &ReconcileRequest) -> types::Request {
     types::Request {
         target: ref_to_wit(&req.target),
         object: req.object.as_deref().map(str::to_string),

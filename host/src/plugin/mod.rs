@@ -22,6 +22,7 @@ mod objects;
 mod output;
 mod sandbox;
 mod trap;
+mod warm;
 
 pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
 pub use engine::{PluginRuntime, RuntimeConfig};
@@ -30,3 +31,4 @@ pub use limits::Limits;
 pub use loaded::{CallContext, CallReport, Plugin};
 pub use objects::{NoObjects, ObjectSource};
 pub use sandbox::{LogSource, PluginLog};
+pub use warm::WarmInstance;

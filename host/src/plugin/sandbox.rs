@@ -138,6 +138,11 @@ impl SandboxState {
         }
     }
 
+    /// Attributes further log lines to another key (for instances that serve several).
+    pub(crate) fn set_key(&mut self, key: Arc<str>) {
+        self.key = key;
+    }
+
     /// Everything the plugin logged: import calls first, then stdout and stderr lines.
     pub(crate) fn take_logs(&mut self) -> (Vec<PluginLog>, String) {
         let mut logs = std::mem::take(&mut self.logs);

@@ -1,0 +1,294 @@
+//! The local cache of one kind: objects as JSON text with managedFields stripped, serialised
+//! once when the watch delivers them, and handed to every plugin call as shared bytes.
+
+use crate::cluster::selector::LabelSelector;
+use crate::contract::KindRef;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use tokio::sync::watch;
+
+/// Namespace (absent for cluster-scoped objects) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjKey {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjKey {
+    /// A key from namespace and name.
+    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+        ObjKey {
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ObjKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// The controller owner of an object (`ownerReferences` with `controller: true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    pub kind: KindRef,
+    pub name: String,
+}
+
+/// One cached object: its JSON and what routing and selection need without parsing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedObject {
+    pub key: ObjKey,
+    pub json: Arc<str>,
+    pub resource_version: String,
+    pub labels: BTreeMap<String, String>,
+    pub controller: Option<OwnerRef>,
+}
+
+impl CachedObject {
+    /// Builds the cache entry from a watched object: strips managedFields, serialises once.
+    pub fn from_object(object: &kube::api::DynamicObject) -> Self {
+        let meta = &object.metadata;
+        let mut value = serde_json::to_value(object).unwrap_or_default();
+        crate::manifest::strip_managed_fields(&mut value);
+        let controller = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| OwnerRef {
+                kind: KindRef::new(&o.api_version, &o.kind),
+                name: o.name.clone(),
+            });
+        CachedObject {
+            key: ObjKey::new(
+                meta.namespace.as_deref(),
+                meta.name.as_deref().unwrap_or_default(),
+            ),
+            json: value.to_string().into(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            controller,
+        }
+    }
+}
+
+/// What happened to a cached object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeType {
+    Added,
+    Changed,
+    Deleted,
+}
+
+/// A change the watch saw, for the router. `object` is the new state, or the last known
+/// state of a deleted object (so its owner can still be found).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub kind: KindRef,
+    pub change: ChangeType,
+    pub object: Arc<CachedObject>,
+}
+
+/// All cached objects of one kind.
+pub struct KindCache {
+    kind: KindRef,
+    objects: RwLock<HashMap<ObjKey, Arc<CachedObject>>>,
+    synced: watch::Sender<bool>,
+}
+
+impl KindCache {
+    /// An empty, not yet synced cache.
+    pub fn new(kind: KindRef) -> Self {
+        KindCache {
+            kind,
+            objects: RwLock::default(),
+            synced: watch::Sender::new(false),
+        }
+    }
+
+    /// The kind this cache holds.
+    pub fn kind(&self) -> &KindRef {
+        &self.kind
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ObjKey, Arc<CachedObject>>> {
+        self.objects.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<ObjKey, Arc<CachedObject>>> {
+        self.objects.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One object.
+    pub fn get(&self, key: &ObjKey) -> Option<Arc<CachedObject>> {
+        self.read().get(key).cloned()
+    }
+
+    /// Objects in `namespace` (or all) matching `selector`, sorted by key.
+    pub fn list(
+        &self,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Arc<CachedObject>> {
+        let mut items: Vec<_> = self
+            .read()
+            .values()
+            .filter(|o| namespace.is_none() || o.key.namespace.as_deref() == namespace)
+            .filter(|o| selector.matches_labels(&o.labels))
+            .cloned()
+            .collect();
+        items.sort_by(|a, b| a.key.cmp(&b.key));
+        items
+    }
+
+    /// Every key, for resyncs and for plugins that start late.
+    pub fn keys(&self) -> Vec<ObjKey> {
+        self.read().keys().cloned().collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Stores an object; returns the change, or `None` when its resourceVersion is unchanged.
+    pub fn upsert(&self, object: CachedObject) -> Option<Change> {
+        let mut objects = self.write();
+        let change = match objects.get(&object.key) {
+            Some(old) if old.resource_version == object.resource_version => return None,
+            Some(_) => ChangeType::Changed,
+            None => ChangeType::Added,
+        };
+        let object = Arc::new(object);
+        objects.insert(object.key.clone(), object.clone());
+        Some(Change {
+            kind: self.kind.clone(),
+            change,
+            object,
+        })
+    }
+
+    /// Forgets an object; returns the deletion with its last known state.
+    pub fn remove(&self, key: &ObjKey) -> Option<Change> {
+        let old = self.write().remove(key)?;
+        Some(Change {
+            kind: self.kind.clone(),
+            change: ChangeType::Deleted,
+            object: old,
+        })
+    }
+
+    /// Replaces everything after a (re)list: returns additions, changes and the deletions of
+    /// objects the list no longer has, and marks the cache synced.
+    pub fn replace_all(&self, fresh: Vec<CachedObject>) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let fresh_keys: std::collections::HashSet<ObjKey> =
+            fresh.iter().map(|o| o.key.clone()).collect();
+        let gone: Vec<ObjKey> = self
+            .read()
+            .keys()
+            .filter(|k| !fresh_keys.contains(*k))
+            .cloned()
+            .collect();
+        changes.extend(gone.iter().filter_map(|k| self.remove(k)));
+        changes.extend(fresh.into_iter().filter_map(|o| self.upsert(o)));
+        self.synced.send_replace(true);
+        changes
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first list has completed.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(name: &str, rv: &str, app: &str) -> CachedObject {
+        CachedObject {
+            key: ObjKey::new(Some("ns"), name),
+            json: format!("{{\"name\":\"{name}\"}}").into(),
+            resource_version: rv.into(),
+            labels: [("app".to_string(), app.to_string())].into(),
+            controller: None,
+        }
+    }
+
+    #[test]
+    fn upserts_report_only_real_changes() {
+        let c = KindCache::new(KindRef::deployment());
+        assert_eq!(
+            c.upsert(obj("a", "1", "x")).unwrap().change,
+            ChangeType::Added
+        );
+        assert!(
+            c.upsert(obj("a", "1", "x")).is_none(),
+            "same resourceVersion is no change"
+        );
+        assert_eq!(
+            c.upsert(obj("a", "2", "x")).unwrap().change,
+            ChangeType::Changed
+        );
+        let gone = c.remove(&ObjKey::new(Some("ns"), "a")).unwrap();
+        assert_eq!(
+            (gone.change, gone.object.resource_version.as_str()),
+            (ChangeType::Deleted, "2")
+        );
+        assert!(c.remove(&ObjKey::new(Some("ns"), "a")).is_none());
+    }
+
+    #[test]
+    fn relist_replaces_and_reports_deletions() {
+        let c = KindCache::new(KindRef::deployment());
+        assert!(!c.is_synced());
+        c.upsert(obj("a", "1", "x"));
+        c.upsert(obj("b", "1", "x"));
+        let changes = c.replace_all(vec![obj("b", "2", "x"), obj("c", "1", "x")]);
+        let mut seen: Vec<_> = changes
+            .iter()
+            .map(|ch| (ch.object.key.name.clone(), ch.change))
+            .collect();
+        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            seen,
+            [
+                ("a".to_string(), ChangeType::Deleted),
+                ("b".to_string(), ChangeType::Changed),
+                ("c".to_string(), ChangeType::Added)
+            ]
+        );
+        assert!(c.is_synced());
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn lists_by_namespace_and_labels() {
+        let c = KindCache::new(KindRef::deployment());
+        c.upsert(obj("a", "1", "web"));
+        c.upsert(obj("b", "1", "db"));
+        let web = LabelSelector::parse("app=web").unwrap();
+        assert_eq!(c.list(Some("ns"), &web).len(), 1);
+        assert_eq!(c.list(Some("other"), &LabelSelector::default()).len(), 0);
+        assert_eq!(c.list(None, &LabelSelector::default()).len(), 2);
+    }
+}

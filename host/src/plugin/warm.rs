@@ -1,0 +1,93 @@
+//! A long-lived instance that serves call after call. The controller does not use it (state
+//! could leak from one key to the next); it exists so that the cost of fresh instances is
+//! measured against it in the same benchmark run, and for trusted single-tenant setups.
+
+use super::bindings::v0_1_0;
+use super::error::CallError;
+use super::limits::Limits;
+use super::loaded::{
+    CallContext, CallReport, Plugin, epoch_ticks, into_actions, new_store, settle, to_wit,
+};
+use super::sandbox::SandboxState;
+use crate::contract::ReconcileRequest;
+use std::sync::Arc;
+use std::time::Instant;
+use wasmtime::Store;
+
+/// An instance reused across calls; once a call fails with a trap it refuses further calls.
+pub struct WarmInstance {
+    store: Store<SandboxState>,
+    bindings: v0_1_0::Plugin,
+    limits: Limits,
+    epoch_ticks: u64,
+    name: Arc<str>,
+    poisoned: bool,
+}
+
+impl Plugin {
+    /// Instantiates the plugin once, for repeated calls with the same limits and objects.
+    pub async fn warm(&self, ctx: &CallContext) -> Result<WarmInstance, CallError> {
+        let limits = self.clamp(ctx.limits);
+        let mut store = new_store(
+            &self.engine,
+            self.epoch_tick,
+            &limits,
+            ctx,
+            self.name.clone(),
+            "".into(),
+        );
+        let bindings =
+            self.pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| CallError::Instantiate {
+                    message: format!("{e:#}"),
+                })?;
+        let epoch_ticks = epoch_ticks(limits.timeout, self.epoch_tick);
+        Ok(WarmInstance {
+            store,
+            bindings,
+            limits,
+            epoch_ticks,
+            name: self.name.clone(),
+            poisoned: false,
+        })
+    }
+}
+
+impl WarmInstance {
+    /// Reconciles one key on this instance; the deadline is reset before every call.
+    pub async fn reconcile(&mut self, request: &ReconcileRequest) -> CallReport {
+        let started = Instant::now();
+        if self.poisoned {
+            return CallReport {
+                outcome: Err(CallError::Instantiate {
+                    message: "instance trapped earlier and cannot be entered again".into(),
+                }),
+                logs: Vec::new(),
+                elapsed: started.elapsed(),
+            };
+        }
+        let key = request.target.key();
+        self.store.data_mut().set_key(key.as_str().into());
+        self.store.set_epoch_deadline(self.epoch_ticks);
+        let wit_request = to_wit(request);
+        let (store, bindings) = (&mut self.store, &self.bindings);
+        let result = tokio::time::timeout(self.limits.timeout, async {
+            bindings
+                .kubeplug_plugin_reconciler()
+                .call_reconcile(&mut *store, &wit_request)
+                .await
+        })
+        .await;
+        let (outcome, logs) = settle(&mut self.store, result, &self.limits, &self.name, &key);
+        if outcome.is_err() {
+            self.poisoned = true;
+        }
+        CallReport {
+            outcome: into_actions(outcome, self.limits.output),
+            logs,
+            elapsed: started.elapsed(),
+        }
+    }
+}
