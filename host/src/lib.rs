@@ -9,6 +9,7 @@ pub mod actions;
 pub mod cli;
 pub mod cluster;
 pub mod contract;
+pub mod controller;
 pub mod fixtures;
 pub mod manifest;
 pub mod plugin;

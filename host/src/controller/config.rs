@@ -1,0 +1,35 @@
+//! Settings of the controller host.
+
+use crate::plugin::Limits;
+use crate::queue::QueueConfig;
+use std::time::Duration;
+
+/// How the controller runs plugins.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Watch and act in this namespace only; `None` for all namespaces.
+    pub namespace: Option<String>,
+    /// Workers per plugin: keys of one plugin processed at once.
+    pub workers: usize,
+    /// Workqueue rate limiting.
+    pub queue: QueueConfig,
+    /// Per-call limits of every plugin.
+    pub limits: Limits,
+    /// Re-enqueue every cached key this often; `None` disables resyncs.
+    pub resync: Option<Duration>,
+    /// Names this host in Events it reports (`reportingInstance`).
+    pub instance: String,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            namespace: None,
+            workers: 2,
+            queue: QueueConfig::default(),
+            limits: Limits::default(),
+            resync: None,
+            instance: "kubeplug".into(),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Starting and stopping the controller: one shared watch per kind, one queue and a pool of
+//! workers per plugin, a router between them, and an optional resync timer.
+
+use super::cache_objects::CacheObjects;
+use super::config::ControllerConfig;
+use super::router;
+use super::unit::PluginUnit;
+use crate::actions::Executor;
+use crate::cluster::{KindCache, KindRegistry, WatchHandle, spawn_watch};
+use crate::contract::{KindRef, Reason};
+use crate::plugin::{CallContext, Plugin};
+use crate::queue::{QueueMetrics, WorkQueue};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// A running controller host.
+pub struct Controller {
+    units: Vec<Arc<PluginUnit>>,
+    workers: Vec<JoinHandle<()>>,
+    watches: BTreeMap<KindRef, WatchHandle>,
+    background: Vec<JoinHandle<()>>,
+    registry: prometheus_client::registry::Registry,
+}
+
+impl Controller {
+    /// Starts watches for every kind the plugins need and workers for every plugin. A plugin
+    /// whose kinds the API server does not serve is reported and left out; the rest run.
+    pub async fn start(client: kube::Client, config: ControllerConfig, plugins: Vec<Arc<Plugin>>) -> anyhow::Result<Self> {
+        let kinds = Arc::new(KindRegistry::new(client.clone()));
+        let executor = Arc::new(Executor::new(kinds.clone(), config.instance.clone()));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut watches: BTreeMap<KindRef, WatchHandle> = BTreeMap::new();
+        let mut registry = prometheus_client::registry::Registry::with_prefix("kubeplug");
+        let metrics = QueueMetrics::new(&mut registry);
+        let mut units = Vec::new();
+        'plugins: for plugin in plugins {
+            let meta = plugin.metadata().clone();
+            let mut caches: Vec<Arc<KindCache>> = Vec::new();
+            for kind in std::iter::once(&meta.reconciles).chain(&meta.owns) {
+                if let Some(w) = watches.get(kind) {
+                    caches.push(w.cache.clone());
+                    continue;
+                }
+                match kinds.resolve(kind).await {
+                    Ok(resolved) => {
+                        let handle = spawn_watch(client.clone(), &resolved, config.namespace.as_deref(), tx.clone());
+                        caches.push(handle.cache.clone());
+                        watches.insert(kind.clone(), handle);
+                    }
+                    Err(err) => {
+                        tracing::error!(plugin = %meta.name, %kind, "plugin not started: the API server does not serve its kind: {err}");
+                        continue 'plugins;
+                    }
+                }
+            }
+            let queue = WorkQueue::new(meta.name.clone(), &config.queue, &metrics)?;
+            let ctx = CallContext::new(config.limits, Arc::new(CacheObjects::new(caches.clone())));
+            let primary = caches[0].clone();
+            units.push(Arc::new(PluginUnit::new(plugin, queue, primary, caches, ctx, executor.clone(), None)));
+            tracing::info!(plugin = %meta.name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), "plugin started");
+        }
+        drop(tx);
+        let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
+        if let Some(period) = config.resync {
+            background.push(tokio::spawn(resync(units.clone(), period)));
+        }
+        let workers = units
+            .iter()
+            .flat_map(|u| (0..config.workers.max(1)).map(|_| tokio::spawn(u.clone().work())))
+            .collect();
+        Ok(Controller {
+            units,
+            workers,
+            watches,
+            background,
+            registry,
+        })
+    }
+
+    /// Names of the plugins that are running.
+    pub fn plugins(&self) -> Vec<String> {
+        self.units.iter().map(|u| u.plugin.name().to_string()).collect()
+    }
+
+    /// The kinds being watched.
+    pub fn watched_kinds(&self) -> Vec<KindRef> {
+        self.watches.keys().cloned().collect()
+    }
+
+    /// Whether every watch has listed its kind once.
+    pub fn is_synced(&self) -> bool {
+        self.watches.values().all(|w| w.cache.is_synced())
+    }
+
+    /// Keys waiting per plugin.
+    pub fn queue_depths(&self) -> HashMap<String, usize> {
+        self.units.iter().map(|u| (u.plugin.name().to_string(), u.queue.len())).collect()
+    }
+
+    /// The metrics registry (workqueue metrics, labelled by plugin).
+    pub fn metrics(&self) -> &prometheus_client::registry::Registry {
+        &self.registry
+    }
+
+    /// Stops taking keys, lets in-flight calls finish, then stops the watches.
+    pub async fn shutdown(self) {
+        for unit in &self.units {
+            unit.queue.shut_down();
+        }
+        for worker in self.workers {
+            let _ = worker.await;
+        }
+        for task in self.background {
+            task.abort();
+        }
+        drop(self.watches);
+    }
+}
+
+/// Re-enqueues every cached key of every plugin's kind each `period`.
+async fn resync(units: Vec<Arc<PluginUnit>>, period: std::time::Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        for unit in &units {
+            for key in unit.primary.keys() {
+                unit.enqueue(key, Reason::Resync);
+            }
+        }
+    }
+}
