@@ -5,4 +5,5 @@
 //! `plugin` (sandboxed runtime) → `actions` (executor); `sim` is the embedded API server.
 
 pub mod cli;
+pub mod queue;
 pub mod sim;
