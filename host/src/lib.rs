@@ -13,5 +13,6 @@ pub mod controller;
 pub mod fixtures;
 pub mod manifest;
 pub mod plugin;
+pub mod queue;
 pub mod sim;
 pub mod telemetry;
