@@ -1,6 +1,7 @@
 //! Command-line interface: one file per subcommand.
 
 pub mod eval;
+pub mod run;
 pub mod sim;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Run one plugin offline against a manifest and print the actions it returns.
     Eval(eval::EvalArgs),
+    /// Run the plugins in a directory as controllers against a cluster (or --embedded).
+    Run(run::RunArgs),
     /// Serve the embedded Kubernetes API server until interrupted.
     Sim(sim::SimArgs),
 }
@@ -31,6 +34,7 @@ pub fn main(cli: Cli) -> ExitCode {
     crate::telemetry::init(cli.log_json);
     let result = match cli.command {
         Command::Eval(args) => runtime().and_then(|rt| rt.block_on(eval::run(args))),
+        Command::Run(args) => runtime().and_then(|rt| rt.block_on(run::run(args))),
         Command::Sim(args) => runtime().and_then(|rt| rt.block_on(sim::run(args))),
     };
     match result {
