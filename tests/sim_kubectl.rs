@@ -7,14 +7,25 @@ use std::process::Command;
 use std::time::Duration;
 
 fn kubectl_available() -> bool {
-    Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success())
+    Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let output = Command::new("kubectl").arg("--kubeconfig").arg(kubeconfig).args(args).output()?;
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()?;
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    anyhow::ensure!(output.status.success(), "kubectl {args:?} failed: {stderr}{stdout}");
+    anyhow::ensure!(
+        output.status.success(),
+        "kubectl {args:?} failed: {stderr}{stdout}"
+    );
     Ok(stdout)
 }
 
@@ -39,7 +50,10 @@ async fn kubectl_get_apply_scale_delete() -> anyhow::Result<()> {
         println!("SKIPPED kubectl_get_apply_scale_delete: kubectl is not on PATH");
         return Ok(());
     }
-    let sim = Sim::builder().status_delay(Duration::from_millis(20)).start().await?;
+    let sim = Sim::builder()
+        .status_delay(Duration::from_millis(20))
+        .start()
+        .await?;
     let dir = tempfile::tempdir()?;
     let kc = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kc)?;
@@ -47,7 +61,9 @@ async fn kubectl_get_apply_scale_delete() -> anyhow::Result<()> {
     let kc2 = kc.clone();
     let run = move |args: Vec<String>| {
         let kc = kc2.clone();
-        tokio::task::spawn_blocking(move || kubectl(&kc, &args.iter().map(String::as_str).collect::<Vec<_>>()))
+        tokio::task::spawn_blocking(move || {
+            kubectl(&kc, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
     };
     let args = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
 
@@ -56,17 +72,34 @@ async fn kubectl_get_apply_scale_delete() -> anyhow::Result<()> {
 
     std::fs::write(&manifest, DEPLOYMENT.replace("IMAGE", "nginx:1"))?;
     let path = manifest.display().to_string();
-    let out = run(vec!["apply".into(), "--validate=false".into(), "-f".into(), path.clone()]).await??;
+    let out = run(vec![
+        "apply".into(),
+        "--validate=false".into(),
+        "-f".into(),
+        path.clone(),
+    ])
+    .await??;
     assert!(out.contains("created"), "{out}");
     std::fs::write(&manifest, DEPLOYMENT.replace("IMAGE", "nginx:2"))?;
-    let out = run(vec!["apply".into(), "--validate=false".into(), "-f".into(), path]).await??;
+    let out = run(vec![
+        "apply".into(),
+        "--validate=false".into(),
+        "-f".into(),
+        path,
+    ])
+    .await??;
     assert!(out.contains("configured"), "{out}");
-    let image = run(args("get deployment web -o jsonpath={.spec.template.spec.containers[0].image}")).await??;
+    let image = run(args(
+        "get deployment web -o jsonpath={.spec.template.spec.containers[0].image}",
+    ))
+    .await??;
     assert_eq!(image, "nginx:2");
 
     let out = run(args("scale deployment web --replicas=4")).await??;
     assert!(out.contains("scaled"), "{out}");
-    let replicas = sim.get("deployments", Some("default"), "web").and_then(|d| d["spec"]["replicas"].as_i64());
+    let replicas = sim
+        .get("deployments", Some("default"), "web")
+        .and_then(|d| d["spec"]["replicas"].as_i64());
     assert_eq!(replicas, Some(4));
 
     let listed = run(args("get deployments")).await??;

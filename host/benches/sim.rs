@@ -31,12 +31,17 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(run())
 }
 
 async fn run() -> anyhow::Result<()> {
-    let objects: usize = std::env::var("SIM_BENCH_OBJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let objects: usize = std::env::var("SIM_BENCH_OBJECTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
     let sim = Sim::builder()
         .history(100_000)
         .watch_buffer(100_000)
@@ -56,7 +61,10 @@ async fn run() -> anyhow::Result<()> {
         .try_collect::<Vec<_>>()
         .await?;
     let elapsed = start.elapsed();
-    println!("create: {objects} Deployments in {elapsed:?} = {:.0} creates/s", objects as f64 / elapsed.as_secs_f64());
+    println!(
+        "create: {objects} Deployments in {elapsed:?} = {:.0} creates/s",
+        objects as f64 / elapsed.as_secs_f64()
+    );
 
     let mut full = Vec::new();
     for _ in 0..5 {
@@ -65,7 +73,10 @@ async fn run() -> anyhow::Result<()> {
         full.push(start.elapsed());
         assert_eq!(list.items.len(), objects);
     }
-    println!("list (one request, typed decode): {objects} Deployments, median {:?}", median(full));
+    println!(
+        "list (one request, typed decode): {objects} Deployments, median {:?}",
+        median(full)
+    );
     let mut paged = Vec::new();
     for _ in 0..3 {
         let start = Instant::now();
@@ -86,7 +97,10 @@ async fn run() -> anyhow::Result<()> {
         assert_eq!(count, objects);
         paged.push(start.elapsed());
     }
-    println!("list (limit=500 pages): {objects} Deployments, median {:?}", median(paged));
+    println!(
+        "list (limit=500 pages): {objects} Deployments, median {:?}",
+        median(paged)
+    );
 
     let patches = objects.min(5_000);
     let start = Instant::now();
@@ -94,15 +108,20 @@ async fn run() -> anyhow::Result<()> {
         .map(|i| {
             let api = api.clone();
             async move {
-                let patch = Patch::Merge(json!({"metadata": {"annotations": {"bench": i.to_string()}}}));
-                api.patch(&format!("d{i:05}"), &PatchParams::default(), &patch).await
+                let patch =
+                    Patch::Merge(json!({"metadata": {"annotations": {"bench": i.to_string()}}}));
+                api.patch(&format!("d{i:05}"), &PatchParams::default(), &patch)
+                    .await
             }
         })
         .buffer_unordered(CONCURRENCY)
         .try_collect::<Vec<_>>()
         .await?;
     let elapsed = start.elapsed();
-    println!("merge patch: {patches} in {elapsed:?} = {:.0} patches/s", patches as f64 / elapsed.as_secs_f64());
+    println!(
+        "merge patch: {patches} in {elapsed:?} = {:.0} patches/s",
+        patches as f64 / elapsed.as_secs_f64()
+    );
 
     let start = Instant::now();
     stream::iter(0..patches)
@@ -118,12 +137,17 @@ async fn run() -> anyhow::Result<()> {
         .try_collect::<Vec<_>>()
         .await?;
     let elapsed = start.elapsed();
-    println!("server-side apply: {patches} in {elapsed:?} = {:.0} applies/s", patches as f64 / elapsed.as_secs_f64());
+    println!(
+        "server-side apply: {patches} in {elapsed:?} = {:.0} applies/s",
+        patches as f64 / elapsed.as_secs_f64()
+    );
 
     let rv = sim.resource_version().to_string();
     let mut watchers = Vec::new();
     for _ in 0..WATCHERS {
-        let stream = api.watch(&WatchParams::default().disable_bookmarks(), &rv).await?;
+        let stream = api
+            .watch(&WatchParams::default().disable_bookmarks(), &rv)
+            .await?;
         watchers.push(tokio::spawn(async move {
             let mut stream = stream.boxed();
             let mut seen = 0usize;
@@ -142,8 +166,10 @@ async fn run() -> anyhow::Result<()> {
         .map(|i| {
             let api = api.clone();
             async move {
-                let patch = Patch::Merge(json!({"metadata": {"annotations": {"fanout": i.to_string()}}}));
-                api.patch(&format!("d{i:05}"), &PatchParams::default(), &patch).await
+                let patch =
+                    Patch::Merge(json!({"metadata": {"annotations": {"fanout": i.to_string()}}}));
+                api.patch(&format!("d{i:05}"), &PatchParams::default(), &patch)
+                    .await
             }
         })
         .buffer_unordered(CONCURRENCY)
@@ -155,7 +181,11 @@ async fn run() -> anyhow::Result<()> {
         delivered += w.await?;
     }
     let elapsed = start.elapsed();
-    anyhow::ensure!(delivered == patches * WATCHERS, "watchers saw {delivered} of {} events", patches * WATCHERS);
+    anyhow::ensure!(
+        delivered == patches * WATCHERS,
+        "watchers saw {delivered} of {} events",
+        patches * WATCHERS
+    );
     println!(
         "watch fan-out: {WATCHERS} watchers x {patches} events = {delivered} delivered in {elapsed:?} = {:.0} events/s (writes took {writes:?})",
         delivered as f64 / elapsed.as_secs_f64()

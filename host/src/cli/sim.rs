@@ -20,7 +20,11 @@ pub struct SimArgs {
     #[arg(long, env = "KUBEPLUG_SIM_CRD", value_delimiter = ',')]
     pub crd: Vec<PathBuf>,
     /// Where to write a kubeconfig for kubectl and kube clients.
-    #[arg(long, env = "KUBEPLUG_SIM_KUBECONFIG_OUT", default_value = "kubeplug-sim.kubeconfig")]
+    #[arg(
+        long,
+        env = "KUBEPLUG_SIM_KUBECONFIG_OUT",
+        default_value = "kubeplug-sim.kubeconfig"
+    )]
     pub kubeconfig_out: PathBuf,
     /// Milliseconds before a Deployment's status reaches its spec.
     #[arg(long, env = "KUBEPLUG_SIM_STATUS_DELAY", default_value_t = 200)]
@@ -50,7 +54,10 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.load {
         builder = builder.load_dir(dir);
     }
-    let sim = builder.start().await.context("starting the sim API server")?;
+    let sim = builder
+        .start()
+        .await
+        .context("starting the sim API server")?;
     sim.write_kubeconfig(&args.kubeconfig_out)
         .with_context(|| format!("writing kubeconfig to {}", args.kubeconfig_out.display()))?;
     let kubeconfig = args.kubeconfig_out.display();
@@ -58,7 +65,10 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     println!("kubeconfig written to {kubeconfig}; try:");
     println!("  kubectl --kubeconfig {kubeconfig} get deployments -A");
     println!("  kubectl --kubeconfig {kubeconfig} apply --validate=false -f deployment.yaml");
-    println!("fault injection: curl -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'", sim.url());
+    println!(
+        "fault injection: curl -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'",
+        sim.url()
+    );
     println!("request log:     curl {}/sim/requests", sim.url());
     wait_for_signal().await?;
     tracing::info!("shutting down");

@@ -27,8 +27,10 @@ pub fn groups(registry: &Registry) -> Value {
         .groups()
         .into_iter()
         .map(|(group, versions)| {
-            let versions: Vec<Value> =
-                versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+                .collect();
             json!({"name": group, "versions": versions, "preferredVersion": versions[0]})
         })
         .collect();
@@ -38,20 +40,37 @@ pub fn groups(registry: &Registry) -> Value {
 /// `/apis/<group>` (one group).
 pub fn group(registry: &Registry, name: &str) -> Option<Value> {
     let list = groups(registry);
-    list["groups"].as_array()?.iter().find(|g| g["name"] == name).map(|g| {
-        let mut g = g.clone();
-        g["kind"] = json!("APIGroup");
-        g["apiVersion"] = json!("v1");
-        g
-    })
+    list["groups"]
+        .as_array()?
+        .iter()
+        .find(|g| g["name"] == name)
+        .map(|g| {
+            let mut g = g.clone();
+            g["kind"] = json!("APIGroup");
+            g["apiVersion"] = json!("v1");
+            g
+        })
 }
 
-const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// `/api/v1` or `/apis/<group>/<version>`; `None` when nothing is served there.
 pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for k in registry.all().iter().filter(|k| k.group == group && k.version == version) {
+    for k in registry
+        .all()
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+    {
         let mut r = json!({
             "name": k.plural, "singularName": k.singular, "namespaced": k.namespaced,
             "kind": k.kind, "verbs": VERBS,
@@ -79,6 +98,12 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
     if resources.is_empty() {
         return None;
     }
-    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+    )
 }

@@ -33,12 +33,21 @@ pub struct ErrorFault {
 impl ErrorFault {
     /// Fails every `n`th request with `status`.
     pub fn every_nth(status: u16, n: u64) -> Self {
-        Self { status, every_nth: Some(n.max(1)), ..Self::default() }
+        Self {
+            status,
+            every_nth: Some(n.max(1)),
+            ..Self::default()
+        }
     }
 
     /// Fails a `ratio` share of requests with `status`, deterministically from `seed`.
     pub fn ratio(status: u16, ratio: f64, seed: u64) -> Self {
-        Self { status, ratio: Some(ratio), seed, ..Self::default() }
+        Self {
+            status,
+            ratio: Some(ratio),
+            seed,
+            ..Self::default()
+        }
     }
 
     /// Restricts to these verbs.
@@ -114,7 +123,14 @@ pub struct Faults {
 
 impl Default for Faults {
     fn default() -> Self {
-        Self { inner: Mutex::new(Inner { state: FaultState::default(), counter: 0, rng: 0 }), drop_tx: watch::channel(0).0 }
+        Self {
+            inner: Mutex::new(Inner {
+                state: FaultState::default(),
+                counter: 0,
+                rng: 0,
+            }),
+            drop_tx: watch::channel(0).0,
+        }
     }
 }
 
@@ -233,8 +249,10 @@ impl Faults {
         }
         inner.counter += 1;
         let hit = match (fault.every_nth, fault.ratio) {
-            (Some(n), _) => inner.counter % n.max(1) == 0,
-            (None, Some(ratio)) => (splitmix(&mut inner.rng) >> 11) as f64 / (1u64 << 53) as f64 <= ratio,
+            (Some(n), _) => inner.counter.is_multiple_of(n.max(1)),
+            (None, Some(ratio)) => {
+                (splitmix(&mut inner.rng) >> 11) as f64 / (1u64 << 53) as f64 <= ratio
+            }
             (None, None) => true,
         };
         if !hit {
@@ -248,10 +266,26 @@ impl Faults {
         }
         let (status, retry) = (fault.status, fault.retry_after_seconds);
         let mut err = match status {
-            429 => ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later (injected)"),
-            503 => ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request (injected)"),
-            504 => ApiError::new(504, "Timeout", "the server was unable to return a response in the time allotted (injected)"),
-            code => ApiError::new(code, "InternalError", "an error on the server has prevented the request from succeeding (injected)"),
+            429 => ApiError::new(
+                429,
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later (injected)",
+            ),
+            503 => ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request (injected)",
+            ),
+            504 => ApiError::new(
+                504,
+                "Timeout",
+                "the server was unable to return a response in the time allotted (injected)",
+            ),
+            code => ApiError::new(
+                code,
+                "InternalError",
+                "an error on the server has prevented the request from succeeding (injected)",
+            ),
         };
         err.retry_after = retry.or((status == 429).then_some(1));
         if let Some(seconds) = err.retry_after {
@@ -278,7 +312,9 @@ mod tests {
     fn every_nth_and_filters() {
         let f = Faults::default();
         f.inject_errors(ErrorFault::every_nth(503, 3).verbs(["list"]));
-        let hits: Vec<bool> = (0..6).map(|_| f.error_for("list", "pods").is_some()).collect();
+        let hits: Vec<bool> = (0..6)
+            .map(|_| f.error_for("list", "pods").is_some())
+            .collect();
         assert_eq!(hits, vec![false, false, true, false, false, true]);
         assert!(f.error_for("get", "pods").is_none());
     }
@@ -288,7 +324,9 @@ mod tests {
         let run = || {
             let f = Faults::default();
             f.inject_errors(ErrorFault::ratio(500, 0.3, 42));
-            (0..1000).map(|_| f.error_for("get", "pods").is_some()).collect::<Vec<_>>()
+            (0..1000)
+                .map(|_| f.error_for("get", "pods").is_some())
+                .collect::<Vec<_>>()
         };
         let a = run();
         assert_eq!(a, run());
@@ -308,7 +346,11 @@ mod tests {
     #[test]
     fn counters() {
         let f = Faults::default();
-        f.apply(FaultRequest { conflicts: Some(1), gone_watches: Some(2), ..Default::default() });
+        f.apply(FaultRequest {
+            conflicts: Some(1),
+            gone_watches: Some(2),
+            ..Default::default()
+        });
         assert!(f.take_conflict());
         assert!(!f.take_conflict());
         assert!(f.take_gone() && f.take_gone() && !f.take_gone());

@@ -31,7 +31,9 @@ pub async fn run(shared: Arc<Shared>) {
 }
 
 fn uids(all: &[(Arc<str>, Arc<Value>)]) -> HashSet<String> {
-    all.iter().filter_map(|(_, o)| o["metadata"]["uid"].as_str().map(str::to_string)).collect()
+    all.iter()
+        .filter_map(|(_, o)| o["metadata"]["uid"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// Handles every object with a reference to a missing owner (after a missed event).
@@ -40,7 +42,11 @@ fn collect_dangling(shared: &Shared) {
     let live = uids(&all);
     let mut gone = HashSet::new();
     for (_, object) in &all {
-        for r in object["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
+        for r in object["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if let Some(uid) = r["uid"].as_str()
                 && !live.contains(uid)
             {
@@ -58,7 +64,9 @@ fn collect(shared: &Shared, uid: &str) {
     let all = shared.store.all();
     let live = uids(&all);
     for (resource, object) in all.iter().filter(|(_, o)| owned_by(o, uid)) {
-        let Some(kind) = shared.registry().by_resource(resource) else { continue };
+        let Some(kind) = shared.registry().by_resource(resource) else {
+            continue;
+        };
         let (ns, name) = super::store::key_of(object);
         let other_owner = object["metadata"]["ownerReferences"]
             .as_array()
@@ -73,7 +81,15 @@ fn collect(shared: &Shared, uid: &str) {
             })
         } else {
             tracing::debug!(resource = %resource, namespace = %ns, name = %name, owner = uid, "garbage collecting dependent");
-            shared.delete(&kind, &ns, &name, &DeleteOptions { propagation: Some("Background".into()), ..Default::default() })
+            shared.delete(
+                &kind,
+                &ns,
+                &name,
+                &DeleteOptions {
+                    propagation: Some("Background".into()),
+                    ..Default::default()
+                },
+            )
         };
         if let Err(err) = result
             && err.code != 404

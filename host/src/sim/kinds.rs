@@ -58,12 +58,20 @@ impl ResourceKind {
 
     /// `apps/v1` or `v1`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// `deployments.apps` or `pods`: the name used in error messages and as the storage key.
     pub fn resource_name(&self) -> String {
-        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
     }
 
     /// The list kind, e.g. `DeploymentList`.
@@ -72,8 +80,18 @@ impl ResourceKind {
     }
 
     /// A built-in kind: strategic-merge list keys known, generation off unless set.
-    fn builtin_kind(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
-        Self { builtin: true, generation: false, ..Self::custom(group, version, kind, plural, namespaced) }
+    fn builtin_kind(
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+    ) -> Self {
+        Self {
+            builtin: true,
+            generation: false,
+            ..Self::custom(group, version, kind, plural, namespaced)
+        }
     }
 }
 
@@ -112,7 +130,8 @@ impl Registry {
             short_names: vec!["ev".into()],
             ..ResourceKind::builtin_kind("events.k8s.io", "v1", "Event", "events", true)
         };
-        let leases = ResourceKind::builtin_kind("coordination.k8s.io", "v1", "Lease", "leases", true);
+        let leases =
+            ResourceKind::builtin_kind("coordination.k8s.io", "v1", "Lease", "leases", true);
         let crds = ResourceKind {
             status_subresource: true,
             generation: true,
@@ -126,14 +145,26 @@ impl Registry {
             )
         };
         Self {
-            kinds: [deployments, pods, namespaces, events, events_k8s, leases, crds].into_iter().map(Arc::new).collect(),
+            kinds: [
+                deployments,
+                pods,
+                namespaces,
+                events,
+                events_k8s,
+                leases,
+                crds,
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
         }
     }
 
     /// Registers a kind; a kind with the same group/version/plural is replaced.
     pub fn register(&mut self, kind: ResourceKind) {
-        self.kinds
-            .retain(|k| !(k.group == kind.group && k.version == kind.version && k.plural == kind.plural));
+        self.kinds.retain(|k| {
+            !(k.group == kind.group && k.version == kind.version && k.plural == kind.plural)
+        });
         self.kinds.push(Arc::new(kind));
     }
 
@@ -144,13 +175,19 @@ impl Registry {
 
     /// Looks up by group, version and plural (the path form).
     pub fn by_path(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceKind>> {
-        self.kinds.iter().find(|k| k.group == group && k.version == version && k.plural == plural).cloned()
+        self.kinds
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.plural == plural)
+            .cloned()
     }
 
     /// Looks up by `apiVersion` and `kind` (the object form).
     pub fn by_type(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceKind>> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        self.kinds.iter().find(|k| k.group == group && k.version == version && k.kind == kind).cloned()
+        self.kinds
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.kind == kind)
+            .cloned()
     }
 
     /// Looks up by `plural`, `plural.group`, kind or short name (case-insensitive), for the
@@ -167,7 +204,7 @@ impl Registry {
                 let name_match = k.plural == base
                     || k.singular == base
                     || k.kind.to_lowercase() == base
-                    || k.short_names.iter().any(|s| *s == base);
+                    || k.short_names.contains(&base);
                 name_match && group.as_deref().is_none_or(|g| g == k.group)
             })
             .cloned()
@@ -175,7 +212,10 @@ impl Registry {
 
     /// Looks up by storage key (`deployments.apps`, `pods`); the first registered version.
     pub fn by_resource(&self, resource: &str) -> Option<Arc<ResourceKind>> {
-        self.kinds.iter().find(|k| k.resource_name() == resource).cloned()
+        self.kinds
+            .iter()
+            .find(|k| k.resource_name() == resource)
+            .cloned()
     }
 
     /// Groups with their versions, in order of first registration (for `/apis`).
@@ -186,7 +226,9 @@ impl Registry {
                 continue;
             }
             match groups.iter_mut().find(|(g, _)| *g == k.group) {
-                Some((_, versions)) if !versions.contains(&k.version) => versions.push(k.version.clone()),
+                Some((_, versions)) if !versions.contains(&k.version) => {
+                    versions.push(k.version.clone())
+                }
                 Some(_) => {}
                 None => groups.push((k.group.clone(), vec![k.version.clone()])),
             }
@@ -201,7 +243,9 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, ApiError> {
     if crd.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
         return Err(ApiError::bad_request("not a CustomResourceDefinition"));
     }
-    let spec = crd.get("spec").ok_or_else(|| ApiError::invalid("CustomResourceDefinition without spec"))?;
+    let spec = crd
+        .get("spec")
+        .ok_or_else(|| ApiError::invalid("CustomResourceDefinition without spec"))?;
     let field = |v: &Value, path: &str| -> Result<String, ApiError> {
         v.pointer(path)
             .and_then(Value::as_str)
@@ -211,16 +255,27 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, ApiError> {
     let group = field(spec, "/group")?;
     let kind = field(spec, "/names/kind")?;
     let plural = field(spec, "/names/plural")?;
-    let singular = spec.pointer("/names/singular").and_then(Value::as_str).map(str::to_string);
+    let singular = spec
+        .pointer("/names/singular")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let short_names: Vec<String> = spec
         .pointer("/names/shortNames")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let namespaced = match spec.get("scope").and_then(Value::as_str) {
         Some("Cluster") => false,
         Some("Namespaced") | None => true,
-        Some(other) => return Err(ApiError::invalid(format!("CustomResourceDefinition: unknown scope {other}"))),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "CustomResourceDefinition: unknown scope {other}"
+            )));
+        }
     };
     let versions = spec
         .get("versions")
@@ -241,7 +296,9 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, ApiError> {
         kinds.push(k);
     }
     if kinds.is_empty() {
-        return Err(ApiError::invalid("CustomResourceDefinition: no served version"));
+        return Err(ApiError::invalid(
+            "CustomResourceDefinition: no served version",
+        ));
     }
     Ok(kinds)
 }
@@ -275,7 +332,10 @@ mod tests {
         let r = Registry::builtin();
         assert_eq!(r.by_name("deploy").unwrap().kind, "Deployment");
         assert_eq!(r.by_name("deployments.apps").unwrap().kind, "Deployment");
-        assert_eq!(r.by_name("events.events.k8s.io").unwrap().group, "events.k8s.io");
+        assert_eq!(
+            r.by_name("events.events.k8s.io").unwrap().group,
+            "events.k8s.io"
+        );
         assert!(r.by_name("widgets").is_none());
     }
 }

@@ -31,7 +31,8 @@ struct Token {
 }
 
 fn decode(token: &str) -> Result<Token, ApiError> {
-    let bytes = hex::decode(token).map_err(|_| ApiError::bad_request("continue key is not valid"))?;
+    let bytes =
+        hex::decode(token).map_err(|_| ApiError::bad_request("continue key is not valid"))?;
     serde_json::from_slice(&bytes).map_err(|_| ApiError::bad_request("continue key is not valid"))
 }
 
@@ -40,7 +41,11 @@ fn encode(token: &Token) -> String {
 }
 
 /// Serves a list as JSON bytes.
-pub fn list(shared: &Shared, kind: &ResourceKind, params: &ListParams) -> Result<Vec<u8>, ApiError> {
+pub fn list(
+    shared: &Shared,
+    kind: &ResourceKind,
+    params: &ListParams,
+) -> Result<Vec<u8>, ApiError> {
     let resource = kind.resource_name();
     let after = match params.continue_token.as_deref().filter(|t| !t.is_empty()) {
         Some(token) => {
@@ -56,11 +61,21 @@ pub fn list(shared: &Shared, kind: &ResourceKind, params: &ListParams) -> Result
     };
     let after_key = after.as_ref().map(|t| (t.ns.clone(), t.name.clone()));
     let limit = params.limit.filter(|l| *l > 0);
-    let (items, next, rv) = shared.store.list(&resource, params.namespace.as_deref(), after_key.as_ref(), limit, |o| {
-        params.fields.matches(o) && params.labels.matches(o)
-    });
+    let (items, next, rv) = shared.store.list(
+        &resource,
+        params.namespace.as_deref(),
+        after_key.as_ref(),
+        limit,
+        |o| params.fields.matches(o) && params.labels.matches(o),
+    );
     let list_rv = after.as_ref().map_or(rv, |t| t.rv);
-    let continue_token = next.map(|(ns, name)| encode(&Token { rv: list_rv, ns, name }));
+    let continue_token = next.map(|(ns, name)| {
+        encode(&Token {
+            rv: list_rv,
+            ns,
+            name,
+        })
+    });
     let mut out = Vec::with_capacity(items.len() * 1024 + 256);
     let mut meta = serde_json::json!({"resourceVersion": list_rv.to_string()});
     if let Some(token) = continue_token {

@@ -27,13 +27,19 @@ pub enum LoadError {
 /// Parses multi-document YAML (or JSON) into objects; empty documents are skipped and `List`
 /// kinds are flattened into their items.
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, LoadError> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple(text)
-        .map_err(|e| LoadError::Yaml { origin: origin.to_string(), message: e.to_string() })?;
+    let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| LoadError::Yaml {
+        origin: origin.to_string(),
+        message: e.to_string(),
+    })?;
     let mut out = Vec::new();
     for doc in documents {
         match doc {
             Value::Null => {}
-            Value::Object(ref m) if m.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) => {
+            Value::Object(ref m)
+                if m.get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List")) =>
+            {
                 if let Some(items) = m.get("items").and_then(Value::as_array) {
                     out.extend(items.iter().cloned());
                 }
@@ -46,19 +52,30 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, LoadError
 
 /// Reads one manifest file.
 pub fn read_file(path: &Path) -> Result<Vec<Value>, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { path: path.into(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.into(),
+        source,
+    })?;
     parse_documents(&text, &path.display().to_string())
 }
 
 /// Reads every `*.yaml`, `*.yml` and `*.json` file of a directory (sorted by name, not
 /// recursive).
 pub fn read_dir(dir: &Path) -> Result<Vec<Value>, LoadError> {
-    let io = |source| LoadError::Io { path: dir.into(), source };
+    let io = |source| LoadError::Io {
+        path: dir.into(),
+        source,
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io)?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml" | "json")))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        })
         .collect();
     files.sort();
     let mut out = Vec::new();

@@ -200,9 +200,18 @@ impl SimBuilder {
             objects.extend(load::parse_documents(text, &format!("manifest #{i}"))?);
         }
         load::creation_order(&mut objects);
-        for crd in objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
-            let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let kinds = kinds::kinds_from_crd(crd).map_err(|source| SimError::Api { context: format!("CRD {name}"), source })?;
+        for crd in objects
+            .iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+        {
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let kinds = kinds::kinds_from_crd(crd).map_err(|source| SimError::Api {
+                context: format!("CRD {name}"),
+                source,
+            })?;
             for kind in kinds {
                 registry.register(kind);
             }
@@ -222,28 +231,50 @@ impl SimBuilder {
         });
         for ns in ["default", "kube-system"] {
             let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            seed(&shared, namespace).map_err(|source| SimError::Api { context: format!("namespace {ns}"), source })?;
+            seed(&shared, namespace).map_err(|source| SimError::Api {
+                context: format!("namespace {ns}"),
+                source,
+            })?;
         }
         for object in objects {
             let what = describe(&object);
-            seed(&shared, object).map_err(|source| SimError::Api { context: what, source })?;
+            seed(&shared, object).map_err(|source| SimError::Api {
+                context: what,
+                source,
+            })?;
         }
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| SimError::Bind { addr, source })?;
-        let addr = listener.local_addr().map_err(|source| SimError::Bind { addr, source })?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| SimError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| SimError::Bind { addr, source })?;
         let app = server::router(shared.clone());
         let mut stop = shutdown_rx;
         let server = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             };
-            if let Err(err) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+            if let Err(err) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
                 tracing::error!(%err, "sim server failed");
             }
         });
-        let tasks = vec![tokio::spawn(status_sim::run(shared.clone())), tokio::spawn(gc::run(shared.clone()))];
+        let tasks = vec![
+            tokio::spawn(status_sim::run(shared.clone())),
+            tokio::spawn(gc::run(shared.clone())),
+        ];
         tracing::info!(%addr, "sim API server listening");
-        Ok(Sim { shared, addr, shutdown: shutdown_tx, server: Some(server), tasks })
+        Ok(Sim {
+            shared,
+            addr,
+            shutdown: shutdown_tx,
+            server: Some(server),
+            tasks,
+        })
     }
 }
 
@@ -258,22 +289,41 @@ fn describe(object: &Value) -> String {
 
 /// Creates or replaces one object (namespace defaulted to `default`).
 fn seed(shared: &Shared, mut object: Value) -> Result<Arc<Value>, ApiError> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
+    let api_version = object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let kind_name = object["kind"].as_str().unwrap_or_default().to_string();
     let kind = shared
         .registry()
         .by_type(&api_version, &kind_name)
-        .ok_or_else(|| ApiError::no_route(&format!("no kind {kind_name} in {api_version} is registered")))?;
+        .ok_or_else(|| {
+            ApiError::no_route(&format!(
+                "no kind {kind_name} in {api_version} is registered"
+            ))
+        })?;
     let ns = if kind.namespaced {
-        let ns = object["metadata"]["namespace"].as_str().filter(|s| !s.is_empty()).unwrap_or("default").to_string();
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default")
+            .to_string();
         object["metadata"]["namespace"] = Value::String(ns.clone());
         ns
     } else {
         String::new()
     };
-    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     const MANAGER: &str = "kubeplug-sim";
-    if !name.is_empty() && shared.store.get(&kind.resource_name(), &ns, &name).is_some() {
+    if !name.is_empty()
+        && shared
+            .store
+            .get(&kind.resource_name(), &ns, &name)
+            .is_some()
+    {
         if let Some(meta) = object["metadata"].as_object_mut() {
             meta.remove("resourceVersion");
         }
@@ -281,7 +331,8 @@ fn seed(shared: &Shared, mut object: Value) -> Result<Arc<Value>, ApiError> {
     }
     let namespace = kind.namespaced.then_some(ns.as_str());
     if kind.namespaced && shared.store.get("namespaces", "", &ns).is_none() {
-        let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let namespace =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         let ns_kind = shared.kind("namespaces")?;
         shared.create(&ns_kind, None, namespace, MANAGER, false)?;
     }
@@ -321,8 +372,10 @@ impl Sim {
 
     /// A `kube::Client` for this sim (plain HTTP, default namespace `default`).
     pub fn client(&self) -> Result<kube::Client, SimError> {
-        let uri: axum::http::Uri =
-            self.url().parse().map_err(|e: axum::http::uri::InvalidUri| SimError::Kubeconfig(e.to_string()))?;
+        let uri: axum::http::Uri = self
+            .url()
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| SimError::Kubeconfig(e.to_string()))?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
         Ok(kube::Client::try_from(config)?)
@@ -335,7 +388,8 @@ impl Sim {
 
     /// Writes the kubeconfig as YAML (for kubectl: `kubectl --kubeconfig <path> get deploy`).
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), SimError> {
-        let text = kubeconfig::to_yaml(&self.kubeconfig()?).map_err(|e| SimError::Kubeconfig(e.to_string()))?;
+        let text = kubeconfig::to_yaml(&self.kubeconfig()?)
+            .map_err(|e| SimError::Kubeconfig(e.to_string()))?;
         std::fs::write(path.as_ref(), text)
             .map_err(|e| SimError::Kubeconfig(format!("writing {}: {e}", path.as_ref().display())))
     }
@@ -354,20 +408,34 @@ impl Sim {
     /// namespace (ignored for cluster-scoped kinds) and name.
     pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let kind = self.shared.registry().by_name(resource)?;
-        let ns = if kind.namespaced { namespace.unwrap_or("default") } else { "" };
-        self.shared.store.get(&kind.resource_name(), ns, name).map(|o| (*o).clone())
+        let ns = if kind.namespaced {
+            namespace.unwrap_or("default")
+        } else {
+            ""
+        };
+        self.shared
+            .store
+            .get(&kind.resource_name(), ns, name)
+            .map(|o| (*o).clone())
     }
 
     /// Objects of a resource, in one namespace or all (`None`).
     pub fn list(&self, resource: &str, namespace: Option<&str>) -> Vec<Value> {
-        let Some(kind) = self.shared.registry().by_name(resource) else { return Vec::new() };
-        let (items, _, _) = self.shared.store.list(&kind.resource_name(), namespace, None, None, |_| true);
+        let Some(kind) = self.shared.registry().by_name(resource) else {
+            return Vec::new();
+        };
+        let (items, _, _) =
+            self.shared
+                .store
+                .list(&kind.resource_name(), namespace, None, None, |_| true);
         items.iter().map(|o| (**o).clone()).collect()
     }
 
     /// Number of objects of a resource, in one namespace or all (`None`).
     pub fn count(&self, resource: &str, namespace: Option<&str>) -> usize {
-        self.shared.registry().by_name(resource).map_or(0, |k| self.shared.store.count(&k.resource_name(), namespace))
+        self.shared.registry().by_name(resource).map_or(0, |k| {
+            self.shared.store.count(&k.resource_name(), namespace)
+        })
     }
 
     /// The latest resourceVersion.
@@ -383,7 +451,13 @@ impl Sim {
         let mut out = Vec::new();
         for object in objects {
             let what = describe(&object);
-            out.push((*seed(&self.shared, object).map_err(|source| SimError::Api { context: what, source })?).clone());
+            out.push(
+                (*seed(&self.shared, object).map_err(|source| SimError::Api {
+                    context: what,
+                    source,
+                })?)
+                .clone(),
+            );
         }
         Ok(out)
     }

@@ -68,7 +68,9 @@ fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
 /// Checks `apiVersion`/`kind` of a body and fills them in when absent.
 fn check_type(kind: &ResourceKind, body: &mut Value) -> Result<(), ApiError> {
     let Some(map) = body.as_object_mut() else {
-        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
     };
     let api_version = kind.api_version();
     match map.get("apiVersion").and_then(Value::as_str) {
@@ -81,7 +83,10 @@ fn check_type(kind: &ResourceKind, body: &mut Value) -> Result<(), ApiError> {
     }
     match map.get("kind").and_then(Value::as_str) {
         Some(k) if k != kind.kind => {
-            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", kind.kind)));
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                kind.kind
+            )));
         }
         _ => {}
     }
@@ -95,7 +100,10 @@ fn check_type(kind: &ResourceKind, body: &mut Value) -> Result<(), ApiError> {
 
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    uuid::Uuid::new_v4().as_bytes()[..5].iter().map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect()
+    uuid::Uuid::new_v4().as_bytes()[..5]
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
 }
 
 /// The content that drives `metadata.generation`: everything but metadata (and status when it
@@ -124,7 +132,9 @@ fn without_managed(object: &Value) -> Value {
 fn set_defaults(kind: &ResourceKind, object: &mut Value) {
     match (kind.group.as_str(), kind.kind.as_str()) {
         ("apps", "Deployment") => {
-            let spec = object.as_object_mut().and_then(|m| m.entry("spec").or_insert_with(|| json!({})).as_object_mut());
+            let spec = object
+                .as_object_mut()
+                .and_then(|m| m.entry("spec").or_insert_with(|| json!({})).as_object_mut());
             if let Some(spec) = spec {
                 spec.entry("replicas").or_insert(json!(1));
                 spec.entry("revisionHistoryLimit").or_insert(json!(10));
@@ -136,10 +146,8 @@ fn set_defaults(kind: &ResourceKind, object: &mut Value) {
         ("", "Namespace") => {
             object["status"] = json!({"phase": "Active"});
         }
-        ("", "Pod") => {
-            if object.get("status").is_none() {
-                object["status"] = json!({"phase": "Pending"});
-            }
+        ("", "Pod") if object.get("status").is_none() => {
+            object["status"] = json!({"phase": "Pending"});
         }
         _ => {}
     }
@@ -157,7 +165,9 @@ impl Shared {
             Some(ns) if meta_str(&ns, "deletionTimestamp").is_some() => Err(ApiError::new(
                 403,
                 "Forbidden",
-                format!("unable to create new content in namespace {namespace} because it is being terminated"),
+                format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
             )),
             Some(_) => Ok(()),
             None if self.config.auto_create_namespaces => {
@@ -175,17 +185,30 @@ impl Shared {
 
     /// The registered kind with this plural (`deployments`) or resource name.
     pub(crate) fn kind(&self, name: &str) -> Result<Arc<ResourceKind>, ApiError> {
-        self.registry().by_name(name).ok_or_else(|| ApiError::no_route(name))
+        self.registry()
+            .by_name(name)
+            .ok_or_else(|| ApiError::no_route(name))
     }
 
     /// Validates and fills the namespace of a body against the request path.
-    fn place(&self, kind: &ResourceKind, namespace: Option<&str>, body: &mut Value) -> Result<String, ApiError> {
-        let meta = body["metadata"].as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    fn place(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        body: &mut Value,
+    ) -> Result<String, ApiError> {
+        let meta = body["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
         if !kind.namespaced {
             meta.remove("namespace");
             return Ok(String::new());
         }
-        let in_body = meta.get("namespace").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+        let in_body = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
         let ns = match (namespace, in_body) {
             (Some(path), Some(b)) if path != b => {
                 return Err(ApiError::bad_request(
@@ -194,7 +217,11 @@ impl Shared {
             }
             (Some(path), _) => path.to_string(),
             (None, Some(b)) => b,
-            (None, None) => return Err(ApiError::bad_request("a namespace is required for a namespaced resource")),
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "a namespace is required for a namespaced resource",
+                ));
+            }
         };
         meta.insert("namespace".into(), Value::String(ns.clone()));
         Ok(ns)
@@ -212,11 +239,21 @@ impl Shared {
     ) -> Result<Arc<Value>, ApiError> {
         check_type(kind, &mut body)?;
         let ns = self.place(kind, namespace, &mut body)?;
-        let meta = body["metadata"].as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-        let name = match (meta.get("name").and_then(Value::as_str), meta.get("generateName").and_then(Value::as_str)) {
+        let meta = body["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        let name = match (
+            meta.get("name").and_then(Value::as_str),
+            meta.get("generateName").and_then(Value::as_str),
+        ) {
             (Some(n), _) if !n.is_empty() => n.to_string(),
             (_, Some(prefix)) if !prefix.is_empty() => format!("{prefix}{}", random_suffix()),
-            _ => return Err(ApiError::invalid(format!("{} \"\" is invalid: metadata.name: Required value: name or generateName is required", kind.kind))),
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                    kind.kind
+                )));
+            }
         };
         if !valid_name(&name) {
             return Err(ApiError::invalid(format!(
@@ -225,9 +262,17 @@ impl Shared {
             )));
         }
         meta.insert("name".into(), Value::String(name.clone()));
-        meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        meta.insert(
+            "uid".into(),
+            Value::String(uuid::Uuid::new_v4().to_string()),
+        );
         meta.insert("creationTimestamp".into(), Value::String(now()));
-        for f in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        for f in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
             meta.remove(f);
         }
         if kind.generation {
@@ -247,7 +292,15 @@ impl Shared {
             self.ensure_namespace(&ns)?;
         }
         if !applied {
-            track_update(None, &mut body, manager, kind.builtin, part(kind, Sub::Main), &kind.api_version(), "");
+            track_update(
+                None,
+                &mut body,
+                manager,
+                kind.builtin,
+                part(kind, Sub::Main),
+                &kind.api_version(),
+                "",
+            );
         }
         set_defaults(kind, &mut body);
         self.commit(kind, &ns, &name, Precondition::Absent, Some(body))
@@ -261,12 +314,21 @@ impl Shared {
         pre: Precondition,
         new: Option<Value>,
     ) -> Result<Arc<Value>, ApiError> {
-        self.store.commit(&Self::key(kind), ns, name, pre, new).map_err(|e| commit_error(kind, name, e))
+        self.store
+            .commit(&Self::key(kind), ns, name, pre, new)
+            .map_err(|e| commit_error(kind, name, e))
     }
 
     /// The current object, or 404.
-    pub(crate) fn get_object(&self, kind: &ResourceKind, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
-        self.store.get(&Self::key(kind), ns, name).ok_or_else(|| ApiError::not_found(&kind.resource_name(), name))
+    pub(crate) fn get_object(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.store
+            .get(&Self::key(kind), ns, name)
+            .ok_or_else(|| ApiError::not_found(&kind.resource_name(), name))
     }
 
     /// Turns a proposed new state of an existing object into what is stored: status/spec
@@ -329,9 +391,18 @@ impl Shared {
                 new
             }
         };
-        let meta = next["metadata"].as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        let meta = next["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
         meta.insert("name".into(), Value::String(name.clone()));
-        for field in ["namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"] {
+        for field in [
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+        ] {
             match old["metadata"].get(field) {
                 Some(v) => meta.insert(field.into(), v.clone()),
                 None => meta.remove(field),
@@ -343,21 +414,37 @@ impl Shared {
             next["metadata"]["generation"] = json!(if changed { old_gen + 1 } else { old_gen });
         }
         if !applied {
-            track_update(Some(old), &mut next, manager, kind.builtin, part(kind, sub), &kind.api_version(), sub_name(sub));
+            track_update(
+                Some(old),
+                &mut next,
+                manager,
+                kind.builtin,
+                part(kind, sub),
+                &kind.api_version(),
+                sub_name(sub),
+            );
         }
         let deleting = meta_str(&next, "deletionTimestamp").is_some();
-        let finalizers_left = next["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        let finalizers_left = next["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
         if deleting && !finalizers_left {
             return Ok(None);
         }
         if deleting
-            && let (Some(new_f), old_f) = (next["metadata"]["finalizers"].as_array(), old["metadata"]["finalizers"].as_array())
+            && let (Some(new_f), old_f) = (
+                next["metadata"]["finalizers"].as_array(),
+                old["metadata"]["finalizers"].as_array(),
+            )
             && new_f.iter().any(|f| !old_f.is_some_and(|o| o.contains(f)))
         {
             return Err(ApiError::new(
                 403,
                 "Forbidden",
-                format!("{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted", kind.resource_name()),
+                format!(
+                    "{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted",
+                    kind.resource_name()
+                ),
             ));
         }
         Ok(Some(next))
@@ -374,7 +461,12 @@ impl Shared {
     ) -> Result<Arc<Value>, ApiError> {
         let (ns, name) = super::store::key_of(old);
         match next {
-            Some(next) if without_managed(&next) == without_managed(old) && !self.managed_changed(old, &next) => Ok(old.clone()),
+            Some(next)
+                if without_managed(&next) == without_managed(old)
+                    && !self.managed_changed(old, &next) =>
+            {
+                Ok(old.clone())
+            }
             Some(next) => self.commit(kind, &ns, &name, pre, Some(next)),
             None => {
                 let removed = self.commit(kind, &ns, &name, pre, None)?;
@@ -388,7 +480,17 @@ impl Shared {
         let owners = |o: &Value| -> Vec<(Value, Value, Value)> {
             o["metadata"]["managedFields"]
                 .as_array()
-                .map(|a| a.iter().map(|e| (e["manager"].clone(), e["operation"].clone(), e["fieldsV1"].clone())).collect())
+                .map(|a| {
+                    a.iter()
+                        .map(|e| {
+                            (
+                                e["manager"].clone(),
+                                e["operation"].clone(),
+                                e["fieldsV1"].clone(),
+                            )
+                        })
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         owners(old) != owners(new)
@@ -405,9 +507,14 @@ impl Shared {
         sub: Sub,
         manager: &str,
     ) -> Result<Arc<Value>, ApiError> {
-        let client_rv = meta_str(&body, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
+        let client_rv = meta_str(&body, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
         let client_rv = match client_rv {
-            Some(s) => Some(s.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))?),
+            Some(s) => Some(
+                s.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))?,
+            ),
             None => None,
         };
         for _ in 0..RETRIES {
@@ -416,7 +523,12 @@ impl Shared {
                 return Err(ApiError::conflict(&kind.resource_name(), name));
             }
             let next = self.prepare_update(kind, &old, body.clone(), sub, manager, false)?;
-            match self.store_update(kind, &old, next, Precondition::ResourceVersion(object_rv(&old))) {
+            match self.store_update(
+                kind,
+                &old,
+                next,
+                Precondition::ResourceVersion(object_rv(&old)),
+            ) {
                 Err(e) if e.reason == "Conflict" && client_rv.is_none() => continue,
                 other => return other,
             }
@@ -451,15 +563,27 @@ impl Shared {
                 (None, _) => return Err(ApiError::not_found(&kind.resource_name(), name)),
             };
             let (patched, applied) = match &applied_config {
-                Some(config) => (self.apply_to(kind, Some(&old), config, sub, manager, force)?, true),
+                Some(config) => (
+                    self.apply_to(kind, Some(&old), config, sub, manager, force)?,
+                    true,
+                ),
                 None => (patch::patch(&old, body, patch_type, kind.builtin)?, false),
             };
             let patched_rv = meta_str(&patched, "resourceVersion").map(str::to_string);
-            if !applied && patched_rv.as_deref().is_some_and(|rv| rv != object_rv(&old).to_string()) {
+            if !applied
+                && patched_rv
+                    .as_deref()
+                    .is_some_and(|rv| rv != object_rv(&old).to_string())
+            {
                 return Err(ApiError::conflict(&kind.resource_name(), name));
             }
             let next = self.prepare_update(kind, &old, patched, sub, manager, applied)?;
-            match self.store_update(kind, &old, next, Precondition::ResourceVersion(object_rv(&old))) {
+            match self.store_update(
+                kind,
+                &old,
+                next,
+                Precondition::ResourceVersion(object_rv(&old)),
+            ) {
                 Err(e) if e.reason == "Conflict" => continue,
                 Ok(o) => return Ok((o, false)),
                 Err(e) => return Err(e),
@@ -472,9 +596,12 @@ impl Shared {
         let api_version = config.get("apiVersion").and_then(Value::as_str);
         let k = config.get("kind").and_then(Value::as_str);
         if api_version.is_none() || k.is_none() {
-            return Err(ApiError::bad_request("apiVersion and kind must be set in an apply configuration"));
+            return Err(ApiError::bad_request(
+                "apiVersion and kind must be set in an apply configuration",
+            ));
         }
-        if meta_str(config, "name").is_some_and(|n| n != name) || meta_str(config, "name").is_none() {
+        if meta_str(config, "name").is_some_and(|n| n != name) || meta_str(config, "name").is_none()
+        {
             return Err(ApiError::bad_request(format!(
                 "metadata.name of the apply configuration must be {name:?}"
             )));
@@ -491,7 +618,11 @@ impl Shared {
         manager: &str,
         force: bool,
     ) -> Result<Value, ApiError> {
-        let name = live.and_then(|l| meta_str(l, "name")).or_else(|| meta_str(config, "name")).unwrap_or_default().to_string();
+        let name = live
+            .and_then(|l| meta_str(l, "name"))
+            .or_else(|| meta_str(config, "name"))
+            .unwrap_or_default()
+            .to_string();
         Self::check_applied(&name, config)?;
         let api_version = kind.api_version();
         let request = ApplyRequest {
@@ -517,22 +648,47 @@ impl Shared {
         })
     }
 
-    fn apply_create(&self, kind: &ResourceKind, ns: &str, name: &str, config: &Value, manager: &str) -> Result<Arc<Value>, ApiError> {
+    fn apply_create(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        config: &Value,
+        manager: &str,
+    ) -> Result<Arc<Value>, ApiError> {
         Self::check_applied(name, config)?;
         let mut body = self.apply_to(kind, None, config, Sub::Main, manager, false)?;
         if kind.namespaced {
             body["metadata"]["namespace"] = Value::String(ns.to_string());
         }
-        self.create(kind, if kind.namespaced { Some(ns) } else { None }, body, manager, true)
+        self.create(
+            kind,
+            if kind.namespaced { Some(ns) } else { None },
+            body,
+            manager,
+            true,
+        )
     }
 
     /// Deletes an object: with finalizers it only gets a deletionTimestamp; otherwise it is
     /// removed and its dependents are collected in the background (or orphaned).
-    pub(crate) fn delete(&self, kind: &ResourceKind, ns: &str, name: &str, opts: &DeleteOptions) -> Result<Arc<Value>, ApiError> {
+    pub(crate) fn delete(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Arc<Value>, ApiError> {
         for _ in 0..RETRIES {
             let old = self.get_object(kind, ns, name)?;
-            if opts.resource_version.as_deref().is_some_and(|rv| rv != object_rv(&old).to_string())
-                || opts.uid.as_deref().is_some_and(|uid| Some(uid) != meta_str(&old, "uid"))
+            if opts
+                .resource_version
+                .as_deref()
+                .is_some_and(|rv| rv != object_rv(&old).to_string())
+                || opts
+                    .uid
+                    .as_deref()
+                    .is_some_and(|uid| Some(uid) != meta_str(&old, "uid"))
             {
                 return Err(ApiError::conflict(&kind.resource_name(), name));
             }
@@ -540,7 +696,9 @@ impl Shared {
             if opts.propagation.as_deref() == Some("Orphan") {
                 self.orphan_dependents(&uid);
             }
-            let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+            let has_finalizers = old["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
             let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
             let result = if has_finalizers || is_namespace {
                 if meta_str(&old, "deletionTimestamp").is_some() {
@@ -552,10 +710,22 @@ impl Shared {
                 if is_namespace {
                     next["status"] = json!({"phase": "Terminating"});
                 }
-                self.commit(kind, ns, name, Precondition::ResourceVersion(object_rv(&old)), Some(next))
+                self.commit(
+                    kind,
+                    ns,
+                    name,
+                    Precondition::ResourceVersion(object_rv(&old)),
+                    Some(next),
+                )
             } else {
-                self.commit(kind, ns, name, Precondition::ResourceVersion(object_rv(&old)), None)
-                    .inspect(|removed| self.after_removal(kind, removed))
+                self.commit(
+                    kind,
+                    ns,
+                    name,
+                    Precondition::ResourceVersion(object_rv(&old)),
+                    None,
+                )
+                .inspect(|removed| self.after_removal(kind, removed))
             };
             match result {
                 Err(e) if e.reason == "Conflict" => continue,
@@ -584,7 +754,9 @@ impl Shared {
             if meta_str(&object, "namespace") != Some(namespace) {
                 continue;
             }
-            let Some(kind) = self.registry().by_resource(&resource) else { continue };
+            let Some(kind) = self.registry().by_resource(&resource) else {
+                continue;
+            };
             let name = meta_str(&object, "name").unwrap_or_default().to_string();
             if let Err(err) = self.delete(&kind, namespace, &name, &DeleteOptions::default())
                 && err.code != 404
@@ -597,13 +769,25 @@ impl Shared {
 
     /// Removes a terminating namespace once nothing is left in it.
     pub(crate) fn finish_namespace(&self, namespace: &str) {
-        let Some(ns) = self.store.get("namespaces", "", namespace) else { return };
+        let Some(ns) = self.store.get("namespaces", "", namespace) else {
+            return;
+        };
         if meta_str(&ns, "deletionTimestamp").is_none() {
             return;
         }
-        let empty = !self.store.all().iter().any(|(_, o)| meta_str(o, "namespace") == Some(namespace));
+        let empty = !self
+            .store
+            .all()
+            .iter()
+            .any(|(_, o)| meta_str(o, "namespace") == Some(namespace));
         if empty {
-            let _ = self.store.commit("namespaces", "", namespace, Precondition::ResourceVersion(object_rv(&ns)), None);
+            let _ = self.store.commit(
+                "namespaces",
+                "",
+                namespace,
+                Precondition::ResourceVersion(object_rv(&ns)),
+                None,
+            );
         }
     }
 
@@ -613,7 +797,9 @@ impl Shared {
             if !owned_by(&object, uid) {
                 continue;
             }
-            let Some(kind) = self.registry().by_resource(&resource) else { continue };
+            let Some(kind) = self.registry().by_resource(&resource) else {
+                continue;
+            };
             let (ns, name) = super::store::key_of(&object);
             let _ = self.modify(&kind, &ns, &name, "kube-controller-manager", |o| {
                 remove_owner(o, uid);
@@ -652,7 +838,12 @@ impl Shared {
                 return Ok(old);
             }
             let next = self.prepare_update(kind, &old, new, sub, manager, false)?;
-            match self.store_update(kind, &old, next, Precondition::ResourceVersion(object_rv(&old))) {
+            match self.store_update(
+                kind,
+                &old,
+                next,
+                Precondition::ResourceVersion(object_rv(&old)),
+            ) {
                 Err(e) if e.reason == "Conflict" => continue,
                 other => return other,
             }
@@ -684,7 +875,9 @@ pub(crate) fn remove_owner(object: &mut Value, uid: &str) {
 fn valid_name(name: &str) -> bool {
     name.len() <= 253
         && !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }

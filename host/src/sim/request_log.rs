@@ -51,7 +51,10 @@ pub struct RequestLog {
 impl RequestLog {
     /// A log that keeps the last `capacity` records.
     pub fn new(capacity: usize) -> Self {
-        Self { inner: Mutex::new((0, VecDeque::new())), capacity: capacity.max(1) }
+        Self {
+            inner: Mutex::new((0, VecDeque::new())),
+            capacity: capacity.max(1),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (u64, VecDeque<RequestRecord>)> {
@@ -65,7 +68,12 @@ impl RequestLog {
 
     /// Records with `seq >= cursor`.
     pub fn since(&self, cursor: u64) -> Vec<RequestRecord> {
-        self.lock().1.iter().filter(|r| r.seq >= cursor).cloned().collect()
+        self.lock()
+            .1
+            .iter()
+            .filter(|r| r.seq >= cursor)
+            .cloned()
+            .collect()
     }
 
     /// The sequence number the next record will get.
@@ -97,10 +105,16 @@ mod tests {
     fn bounded_with_cursor() {
         let log = RequestLog::new(2);
         for verb in ["get", "list", "watch"] {
-            log.push(RequestRecord { verb: verb.into(), ..Default::default() });
+            log.push(RequestRecord {
+                verb: verb.into(),
+                ..Default::default()
+            });
         }
         let all = log.records();
-        assert_eq!(all.iter().map(|r| r.verb.as_str()).collect::<Vec<_>>(), vec!["list", "watch"]);
+        assert_eq!(
+            all.iter().map(|r| r.verb.as_str()).collect::<Vec<_>>(),
+            vec!["list", "watch"]
+        );
         assert_eq!(log.since(2).len(), 1);
         assert_eq!(log.cursor(), 3);
         log.clear();

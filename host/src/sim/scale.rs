@@ -14,7 +14,12 @@ use std::sync::Arc;
 pub fn to_scale(object: &Value) -> Value {
     let selector = object["spec"]["selector"]["matchLabels"]
         .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default();
     let meta = &object["metadata"];
     json!({
@@ -27,9 +32,9 @@ pub fn to_scale(object: &Value) -> Value {
 }
 
 fn replicas_of(scale: &Value) -> Result<i64, ApiError> {
-    let replicas = scale["spec"]["replicas"]
-        .as_i64()
-        .ok_or_else(|| ApiError::invalid("Scale.autoscaling \"\" is invalid: spec.replicas: Required value"))?;
+    let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| {
+        ApiError::invalid("Scale.autoscaling \"\" is invalid: spec.replicas: Required value")
+    })?;
     if replicas < 0 {
         return Err(ApiError::invalid(format!(
             "Scale.autoscaling is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"
@@ -60,10 +65,22 @@ fn set_replicas(
 }
 
 /// PUT `.../scale`.
-pub fn update(shared: &Shared, kind: &ResourceKind, ns: &str, name: &str, body: &Value, manager: &str) -> Result<Value, ApiError> {
+pub fn update(
+    shared: &Shared,
+    kind: &ResourceKind,
+    ns: &str,
+    name: &str,
+    body: &Value,
+    manager: &str,
+) -> Result<Value, ApiError> {
     let replicas = replicas_of(body)?;
-    let rv = body["metadata"]["resourceVersion"].as_str().filter(|s| !s.is_empty()).and_then(|s| s.parse().ok());
-    Ok(to_scale(&*set_replicas(shared, kind, ns, name, replicas, rv, manager)?))
+    let rv = body["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .and_then(|s| s.parse().ok());
+    Ok(to_scale(&*set_replicas(
+        shared, kind, ns, name, replicas, rv, manager,
+    )?))
 }
 
 /// PATCH `.../scale` (merge, JSON or strategic).
@@ -77,11 +94,17 @@ pub fn patch(
     manager: &str,
 ) -> Result<Value, ApiError> {
     if patch_type == PatchType::Apply {
-        return Err(ApiError::unsupported_media_type("server-side apply is not supported on the scale subresource"));
+        return Err(ApiError::unsupported_media_type(
+            "server-side apply is not supported on the scale subresource",
+        ));
     }
     let current = to_scale(&*shared.get_object(kind, ns, name)?);
     let patched = patch::patch(&current, body, patch_type, true)?;
     let replicas = replicas_of(&patched)?;
-    let rv = patched["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok());
-    Ok(to_scale(&*set_replicas(shared, kind, ns, name, replicas, rv, manager)?))
+    let rv = patched["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok());
+    Ok(to_scale(&*set_replicas(
+        shared, kind, ns, name, replicas, rv, manager,
+    )?))
 }

@@ -41,7 +41,9 @@ impl LabelSelector {
 
     /// Whether the object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
-        let labels = object.pointer("/metadata/labels").and_then(Value::as_object);
+        let labels = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object);
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
@@ -79,24 +81,39 @@ fn split_terms(input: &str) -> Vec<&str> {
 }
 
 fn bad(term: &str) -> ApiError {
-    ApiError::bad_request(format!("unable to parse requirement: invalid label selector term {term:?}"))
+    ApiError::bad_request(format!(
+        "unable to parse requirement: invalid label selector term {term:?}"
+    ))
 }
 
 fn valid_key(key: &str) -> bool {
     !key.is_empty()
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 fn parse_set(term: &str, rest: &str) -> Result<Vec<String>, ApiError> {
     let rest = rest.trim();
-    let inner = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or_else(|| bad(term))?;
-    Ok(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+    let inner = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| bad(term))?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
 }
 
 fn parse_requirement(term: &str) -> Result<Requirement, ApiError> {
     if let Some(key) = term.strip_prefix('!') {
         let key = key.trim();
-        return if valid_key(key) { Ok(Requirement::NotExists(key.into())) } else { Err(bad(term)) };
+        return if valid_key(key) {
+            Ok(Requirement::NotExists(key.into()))
+        } else {
+            Err(bad(term))
+        };
     }
     if let Some((k, v)) = term.split_once("!=") {
         return checked(term, k, v, Requirement::NotEquals);
@@ -155,11 +172,15 @@ impl FieldSelector {
             } else if let Some((f, v)) = term.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid field selector: {term:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector: {term:?}"
+                )));
             };
             let field = field.trim();
             if field != "metadata.name" && field != "metadata.namespace" {
-                return Err(ApiError::bad_request(format!("field label not supported: {field}")));
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
             }
             terms.push((field.to_string(), equal, value.trim().to_string()));
         }
@@ -169,15 +190,25 @@ impl FieldSelector {
     /// Whether the object satisfies every term.
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
-            let pointer = if field == "metadata.name" { "/metadata/name" } else { "/metadata/namespace" };
-            let actual = object.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+            let pointer = if field == "metadata.name" {
+                "/metadata/name"
+            } else {
+                "/metadata/namespace"
+            };
+            let actual = object
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("");
             (actual == value) == *equal
         })
     }
 
     /// The name an equality on `metadata.name` pins, for a fast path.
     pub fn name(&self) -> Option<&str> {
-        self.0.iter().find(|(f, eq, _)| *eq && f == "metadata.name").map(|(_, _, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(f, eq, _)| *eq && f == "metadata.name")
+            .map(|(_, _, v)| v.as_str())
     }
 }
 
@@ -226,6 +257,9 @@ mod tests {
         assert!(m("metadata.namespace==ns,metadata.name=a"));
         assert!(!m("metadata.namespace=other"));
         assert!(FieldSelector::parse("spec.replicas=1").is_err());
-        assert_eq!(FieldSelector::parse("metadata.name=a").unwrap().name(), Some("a"));
+        assert_eq!(
+            FieldSelector::parse("metadata.name=a").unwrap().name(),
+            Some("a")
+        );
     }
 }

@@ -29,14 +29,20 @@ use std::time::Duration;
 /// The router of one sim.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/sim/faults", get(faults_get).post(faults_post).delete(faults_delete))
+        .route(
+            "/sim/faults",
+            get(faults_get).post(faults_post).delete(faults_delete),
+        )
         .route("/sim/requests", get(requests_get).delete(requests_delete))
         .fallback(handle)
         .with_state(shared)
 }
 
 async fn faults_get(State(shared): State<Arc<Shared>>) -> Response {
-    json_response(StatusCode::OK, serde_json::to_vec(&shared.faults.state()).unwrap_or_default())
+    json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&shared.faults.state()).unwrap_or_default(),
+    )
 }
 
 async fn faults_post(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
@@ -55,9 +61,15 @@ async fn faults_delete(State(shared): State<Arc<Shared>>) -> Response {
     faults_get(State(shared)).await
 }
 
-async fn requests_get(State(shared): State<Arc<Shared>>, Query(q): Query<HashMap<String, String>>) -> Response {
+async fn requests_get(
+    State(shared): State<Arc<Shared>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     let since = q.get("since").and_then(|s| s.parse().ok()).unwrap_or(0);
-    json_response(StatusCode::OK, serde_json::to_vec(&shared.log.since(since)).unwrap_or_default())
+    json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&shared.log.since(since)).unwrap_or_default(),
+    )
 }
 
 async fn requests_delete(State(shared): State<Arc<Shared>>) -> Response {
@@ -67,7 +79,10 @@ async fn requests_delete(State(shared): State<Arc<Shared>>) -> Response {
 
 fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut response = (code, body).into_response();
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 
@@ -119,7 +134,9 @@ fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
         Some(found) => found,
         None => match rest {
             [plural, tail @ ..] if tail.len() <= 2 => {
-                let kind = registry.by_path(group, version, plural).ok_or_else(|| ApiError::no_route(path))?;
+                let kind = registry
+                    .by_path(group, version, plural)
+                    .ok_or_else(|| ApiError::no_route(path))?;
                 (kind, None, tail.first(), tail.get(1))
             }
             _ => return Err(ApiError::no_route(path)),
@@ -129,7 +146,8 @@ fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
         return Err(ApiError::no_route(path));
     }
     if let Some(sub) = sub {
-        let ok = (*sub == "status" && kind.status_subresource) || (*sub == "scale" && kind.scale_subresource);
+        let ok = (*sub == "status" && kind.status_subresource)
+            || (*sub == "scale" && kind.scale_subresource);
         if !ok {
             return Err(ApiError::no_route(path));
         }
@@ -172,10 +190,12 @@ async fn handle(
         ..RequestRecord::default()
     };
     let response = match Query::<HashMap<String, String>>::try_from_uri(&uri) {
-        Ok(Query(query)) => match dispatch(&shared, &method, &uri, &query, &headers, body, &mut record).await {
-            Ok(r) => r,
-            Err(e) => e.into_response(),
-        },
+        Ok(Query(query)) => {
+            match dispatch(&shared, &method, &uri, &query, &headers, body, &mut record).await {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            }
+        }
         Err(e) => ApiError::bad_request(format!("invalid query: {e}")).into_response(),
     };
     record.status = response.status().as_u16();
@@ -198,9 +218,12 @@ fn field_manager(query: &HashMap<String, String>, headers: &HeaderMap) -> String
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
     if !value.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     Ok(value)
 }
@@ -224,17 +247,20 @@ async fn dispatch(
         other => {
             record.verb = "discovery".into();
             if method != Method::GET {
-                return Err(ApiError::method_not_allowed(format!("method {method} not allowed on {}", uri.path())));
+                return Err(ApiError::method_not_allowed(format!(
+                    "method {method} not allowed on {}",
+                    uri.path()
+                )));
             }
             let value = match other? {
                 Target::Version => discovery::version(),
                 Target::Health => return Ok((StatusCode::OK, "ok").into_response()),
                 Target::CoreVersions => discovery::core_versions(&shared_address(headers)),
                 Target::Groups => discovery::groups(&shared.registry()),
-                Target::Group(g) => discovery::group(&shared.registry(), &g).ok_or_else(|| ApiError::no_route(uri.path()))?,
-                Target::Resources(g, v) => {
-                    discovery::resources(&shared.registry(), &g, &v).ok_or_else(|| ApiError::no_route(uri.path()))?
-                }
+                Target::Group(g) => discovery::group(&shared.registry(), &g)
+                    .ok_or_else(|| ApiError::no_route(uri.path()))?,
+                Target::Resources(g, v) => discovery::resources(&shared.registry(), &g, &v)
+                    .ok_or_else(|| ApiError::no_route(uri.path()))?,
                 Target::Resource(_) => unreachable_target()?,
             };
             return Ok(value_response(StatusCode::OK, &value));
@@ -250,7 +276,10 @@ async fn dispatch(
     record.name = req.name.clone();
     record.subresource = req.subresource.clone();
     record.field_manager = query.get("fieldManager").cloned();
-    let patch_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).and_then(PatchType::from_content_type);
+    let patch_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(PatchType::from_content_type);
     if verb == "patch" {
         record.patch_type = patch_type.map(|p| p.as_str().to_string());
     }
@@ -265,7 +294,10 @@ async fn dispatch(
     }
     if matches!(verb, "update" | "patch") && shared.faults.take_conflict() {
         record.fault = Some("conflict".into());
-        return Err(ApiError::conflict(&kind.resource_name(), req.name.as_deref().unwrap_or_default()));
+        return Err(ApiError::conflict(
+            &kind.resource_name(),
+            req.name.as_deref().unwrap_or_default(),
+        ));
     }
 
     let ns = req.namespace.clone().unwrap_or_default();
@@ -286,10 +318,17 @@ async fn dispatch(
         "list" => {
             let params = ListParams {
                 namespace: req.namespace.clone(),
-                labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
-                fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
+                labels: LabelSelector::parse(
+                    query.get("labelSelector").map_or("", String::as_str),
+                )?,
+                fields: FieldSelector::parse(
+                    query.get("fieldSelector").map_or("", String::as_str),
+                )?,
                 limit: match query.get("limit") {
-                    Some(l) => Some(l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?),
+                    Some(l) => Some(
+                        l.parse()
+                            .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+                    ),
                     None => None,
                 },
                 continue_token: query.get("continue").cloned(),
@@ -299,19 +338,25 @@ async fn dispatch(
         "watch" => {
             let resource_version = match query.get("resourceVersion").map(String::as_str) {
                 None | Some("") | Some("0") => None,
-                Some(rv) => Some(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?),
+                Some(rv) => Some(rv.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?),
             };
             let timeout = match query.get("timeoutSeconds") {
-                Some(t) => Some(Duration::from_secs(
-                    t.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
-                )),
+                Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid timeoutSeconds {t:?}"))
+                })?)),
                 None => None,
             };
             let params = WatchParams {
                 resource_version,
                 namespace: req.namespace.clone(),
-                labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
-                fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
+                labels: LabelSelector::parse(
+                    query.get("labelSelector").map_or("", String::as_str),
+                )?,
+                fields: FieldSelector::parse(
+                    query.get("fieldSelector").map_or("", String::as_str),
+                )?,
                 timeout,
                 bookmarks: flag(query, "allowWatchBookmarks"),
                 send_initial_events: flag(query, "sendInitialEvents"),
@@ -320,7 +365,9 @@ async fn dispatch(
         }
         "create" => {
             if req.name.is_some() {
-                return Err(ApiError::method_not_allowed("POST is not allowed on a named object"));
+                return Err(ApiError::method_not_allowed(
+                    "POST is not allowed on a named object",
+                ));
             }
             let body = parse_body(&body)?;
             let created = shared.create(&kind, req.namespace.as_deref(), body, &manager, false)?;
@@ -332,13 +379,19 @@ async fn dispatch(
         "update" => {
             let body = parse_body(&body)?;
             if is_scale {
-                return Ok(value_response(StatusCode::OK, &scale::update(shared, &kind, &ns, &name, &body, &manager)?));
+                return Ok(value_response(
+                    StatusCode::OK,
+                    &scale::update(shared, &kind, &ns, &name, &body, &manager)?,
+                ));
             }
             let updated = shared.update(&kind, &ns, &name, body, sub, &manager)?;
             Ok(json_response(StatusCode::OK, render(&kind, &updated)))
         }
         "patch" => {
-            let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let content_type = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
             let patch_type = patch_type.ok_or_else(|| {
                 ApiError::unsupported_media_type(format!(
                     "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json"
@@ -350,14 +403,21 @@ async fn dispatch(
                     &scale::patch(shared, &kind, &ns, &name, &body, patch_type, &manager)?,
                 ));
             }
-            if patch_type == PatchType::Apply && query.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            if patch_type == PatchType::Apply
+                && query.get("fieldManager").is_none_or(|m| m.is_empty())
+            {
                 return Err(ApiError::invalid(
                     "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
                 ));
             }
             let force = flag(query, "force");
-            let (object, created) = shared.patch(&kind, &ns, &name, &body, patch_type, sub, &manager, force)?;
-            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            let (object, created) =
+                shared.patch(&kind, &ns, &name, &body, patch_type, sub, &manager, force)?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
             Ok(json_response(code, render(&kind, &object)))
         }
         "delete" => {
@@ -367,11 +427,17 @@ async fn dispatch(
         }
         "deletecollection" => {
             let opts = delete_options(query, &body)?;
-            let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
-            let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?;
-            let (items, _, _) = shared.store.list(&kind.resource_name(), req.namespace.as_deref(), None, None, |o| {
-                labels.matches(o) && fields.matches(o)
-            });
+            let labels =
+                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
+            let fields =
+                FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?;
+            let (items, _, _) = shared.store.list(
+                &kind.resource_name(),
+                req.namespace.as_deref(),
+                None,
+                None,
+                |o| labels.matches(o) && fields.matches(o),
+            );
             let mut deleted = 0usize;
             for item in items {
                 let (ns, name) = super::store::key_of(&item);
@@ -381,9 +447,16 @@ async fn dispatch(
                     Err(e) => return Err(e),
                 }
             }
-            Ok(value_response(StatusCode::OK, &success_status(serde_json::json!({"kind": kind.plural, "group": kind.group, "deleted": deleted}))))
+            Ok(value_response(
+                StatusCode::OK,
+                &success_status(
+                    serde_json::json!({"kind": kind.plural, "group": kind.group, "deleted": deleted}),
+                ),
+            ))
         }
-        _ => Err(ApiError::method_not_allowed(format!("method {method} not allowed"))),
+        _ => Err(ApiError::method_not_allowed(format!(
+            "method {method} not allowed"
+        ))),
     }
 }
 
@@ -392,11 +465,18 @@ fn unreachable_target() -> Result<Value, ApiError> {
 }
 
 fn shared_address(headers: &HeaderMap) -> String {
-    headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_string()
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string()
 }
 
 fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
-    let mut opts = DeleteOptions { propagation: query.get("propagationPolicy").cloned(), ..DeleteOptions::default() };
+    let mut opts = DeleteOptions {
+        propagation: query.get("propagationPolicy").cloned(),
+        ..DeleteOptions::default()
+    };
     if !body.is_empty() {
         let value = parse_body(body)?;
         if let Some(p) = value.get("propagationPolicy").and_then(Value::as_str) {
@@ -405,13 +485,21 @@ fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<Delete
         if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
             opts.propagation = Some("Orphan".into());
         }
-        opts.resource_version = value.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string);
-        opts.uid = value.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
+        opts.resource_version = value
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        opts.uid = value
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
     }
     if let Some(p) = &opts.propagation
         && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
     {
-        return Err(ApiError::invalid(format!("DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\"")));
+        return Err(ApiError::invalid(format!(
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\""
+        )));
     }
     Ok(opts)
 }

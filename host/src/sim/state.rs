@@ -37,6 +37,8 @@ pub struct Shared {
 impl Shared {
     /// Read access to the kind registry.
     pub fn registry(&self) -> RwLockReadGuard<'_, Registry> {
-        self.registry.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.registry
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

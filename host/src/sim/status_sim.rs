@@ -17,7 +17,10 @@ const MANAGER: &str = "kube-controller-manager";
 fn settled_status(object: &Value) -> Value {
     let replicas = object["spec"]["replicas"].as_i64().unwrap_or(1);
     let generation = object["metadata"]["generation"].as_i64().unwrap_or(1);
-    let previous = object["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let previous = object["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let condition = |type_: &str, reason: &str, message: String| {
         let since = previous
@@ -36,7 +39,12 @@ fn settled_status(object: &Value) -> Value {
         ],
     });
     if replicas > 0 {
-        for field in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
+        for field in [
+            "replicas",
+            "updatedReplicas",
+            "readyReplicas",
+            "availableReplicas",
+        ] {
             status[field] = json!(replicas);
         }
     }
@@ -50,9 +58,15 @@ fn needs_update(object: &Value) -> bool {
     }
     let status = &object["status"];
     let target = settled_status(object);
-    ["observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas"]
-        .iter()
-        .any(|f| status[*f] != target[*f])
+    [
+        "observedGeneration",
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+    ]
+    .iter()
+    .any(|f| status[*f] != target[*f])
         || status["conditions"].as_array().is_none_or(|c| c.len() != 2)
 }
 
@@ -85,17 +99,30 @@ pub async fn run(shared: Arc<Shared>) {
 
 fn schedule(shared: &Arc<Shared>, pending: &Arc<Mutex<HashSet<(String, String)>>>, object: &Value) {
     let key = super::store::key_of(object);
-    if !pending.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+    if !pending
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key.clone())
+    {
         return;
     }
     let shared = Arc::downgrade(shared);
     let pending = pending.clone();
     tokio::spawn(async move {
-        let Some(delay) = shared.upgrade().map(|s| s.config.status_delay) else { return };
+        let Some(delay) = shared.upgrade().map(|s| s.config.status_delay) else {
+            return;
+        };
         tokio::time::sleep(delay).await;
-        pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-        let Some(shared) = shared.upgrade() else { return };
-        let Ok(kind) = shared.kind("deployments.apps") else { return };
+        pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let Ok(kind) = shared.kind("deployments.apps") else {
+            return;
+        };
         let result = shared.modify_part(&kind, &key.0, &key.1, MANAGER, Sub::Status, |o| {
             if !needs_update(o) {
                 return false;

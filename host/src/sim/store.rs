@@ -76,6 +76,9 @@ pub enum CommitError {
 
 type Key = (String, String);
 
+/// A live feed of committed events.
+pub type Subscription = broadcast::Receiver<Arc<Event>>;
+
 struct Inner {
     rv: u64,
     objects: HashMap<Arc<str>, BTreeMap<Key, Arc<Value>>>,
@@ -118,7 +121,9 @@ impl Store {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The latest resourceVersion.
@@ -134,7 +139,11 @@ impl Store {
     /// One object.
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
         let inner = self.lock();
-        inner.objects.get(resource)?.get(&(namespace.to_string(), name.to_string())).cloned()
+        inner
+            .objects
+            .get(resource)?
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
     }
 
     /// Objects of a resource (optionally one namespace) in key order, starting after `after`,
@@ -191,7 +200,11 @@ impl Store {
         inner
             .objects
             .get(resource)
-            .map(|m| m.keys().filter(|k| namespace.is_none_or(|ns| k.0 == ns)).count())
+            .map(|m| {
+                m.keys()
+                    .filter(|k| namespace.is_none_or(|ns| k.0 == ns))
+                    .count()
+            })
             .unwrap_or(0)
     }
 
@@ -217,8 +230,12 @@ impl Store {
         let old = map.get(&key).cloned();
         match (pre, &old) {
             (Precondition::Absent, Some(_)) => return Err(CommitError::AlreadyExists),
-            (Precondition::Exists | Precondition::ResourceVersion(_), None) => return Err(CommitError::NotFound),
-            (Precondition::ResourceVersion(rv), Some(o)) if object_rv(o) != rv => return Err(CommitError::Conflict),
+            (Precondition::Exists | Precondition::ResourceVersion(_), None) => {
+                return Err(CommitError::NotFound);
+            }
+            (Precondition::ResourceVersion(rv), Some(o)) if object_rv(o) != rv => {
+                return Err(CommitError::Conflict);
+            }
             _ => {}
         }
         if new.is_none() && old.is_none() {
@@ -231,7 +248,14 @@ impl Store {
                 set_rv(&mut value, rv);
                 let object = Arc::new(value);
                 map.insert(key, object.clone());
-                (if old.is_some() { EventType::Modified } else { EventType::Added }, object)
+                (
+                    if old.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    },
+                    object,
+                )
             }
             None => {
                 map.remove(&key);
@@ -240,7 +264,13 @@ impl Store {
                 (EventType::Deleted, Arc::new(last))
             }
         };
-        let event = Arc::new(Event { rv, resource, event_type, object: object.clone(), old });
+        let event = Arc::new(Event {
+            rv,
+            resource,
+            event_type,
+            object: object.clone(),
+            old,
+        });
         if inner.history.len() >= inner.capacity
             && let Some(dropped) = inner.history.pop_front()
         {
@@ -262,13 +292,18 @@ impl Store {
         &self,
         resource: &str,
         from: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
+    ) -> Result<(Vec<Arc<Event>>, Subscription), u64> {
         let inner = self.lock();
         if from < inner.compacted {
             return Err(inner.compacted);
         }
         let start = inner.history.partition_point(|e| e.rv <= from);
-        let replay = inner.history.range(start..).filter(|e| &*e.resource == resource).cloned().collect();
+        let replay = inner
+            .history
+            .range(start..)
+            .filter(|e| &*e.resource == resource)
+            .cloned()
+            .collect();
         Ok((replay, self.tx.subscribe()))
     }
 
@@ -283,7 +318,12 @@ impl Store {
         let items = inner
             .objects
             .get(resource)
-            .map(|m| m.iter().filter(|(k, _)| namespace.is_none_or(|ns| k.0 == ns)).map(|(_, o)| o.clone()).collect())
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| namespace.is_none_or(|ns| k.0 == ns))
+                    .map(|(_, o)| o.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         (items, inner.rv, self.tx.subscribe())
     }
@@ -297,7 +337,13 @@ fn set_rv(object: &mut Value, rv: u64) {
 
 /// The (namespace, name) key of an object.
 pub fn key_of(object: &Value) -> Key {
-    let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     (s("/metadata/namespace"), s("/metadata/name"))
 }
 
@@ -313,16 +359,49 @@ mod tests {
     #[test]
     fn rv_is_global_and_preconditions_hold() {
         let s = Store::new(10, 16);
-        let a = s.commit("pods", "ns", "a", Precondition::Absent, Some(obj("ns", "a"))).unwrap();
-        let b = s.commit("deployments.apps", "ns", "b", Precondition::Absent, Some(obj("ns", "b"))).unwrap();
+        let a = s
+            .commit(
+                "pods",
+                "ns",
+                "a",
+                Precondition::Absent,
+                Some(obj("ns", "a")),
+            )
+            .unwrap();
+        let b = s
+            .commit(
+                "deployments.apps",
+                "ns",
+                "b",
+                Precondition::Absent,
+                Some(obj("ns", "b")),
+            )
+            .unwrap();
         assert_eq!(object_rv(&a), 1);
         assert_eq!(object_rv(&b), 2);
-        assert_eq!(s.commit("pods", "ns", "a", Precondition::Absent, Some(obj("ns", "a"))), Err(CommitError::AlreadyExists));
         assert_eq!(
-            s.commit("pods", "ns", "a", Precondition::ResourceVersion(7), Some(obj("ns", "a"))),
+            s.commit(
+                "pods",
+                "ns",
+                "a",
+                Precondition::Absent,
+                Some(obj("ns", "a"))
+            ),
+            Err(CommitError::AlreadyExists)
+        );
+        assert_eq!(
+            s.commit(
+                "pods",
+                "ns",
+                "a",
+                Precondition::ResourceVersion(7),
+                Some(obj("ns", "a"))
+            ),
             Err(CommitError::Conflict)
         );
-        let deleted = s.commit("pods", "ns", "a", Precondition::ResourceVersion(1), None).unwrap();
+        let deleted = s
+            .commit("pods", "ns", "a", Precondition::ResourceVersion(1), None)
+            .unwrap();
         assert_eq!(object_rv(&deleted), 3);
         assert!(s.get("pods", "ns", "a").is_none());
     }
@@ -331,7 +410,14 @@ mod tests {
     fn history_is_bounded_and_replays_per_resource() {
         let s = Store::new(3, 16);
         for i in 0..5 {
-            s.commit("pods", "ns", &format!("p{i}"), Precondition::Absent, Some(obj("ns", &format!("p{i}")))).unwrap();
+            s.commit(
+                "pods",
+                "ns",
+                &format!("p{i}"),
+                Precondition::Absent,
+                Some(obj("ns", &format!("p{i}"))),
+            )
+            .unwrap();
         }
         assert_eq!(s.compacted_rv(), 2);
         assert!(s.watch_from("pods", 1).is_err());
@@ -347,7 +433,14 @@ mod tests {
         for ns in ["a", "b"] {
             for i in 0..3 {
                 let name = format!("o{i}");
-                s.commit("pods", ns, &name, Precondition::Absent, Some(obj(ns, &name))).unwrap();
+                s.commit(
+                    "pods",
+                    ns,
+                    &name,
+                    Precondition::Absent,
+                    Some(obj(ns, &name)),
+                )
+                .unwrap();
             }
         }
         let (page, next, _) = s.list("pods", None, None, Some(4), |_| true);

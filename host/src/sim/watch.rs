@@ -82,7 +82,11 @@ struct Filter {
 
 impl Filter {
     fn selects(&self, object: &Value) -> bool {
-        let ns_ok = self.params.namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns));
+        let ns_ok = self
+            .params
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns));
         ns_ok && self.params.fields.matches(object) && self.params.labels.matches(object)
     }
 
@@ -109,7 +113,10 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>));
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 
@@ -118,11 +125,17 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
     let (tx, rx) = mpsc::channel::<Bytes>(1024);
     let resource = kind.resource_name();
     if shared.faults.take_gone() {
-        let _ = tx.try_send(gone_line("too old resource version (injected fault)".into()));
+        let _ = tx.try_send(gone_line(
+            "too old resource version (injected fault)".into(),
+        ));
         return stream_response(rx);
     }
     let mut initial: Vec<Bytes> = Vec::new();
-    let filter = Filter { kind: kind.clone(), resource: resource.clone(), params };
+    let filter = Filter {
+        kind: kind.clone(),
+        resource: resource.clone(),
+        params,
+    };
     let (start_rv, receiver) = match filter.params.resource_version {
         Some(rv) => match shared.store.watch_from(&resource, rv) {
             Ok((replay, receiver)) => {
@@ -130,12 +143,16 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
                 (replay.last().map_or(rv, |e| e.rv), receiver)
             }
             Err(oldest) => {
-                let _ = tx.try_send(gone_line(format!("too old resource version: {rv} ({oldest})")));
+                let _ = tx.try_send(gone_line(format!(
+                    "too old resource version: {rv} ({oldest})"
+                )));
                 return stream_response(rx);
             }
         },
         None => {
-            let (items, rv, receiver) = shared.store.snapshot(&resource, filter.params.namespace.as_deref());
+            let (items, rv, receiver) = shared
+                .store
+                .snapshot(&resource, filter.params.namespace.as_deref());
             for object in items.iter().filter(|o| filter.selects(o)) {
                 initial.push(line("ADDED", &render(&kind, object)));
             }
@@ -148,7 +165,16 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
     let drop_signal = shared.faults.drop_signal();
     let shutdown = shared.shutdown.clone();
     let interval = shared.config.bookmark_interval;
-    tokio::spawn(run(filter, tx, initial, start_rv, receiver, drop_signal, shutdown, interval));
+    tokio::spawn(run(
+        filter,
+        tx,
+        initial,
+        start_rv,
+        receiver,
+        drop_signal,
+        shutdown,
+        interval,
+    ));
     stream_response(rx)
 }
 
@@ -169,7 +195,10 @@ async fn run(
             return;
         }
     }
-    let deadline = filter.params.timeout.map(|t| tokio::time::Instant::now() + t);
+    let deadline = filter
+        .params
+        .timeout
+        .map(|t| tokio::time::Instant::now() + t);
     let timeout = async move {
         match deadline {
             Some(d) => tokio::time::sleep_until(d).await,

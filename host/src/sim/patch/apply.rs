@@ -2,7 +2,10 @@
 //! implements structured-merge-diff. Ownership granularity and conflict rules are those of
 //! [`super::fields`]; see `host/src/sim/README.md` for where this differs from a real server.
 
-use super::fields::{FieldSet, Managed, Part, display_path, field_set, now, read_managed, remove_at, value_at, write_managed};
+use super::fields::{
+    FieldSet, Managed, Part, display_path, field_set, now, read_managed, remove_at, value_at,
+    write_managed,
+};
 use super::keys::{ListKind, list_kind_for};
 use serde_json::{Map, Value};
 
@@ -34,7 +37,11 @@ pub struct ApplyRequest<'a> {
 
 /// Applies the configuration `applied` to `live` (or to an empty object when creating);
 /// returns the new object with its managedFields, or the conflicts.
-pub fn apply(live: Option<&Value>, applied: &Value, req: ApplyRequest<'_>) -> Result<Value, Vec<Conflict>> {
+pub fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    req: ApplyRequest<'_>,
+) -> Result<Value, Vec<Conflict>> {
     let applied = restrict(applied, req.part);
     let mut entries = live.map(read_managed).unwrap_or_default();
     let applied_set = field_set(&applied, req.builtin, req.part);
@@ -42,12 +49,18 @@ pub fn apply(live: Option<&Value>, applied: &Value, req: ApplyRequest<'_>) -> Re
     let mut conflicts = Vec::new();
     let mut conflicting = FieldSet::new();
     if let Some(live) = live {
-        for e in entries.iter().filter(|e| !is_self(e) && e.subresource == req.subresource) {
+        for e in entries
+            .iter()
+            .filter(|e| !is_self(e) && e.subresource == req.subresource)
+        {
             for path in e.fields.intersection(&applied_set) {
                 let (old, new) = (value_at(live, path), value_at(&applied, path));
                 let leaf = !path.last().is_some_and(|l| l.starts_with("k:"));
                 if leaf && old != new {
-                    conflicts.push(Conflict { manager: e.manager.clone(), field: display_path(path) });
+                    conflicts.push(Conflict {
+                        manager: e.manager.clone(),
+                        field: display_path(path),
+                    });
                     conflicting.insert(path.clone());
                 }
             }
@@ -56,7 +69,10 @@ pub fn apply(live: Option<&Value>, applied: &Value, req: ApplyRequest<'_>) -> Re
     if !conflicts.is_empty() && !req.force {
         return Err(conflicts);
     }
-    for e in entries.iter_mut().filter(|e| !is_self(e) && e.subresource == req.subresource) {
+    for e in entries
+        .iter_mut()
+        .filter(|e| !is_self(e) && e.subresource == req.subresource)
+    {
         e.fields.retain(|p| !conflicting.contains(p));
     }
     let mut result = live.cloned().unwrap_or_else(|| {
@@ -66,7 +82,10 @@ pub fn apply(live: Option<&Value>, applied: &Value, req: ApplyRequest<'_>) -> Re
                 base.insert(k.into(), v.clone());
             }
         }
-        base.insert("metadata".into(), applied.get("metadata").cloned().unwrap_or_default());
+        base.insert(
+            "metadata".into(),
+            applied.get("metadata").cloned().unwrap_or_default(),
+        );
         Value::Object(base)
     });
     merge_applied(&mut result, &applied, req.builtin, true);
@@ -77,7 +96,11 @@ pub fn apply(live: Option<&Value>, applied: &Value, req: ApplyRequest<'_>) -> Re
         .collect();
     let mut removed: Vec<_> = previous
         .difference(&applied_set)
-        .filter(|p| !entries.iter().any(|e| !(is_self(e) && e.operation == "Apply") && e.fields.contains(*p)))
+        .filter(|p| {
+            !entries
+                .iter()
+                .any(|e| !(is_self(e) && e.operation == "Apply") && e.fields.contains(*p))
+        })
         .cloned()
         .collect();
     removed.sort_by_key(|p| std::cmp::Reverse(p.len()));
@@ -101,7 +124,9 @@ pub fn apply(live: Option<&Value>, applied: &Value, req: ApplyRequest<'_>) -> Re
 /// with a status subresource, only status on the status subresource; metadata limited to
 /// labels, annotations, ownerReferences and finalizers (plus name and namespace).
 fn restrict(applied: &Value, part: Part) -> Value {
-    let Some(map) = applied.as_object() else { return applied.clone() };
+    let Some(map) = applied.as_object() else {
+        return applied.clone();
+    };
     let mut out = Map::new();
     for (k, v) in map {
         let keep = match (k.as_str(), part) {
@@ -112,7 +137,15 @@ fn restrict(applied: &Value, part: Part) -> Value {
                     .map(|m| {
                         m.iter()
                             .filter(|(k, _)| {
-                                matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations" | "ownerReferences" | "finalizers")
+                                matches!(
+                                    k.as_str(),
+                                    "name"
+                                        | "namespace"
+                                        | "labels"
+                                        | "annotations"
+                                        | "ownerReferences"
+                                        | "finalizers"
+                                )
                             })
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect()
@@ -145,13 +178,18 @@ fn merge_applied(target: &mut Value, applied: &Value, builtin: bool, top: bool) 
         }
         let in_meta = !top || k == "metadata";
         match (t.get_mut(k), v) {
-            (Some(existing @ Value::Object(_)), Value::Object(_)) => merge_applied(existing, v, builtin, false),
+            (Some(existing @ Value::Object(_)), Value::Object(_)) => {
+                merge_applied(existing, v, builtin, false)
+            }
             (Some(Value::Array(existing)), Value::Array(items)) => {
                 let meta_list = matches!(k.as_str(), "finalizers" | "ownerReferences");
                 match list_kind_for(builtin, in_meta && meta_list, k) {
                     ListKind::Keyed(key) => {
                         for item in items {
-                            match existing.iter_mut().find(|e| e.get(key).is_some() && e.get(key) == item.get(key)) {
+                            match existing
+                                .iter_mut()
+                                .find(|e| e.get(key).is_some() && e.get(key) == item.get(key))
+                            {
                                 Some(e) => merge_applied(e, item, builtin, false),
                                 None => existing.push(item.clone()),
                             }
@@ -180,7 +218,14 @@ mod tests {
     use serde_json::json;
 
     fn req(manager: &str, force: bool) -> ApplyRequest<'_> {
-        ApplyRequest { manager, force, builtin: true, part: Part::Main, api_version: "apps/v1", subresource: "" }
+        ApplyRequest {
+            manager,
+            force,
+            builtin: true,
+            part: Part::Main,
+            api_version: "apps/v1",
+            subresource: "",
+        }
     }
 
     fn config(replicas: i64, image: &str) -> Value {
@@ -193,12 +238,22 @@ mod tests {
         let live = apply(None, &config(1, "a"), req("alice", false)).unwrap();
         let same = apply(Some(&live), &config(1, "a"), req("bob", false)).unwrap();
         let conflicts = apply(Some(&same), &config(3, "a"), req("bob", false)).unwrap_err();
-        assert_eq!(conflicts, vec![Conflict { manager: "alice".into(), field: ".spec.replicas".into() }]);
+        assert_eq!(
+            conflicts,
+            vec![Conflict {
+                manager: "alice".into(),
+                field: ".spec.replicas".into()
+            }]
+        );
         let forced = apply(Some(&same), &config(3, "a"), req("bob", true)).unwrap();
         assert_eq!(forced["spec"]["replicas"], 3);
         let entries = read_managed(&forced);
         let alice = entries.iter().find(|e| e.manager == "alice").unwrap();
-        assert!(!alice.fields.contains(&vec!["f:spec".to_string(), "f:replicas".to_string()]));
+        assert!(
+            !alice
+                .fields
+                .contains(&vec!["f:spec".to_string(), "f:replicas".to_string()])
+        );
     }
 
     #[test]
@@ -219,7 +274,13 @@ mod tests {
         let sidecar = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
             "spec": {"template": {"spec": {"containers": [{"name": "side", "image": "s"}]}}}});
         let out = apply(Some(&live), &sidecar, req("bob", false)).unwrap();
-        assert_eq!(out["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            out["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]

@@ -29,7 +29,9 @@ const METADATA_FIELDS: [&str; 4] = ["labels", "annotations", "ownerReferences", 
 /// The owned paths `object` sets, for the given part of a built-in or custom kind.
 pub fn field_set(object: &Value, builtin: bool, part: Part) -> FieldSet {
     let mut set = FieldSet::new();
-    let Some(map) = object.as_object() else { return set };
+    let Some(map) = object.as_object() else {
+        return set;
+    };
     for (key, value) in map {
         let path = vec![format!("f:{key}")];
         match (key.as_str(), part) {
@@ -41,7 +43,13 @@ pub fn field_set(object: &Value, builtin: bool, part: Part) -> FieldSet {
                 if let Some(meta) = value.as_object() {
                     for field in METADATA_FIELDS {
                         if let Some(v) = meta.get(field) {
-                            collect(v, vec![path[0].clone(), format!("f:{field}")], &mut set, builtin, true);
+                            collect(
+                                v,
+                                vec![path[0].clone(), format!("f:{field}")],
+                                &mut set,
+                                builtin,
+                                true,
+                            );
                         }
                     }
                 }
@@ -92,7 +100,10 @@ fn collect(value: &Value, path: FieldPath, set: &mut FieldSet, builtin: bool, in
 
 fn item_key(key: &str, item: &Value) -> String {
     let mut m = Map::new();
-    m.insert(key.to_string(), item.get(key).cloned().unwrap_or(Value::Null));
+    m.insert(
+        key.to_string(),
+        item.get(key).cloned().unwrap_or(Value::Null),
+    );
     format!("k:{}", Value::Object(m))
 }
 
@@ -112,7 +123,9 @@ fn step<'a>(current: &'a Value, element: &str) -> Option<&'a Value> {
     let items = current.as_array()?;
     if let Some(key) = element.strip_prefix("k:") {
         let key: Map<String, Value> = serde_json::from_str(key).ok()?;
-        return items.iter().find(|i| key.iter().all(|(k, v)| i.get(k) == Some(v)));
+        return items
+            .iter()
+            .find(|i| key.iter().all(|(k, v)| i.get(k) == Some(v)));
     }
     if let Some(value) = element.strip_prefix("v:") {
         let value: Value = serde_json::from_str(value).ok()?;
@@ -123,14 +136,18 @@ fn step<'a>(current: &'a Value, element: &str) -> Option<&'a Value> {
 
 /// Removes the value at `path` (a map field, a keyed item or a set value).
 pub fn remove_at(object: &mut Value, path: &[String]) {
-    let Some((last, parent_path)) = path.split_last() else { return };
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
     let mut parent = object;
     for element in parent_path {
         let next = match element.strip_prefix("f:") {
             Some(field) => parent.get_mut(field),
             None => {
                 let found = step(parent, element).cloned();
-                parent.as_array_mut().and_then(|items| items.iter_mut().find(|i| Some(&**i) == found.as_ref()))
+                parent
+                    .as_array_mut()
+                    .and_then(|items| items.iter_mut().find(|i| Some(&**i) == found.as_ref()))
             }
         };
         match next {
@@ -236,7 +253,10 @@ pub struct Managed {
 
 /// Reads `metadata.managedFields`.
 pub fn read_managed(object: &Value) -> Vec<Managed> {
-    let Some(entries) = object.pointer("/metadata/managedFields").and_then(Value::as_array) else {
+    let Some(entries) = object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
         return Vec::new();
     };
     let s = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -280,7 +300,9 @@ pub fn write_managed(object: &mut Value, entries: &[Managed]) {
 
 /// Now, as the RFC 3339 seconds the real server writes.
 pub fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// Records a non-apply write (create, update, patch) by `manager`: it takes ownership of every
@@ -313,7 +335,8 @@ pub fn track_update(
     }
     for e in entries.iter_mut().filter(|e| e.subresource == subresource) {
         let own = e.manager == manager && e.operation == "Update";
-        e.fields.retain(|p| !removed.contains(p) && (own || !changed.contains(p)));
+        e.fields
+            .retain(|p| !removed.contains(p) && (own || !changed.contains(p)));
     }
     match entries
         .iter_mut()
@@ -356,7 +379,11 @@ mod tests {
         assert!(paths.contains(&".metadata.labels.app".to_string()));
         assert!(paths.contains(&".spec.template.spec.containers[name=\"app\"]".to_string()));
         assert!(paths.contains(&".spec.template.spec.containers[name=\"app\"].image".to_string()));
-        assert!(!paths.iter().any(|p| p.starts_with(".status") || p.contains("uid")));
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.starts_with(".status") || p.contains("uid"))
+        );
         let status = field_set(&deployment("a", 1), true, Part::Status);
         assert_eq!(status.len(), 1);
     }
@@ -365,14 +392,24 @@ mod tests {
     fn fields_v1_round_trip() {
         let set = field_set(&deployment("a", 1), true, Part::Main);
         let v1 = to_fields_v1(&set);
-        assert!(v1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"app\"}"]["."].is_object());
+        assert!(
+            v1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"app\"}"]["."]
+                .is_object()
+        );
         assert_eq!(from_fields_v1(&v1), set);
     }
 
     #[test]
     fn value_at_and_remove_at() {
         let mut d = deployment("a", 1);
-        let path: FieldPath = vec!["f:spec".into(), "f:template".into(), "f:spec".into(), "f:containers".into(), "k:{\"name\":\"app\"}".into(), "f:image".into()];
+        let path: FieldPath = vec![
+            "f:spec".into(),
+            "f:template".into(),
+            "f:spec".into(),
+            "f:containers".into(),
+            "k:{\"name\":\"app\"}".into(),
+            "f:image".into(),
+        ];
         assert_eq!(value_at(&d, &path), Some(&json!("a")));
         remove_at(&mut d, &path);
         assert_eq!(value_at(&d, &path), None);
@@ -385,13 +422,32 @@ mod tests {
         let mut first = deployment("a", 1);
         track_update(None, &mut first, "alice", true, Part::Main, "apps/v1", "");
         let mut second = deployment("b", 1);
-        track_update(Some(&first), &mut second, "bob", true, Part::Main, "apps/v1", "");
+        track_update(
+            Some(&first),
+            &mut second,
+            "bob",
+            true,
+            Part::Main,
+            "apps/v1",
+            "",
+        );
         let entries = read_managed(&second);
-        let image: FieldPath = vec!["f:spec".into(), "f:template".into(), "f:spec".into(), "f:containers".into(), "k:{\"name\":\"app\"}".into(), "f:image".into()];
+        let image: FieldPath = vec![
+            "f:spec".into(),
+            "f:template".into(),
+            "f:spec".into(),
+            "f:containers".into(),
+            "k:{\"name\":\"app\"}".into(),
+            "f:image".into(),
+        ];
         let alice = entries.iter().find(|e| e.manager == "alice").unwrap();
         let bob = entries.iter().find(|e| e.manager == "bob").unwrap();
         assert!(!alice.fields.contains(&image));
         assert!(bob.fields.contains(&image));
-        assert!(alice.fields.contains(&vec!["f:spec".to_string(), "f:replicas".to_string()]));
+        assert!(
+            alice
+                .fields
+                .contains(&vec!["f:spec".to_string(), "f:replicas".to_string()])
+        );
     }
 }

@@ -16,8 +16,14 @@ pub enum ListKind {
 /// The merge behaviour of list field `field` in a built-in kind.
 pub fn list_kind(field: &str) -> ListKind {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets"
-        | "resourceClaims" | "schedulingGates" => ListKind::Keyed("name"),
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "schedulingGates" => ListKind::Keyed("name"),
         "ports" => ListKind::Keyed("containerPort"),
         "volumeMounts" => ListKind::Keyed("mountPath"),
         "volumeDevices" => ListKind::Keyed("devicePath"),
@@ -33,5 +39,9 @@ pub fn list_kind(field: &str) -> ListKind {
 /// The merge behaviour for a kind: built-in kinds use [`list_kind`], custom kinds are atomic
 /// except `metadata` lists.
 pub fn list_kind_for(builtin: bool, in_metadata: bool, field: &str) -> ListKind {
-    if builtin || in_metadata { list_kind(field) } else { ListKind::Atomic }
+    if builtin || in_metadata {
+        list_kind(field)
+    } else {
+        ListKind::Atomic
+    }
 }

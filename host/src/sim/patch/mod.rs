@@ -29,9 +29,9 @@ impl PatchType {
             "application/merge-patch+json" => Some(Self::Merge),
             "application/json-patch+json" => Some(Self::Json),
             "application/strategic-merge-patch+json" => Some(Self::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" | "application/apply-patch+cbor" => {
-                Some(Self::Apply)
-            }
+            "application/apply-patch+yaml"
+            | "application/apply-patch+json"
+            | "application/apply-patch+cbor" => Some(Self::Apply),
             _ => None,
         }
     }
@@ -48,7 +48,12 @@ impl PatchType {
 }
 
 /// Applies a merge, JSON or strategic patch to a copy of `current`.
-pub fn patch(current: &Value, body: &[u8], patch_type: PatchType, builtin: bool) -> Result<Value, ApiError> {
+pub fn patch(
+    current: &Value,
+    body: &[u8],
+    patch_type: PatchType,
+    builtin: bool,
+) -> Result<Value, ApiError> {
     match patch_type {
         PatchType::Merge => {
             let patch: Value = serde_json::from_slice(body)
@@ -64,7 +69,9 @@ pub fn patch(current: &Value, body: &[u8], patch_type: PatchType, builtin: bool)
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?;
             let mut doc = current.clone();
-            json_patch::patch(&mut doc, &ops).map_err(|e| ApiError::invalid(format!("the JSON patch could not be applied: {e}")))?;
+            json_patch::patch(&mut doc, &ops).map_err(|e| {
+                ApiError::invalid(format!("the JSON patch could not be applied: {e}"))
+            })?;
             Ok(doc)
         }
         PatchType::Strategic => {
@@ -73,11 +80,15 @@ pub fn patch(current: &Value, body: &[u8], patch_type: PatchType, builtin: bool)
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 ));
             }
-            let patch: Value = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding strategic merge patch: {e}")))?;
-            strategic::merge(current, &patch, builtin).map_err(|e| ApiError::bad_request(e.to_string()))
+            let patch: Value = serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("error decoding strategic merge patch: {e}"))
+            })?;
+            strategic::merge(current, &patch, builtin)
+                .map_err(|e| ApiError::bad_request(e.to_string()))
         }
-        PatchType::Apply => Err(ApiError::internal("server-side apply is handled separately")),
+        PatchType::Apply => Err(ApiError::internal(
+            "server-side apply is handled separately",
+        )),
     }
 }
 
@@ -86,6 +97,8 @@ pub fn parse_apply_body(body: &[u8]) -> Result<Value, ApiError> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);
     }
-    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("apply body is not UTF-8"))?;
-    serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+    let text =
+        std::str::from_utf8(body).map_err(|_| ApiError::bad_request("apply body is not UTF-8"))?;
+    serde_saphyr::from_str::<Value>(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }

@@ -28,7 +28,9 @@ pub enum StrategicError {
 
 /// Applies `patch` to `original` for a built-in (`builtin = true`) or custom kind.
 pub fn merge(original: &Value, patch: &Value, builtin: bool) -> Result<Value, StrategicError> {
-    let Value::Object(p) = patch else { return Err(StrategicError::NotAnObject) };
+    let Value::Object(p) = patch else {
+        return Err(StrategicError::NotAnObject);
+    };
     let base = original.as_object().cloned().unwrap_or_default();
     match merge_map(base, p, builtin, true)? {
         Some(m) => Ok(Value::Object(m)),
@@ -62,7 +64,11 @@ fn merge_map(
         None => None,
         Some(Value::Array(keys)) => Some(
             keys.iter()
-                .map(|k| k.as_str().map(str::to_string).ok_or_else(|| StrategicError::BadDirective("$retainKeys".into())))
+                .map(|k| {
+                    k.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| StrategicError::BadDirective("$retainKeys".into()))
+                })
                 .collect::<Result<Vec<_>, _>>()?,
         ),
         Some(_) => return Err(StrategicError::BadDirective("$retainKeys".into())),
@@ -86,10 +92,15 @@ fn merge_map(
         }
         let in_metadata = top && key == "metadata";
         let merged = match (original.remove(key), value) {
-            (Some(Value::Object(o)), Value::Object(p)) => merge_map(o, p, builtin, false)?.map(Value::Object),
-            (None, Value::Object(p)) => merge_map(Map::new(), p, builtin, false)?.map(Value::Object),
+            (Some(Value::Object(o)), Value::Object(p)) => {
+                merge_map(o, p, builtin, false)?.map(Value::Object)
+            }
+            (None, Value::Object(p)) => {
+                merge_map(Map::new(), p, builtin, false)?.map(Value::Object)
+            }
             (old, Value::Array(p)) => {
-                let kind = list_kind_for(builtin, in_metadata || (!top && is_metadata_list(key)), key);
+                let kind =
+                    list_kind_for(builtin, in_metadata || (!top && is_metadata_list(key)), key);
                 Some(merge_list(key, old, p, kind, builtin)?)
             }
             (_, scalar) => Some(scalar.clone()),
@@ -115,8 +126,15 @@ fn merge_list(
     kind: ListKind,
     builtin: bool,
 ) -> Result<Value, StrategicError> {
-    if patch.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace")) {
-        let items = patch.iter().filter(|i| i.get("$patch").is_none()).map(strip_directives).collect();
+    if patch
+        .iter()
+        .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
+        let items = patch
+            .iter()
+            .filter(|i| i.get("$patch").is_none())
+            .map(strip_directives)
+            .collect();
         return Ok(Value::Array(items));
     }
     let mut items = match original {
@@ -136,12 +154,20 @@ fn merge_list(
         ListKind::Keyed(merge_key) => {
             for item in patch {
                 let Value::Object(p) = item else {
-                    return Err(StrategicError::MissingMergeKey { field: field.into(), key: merge_key.into() });
+                    return Err(StrategicError::MissingMergeKey {
+                        field: field.into(),
+                        key: merge_key.into(),
+                    });
                 };
-                let key_value = p
-                    .get(merge_key)
-                    .ok_or_else(|| StrategicError::MissingMergeKey { field: field.into(), key: merge_key.into() })?;
-                let position = items.iter().position(|i| i.get(merge_key) == Some(key_value));
+                let key_value =
+                    p.get(merge_key)
+                        .ok_or_else(|| StrategicError::MissingMergeKey {
+                            field: field.into(),
+                            key: merge_key.into(),
+                        })?;
+                let position = items
+                    .iter()
+                    .position(|i| i.get(merge_key) == Some(key_value));
                 match position {
                     Some(idx) => {
                         let existing = match items.remove(idx) {
@@ -168,7 +194,10 @@ fn merge_list(
 fn strip_directives(value: &Value) -> Value {
     match value {
         Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), strip_directives(v))).collect(),
+            m.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), strip_directives(v)))
+                .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(strip_directives).collect()),
         other => other.clone(),
@@ -208,15 +237,24 @@ mod tests {
             "env": [{"name": "B", "value": "3"}], "ports": [{"containerPort": 443}]}]}}}});
         let out = merge(&deployment(), &patch, true).unwrap();
         let c = &out["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!(c["env"], json!([{"name": "A", "value": "1"}, {"name": "B", "value": "3"}]));
-        assert_eq!(c["ports"], json!([{"containerPort": 80}, {"containerPort": 443}]));
+        assert_eq!(
+            c["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "3"}])
+        );
+        assert_eq!(
+            c["ports"],
+            json!([{"containerPort": 80}, {"containerPort": 443}])
+        );
     }
 
     #[test]
     fn delete_directive_on_container() {
         let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}}});
         let out = merge(&deployment(), &patch, true).unwrap();
-        let c = out["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone();
+        let c = out["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .clone();
         assert_eq!(c.len(), 1);
         assert_eq!(c[0]["name"], "app");
     }
@@ -225,7 +263,10 @@ mod tests {
     fn replace_directives() {
         let patch = json!({"spec": {"template": {"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "o"}]}}}});
         let out = merge(&deployment(), &patch, true).unwrap();
-        assert_eq!(out["spec"]["template"]["spec"]["containers"], json!([{"name": "only", "image": "o"}]));
+        assert_eq!(
+            out["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "only", "image": "o"}])
+        );
         let patch = json!({"metadata": {"labels": {"$patch": "replace", "b": "2"}}});
         let out = merge(&deployment(), &patch, true).unwrap();
         assert_eq!(out["metadata"]["labels"], json!({"b": "2"}));
@@ -235,7 +276,10 @@ mod tests {
     fn tolerations_are_atomic_and_null_deletes() {
         let patch = json!({"spec": {"template": {"spec": {"tolerations": [{"key": "b"}]}}}, "metadata": {"labels": {"a": null}}});
         let out = merge(&deployment(), &patch, true).unwrap();
-        assert_eq!(out["spec"]["template"]["spec"]["tolerations"], json!([{"key": "b"}]));
+        assert_eq!(
+            out["spec"]["template"]["spec"]["tolerations"],
+            json!([{"key": "b"}])
+        );
         assert_eq!(out["metadata"]["labels"], json!({}));
     }
 
@@ -259,10 +303,20 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert_eq!(merge(&deployment(), &json!([1]), true), Err(StrategicError::NotAnObject));
-        assert!(matches!(merge(&deployment(), &json!({"spec": {"$patch": "explode"}}), true), Err(StrategicError::UnknownDirective(_))));
+        assert_eq!(
+            merge(&deployment(), &json!([1]), true),
+            Err(StrategicError::NotAnObject)
+        );
         assert!(matches!(
-            merge(&deployment(), &json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}}), true),
+            merge(&deployment(), &json!({"spec": {"$patch": "explode"}}), true),
+            Err(StrategicError::UnknownDirective(_))
+        ));
+        assert!(matches!(
+            merge(
+                &deployment(),
+                &json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}}),
+                true
+            ),
             Err(StrategicError::MissingMergeKey { .. })
         ));
     }
@@ -270,7 +324,12 @@ mod tests {
     #[test]
     fn custom_kinds_replace_lists() {
         let original = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
-        let out = merge(&original, &json!({"spec": {"containers": [{"name": "c"}]}}), false).unwrap();
+        let out = merge(
+            &original,
+            &json!({"spec": {"containers": [{"name": "c"}]}}),
+            false,
+        )
+        .unwrap();
         assert_eq!(out["spec"]["containers"], json!([{"name": "c"}]));
     }
 }
