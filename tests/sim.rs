@@ -1280,3 +1280,22 @@ async fn kubeconfig_yields_a_working_client() -> Result {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_is_refused_rather_than_executed() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let err = api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &lease("dry", json!({})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(400));
+    assert!(sim.get("leases", None, "dry").is_none());
+    Ok(())
+}

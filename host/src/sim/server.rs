@@ -185,6 +185,7 @@ async fn handle(
     let mut record = RequestRecord {
         time: now(),
         method: method.to_string(),
+        verb: "other".into(),
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),
         ..RequestRecord::default()
@@ -241,29 +242,11 @@ async fn dispatch(
     body: Bytes,
     record: &mut RequestRecord,
 ) -> Result<Response, ApiError> {
-    let target = parse_target(shared, uri.path());
-    let req = match target {
-        Ok(Target::Resource(req)) => req,
-        other => {
+    let req = match parse_target(shared, uri.path())? {
+        Target::Resource(req) => req,
+        discovery_target => {
             record.verb = "discovery".into();
-            if method != Method::GET {
-                return Err(ApiError::method_not_allowed(format!(
-                    "method {method} not allowed on {}",
-                    uri.path()
-                )));
-            }
-            let value = match other? {
-                Target::Version => discovery::version(),
-                Target::Health => return Ok((StatusCode::OK, "ok").into_response()),
-                Target::CoreVersions => discovery::core_versions(&shared_address(headers)),
-                Target::Groups => discovery::groups(&shared.registry()),
-                Target::Group(g) => discovery::group(&shared.registry(), &g)
-                    .ok_or_else(|| ApiError::no_route(uri.path()))?,
-                Target::Resources(g, v) => discovery::resources(&shared.registry(), &g, &v)
-                    .ok_or_else(|| ApiError::no_route(uri.path()))?,
-                Target::Resource(_) => unreachable_target()?,
-            };
-            return Ok(value_response(StatusCode::OK, &value));
+            return discovery_response(shared, method, uri, headers, discovery_target);
         }
     };
     let kind = req.kind.clone();
@@ -284,6 +267,11 @@ async fn dispatch(
         record.patch_type = patch_type.map(|p| p.as_str().to_string());
     }
 
+    if query.get("dryRun").is_some_and(|d| !d.is_empty()) {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the kubeplug sim API server",
+        ));
+    }
     let latency = shared.faults.latency();
     if latency > Duration::ZERO {
         tokio::time::sleep(latency).await;
@@ -460,8 +448,33 @@ async fn dispatch(
     }
 }
 
-fn unreachable_target() -> Result<Value, ApiError> {
-    Err(ApiError::internal("unexpected routing state"))
+/// Answers a discovery or health request.
+fn discovery_response(
+    shared: &Shared,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    target: Target,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!(
+            "method {method} not allowed on {}",
+            uri.path()
+        )));
+    }
+    let not_found = || ApiError::no_route(uri.path());
+    let value = match target {
+        Target::Version => discovery::version(),
+        Target::Health => return Ok((StatusCode::OK, "ok").into_response()),
+        Target::CoreVersions => discovery::core_versions(&shared_address(headers)),
+        Target::Groups => discovery::groups(&shared.registry()),
+        Target::Group(g) => discovery::group(&shared.registry(), &g).ok_or_else(not_found)?,
+        Target::Resources(g, v) => {
+            discovery::resources(&shared.registry(), &g, &v).ok_or_else(not_found)?
+        }
+        Target::Resource(_) => return Err(not_found()),
+    };
+    Ok(value_response(StatusCode::OK, &value))
 }
 
 fn shared_address(headers: &HeaderMap) -> String {

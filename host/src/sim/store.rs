@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::sync::broadcast;
 
 /// The kind of change a watch event reports.
@@ -45,6 +45,16 @@ pub struct Event {
     pub object: Arc<Value>,
     /// The object before the change (absent for additions).
     pub old: Option<Arc<Value>>,
+    /// `object` serialized once, shared by every watcher.
+    encoded: OnceLock<Vec<u8>>,
+}
+
+impl Event {
+    /// The object as JSON, serialized on first use and shared by all watchers.
+    pub fn object_json(&self) -> &[u8] {
+        self.encoded
+            .get_or_init(|| serde_json::to_vec(&*self.object).unwrap_or_default())
+    }
 }
 
 /// What must hold for a commit to proceed.
@@ -270,6 +280,7 @@ impl Store {
             event_type,
             object: object.clone(),
             old,
+            encoded: OnceLock::new(),
         });
         if inner.history.len() >= inner.capacity
             && let Some(dropped) = inner.history.pop_front()

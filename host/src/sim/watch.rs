@@ -76,6 +76,7 @@ fn gone_line(message: String) -> Bytes {
 
 struct Filter {
     kind: Arc<ResourceKind>,
+    api_version: String,
     resource: String,
     params: WatchParams,
 }
@@ -105,7 +106,13 @@ impl Filter {
             EventType::Deleted if now || before => "DELETED",
             _ => return None,
         };
-        Some(line(event_type, &render(&self.kind, &event.object)))
+        let same_version = event.object.get("apiVersion").and_then(Value::as_str)
+            == Some(self.api_version.as_str());
+        if same_version {
+            Some(line(event_type, event.object_json()))
+        } else {
+            Some(line(event_type, &render(&self.kind, &event.object)))
+        }
     }
 }
 
@@ -133,6 +140,7 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
     let mut initial: Vec<Bytes> = Vec::new();
     let filter = Filter {
         kind: kind.clone(),
+        api_version: kind.api_version(),
         resource: resource.clone(),
         params,
     };
