@@ -1,4 +1,5 @@
-//! kubectl against the embedded API server: get, apply --validate=false, scale, delete.
+//! kubectl against the embedded API server: get, apply --validate=false, scale,
+//! edit --validate=false, delete.
 //! Skipped (with a printed reason) when kubectl is not on PATH.
 
 use kubeplug::sim::Sim;
@@ -45,9 +46,9 @@ spec:
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_get_apply_scale_delete() -> anyhow::Result<()> {
+async fn kubectl_get_apply_scale_edit_delete() -> anyhow::Result<()> {
     if !kubectl_available() {
-        println!("SKIPPED kubectl_get_apply_scale_delete: kubectl is not on PATH");
+        println!("SKIPPED kubectl_get_apply_scale_edit_delete: kubectl is not on PATH");
         return Ok(());
     }
     let sim = Sim::builder()
@@ -103,7 +104,31 @@ async fn kubectl_get_apply_scale_delete() -> anyhow::Result<()> {
     assert_eq!(replicas, Some(4));
 
     let listed = run(args("get deployments")).await??;
-    assert!(listed.contains("web"), "{listed}");
+    assert!(
+        listed.contains("READY") && listed.contains("UP-TO-DATE"),
+        "table columns: {listed}"
+    );
+    assert!(listed.lines().any(|l| l.starts_with("web ")), "{listed}");
+
+    let kc3 = kc.clone();
+    let edited = tokio::task::spawn_blocking(move || {
+        Command::new("kubectl")
+            .env("KUBE_EDITOR", "sed -i s/replicas:\\ 4/replicas:\\ 5/")
+            .arg("--kubeconfig")
+            .arg(&kc3)
+            .args(["edit", "deployment", "web", "--validate=false"])
+            .output()
+    })
+    .await??;
+    assert!(
+        edited.status.success(),
+        "kubectl edit: {}",
+        String::from_utf8_lossy(&edited.stderr)
+    );
+    let replicas = sim
+        .get("deployments", Some("default"), "web")
+        .and_then(|d| d["spec"]["replicas"].as_i64());
+    assert_eq!(replicas, Some(5), "edited");
 
     let out = run(args("delete deployment web")).await??;
     assert!(out.contains("deleted"), "{out}");

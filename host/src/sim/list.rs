@@ -40,12 +40,16 @@ fn encode(token: &Token) -> String {
     hex::encode(serde_json::to_vec(token).unwrap_or_default())
 }
 
-/// Serves a list as JSON bytes.
-pub fn list(
-    shared: &Shared,
-    kind: &ResourceKind,
-    params: &ListParams,
-) -> Result<Vec<u8>, ApiError> {
+/// One page of a list: the items and the list metadata (`resourceVersion`, `continue`).
+pub struct Page {
+    /// Matching objects in key order.
+    pub items: Vec<std::sync::Arc<serde_json::Value>>,
+    /// `ListMeta`.
+    pub meta: serde_json::Value,
+}
+
+/// Reads one page of a list.
+pub fn page(shared: &Shared, kind: &ResourceKind, params: &ListParams) -> Result<Page, ApiError> {
     let resource = kind.resource_name();
     let after = match params.continue_token.as_deref().filter(|t| !t.is_empty()) {
         Some(token) => {
@@ -76,11 +80,17 @@ pub fn list(
             name,
         })
     });
-    let mut out = Vec::with_capacity(items.len() * 1024 + 256);
     let mut meta = serde_json::json!({"resourceVersion": list_rv.to_string()});
     if let Some(token) = continue_token {
         meta["continue"] = serde_json::Value::String(token);
     }
+    Ok(Page { items, meta })
+}
+
+/// Encodes a page as a `<Kind>List`.
+pub fn encode_list(kind: &ResourceKind, page: &Page) -> Vec<u8> {
+    let (items, meta) = (&page.items, &page.meta);
+    let mut out = Vec::with_capacity(items.len() * 1024 + 256);
     out.extend_from_slice(
         format!(
             "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
@@ -97,5 +107,5 @@ pub fn list(
         out.extend_from_slice(&render(kind, item));
     }
     out.extend_from_slice(b"]}");
-    Ok(out)
+    out
 }

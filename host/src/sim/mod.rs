@@ -34,6 +34,7 @@ mod server;
 mod state;
 mod status_sim;
 pub mod store;
+mod table;
 mod watch;
 
 pub use errors::ApiError;

@@ -6,7 +6,7 @@ use super::discovery;
 use super::errors::{ApiError, success_status};
 use super::faults::FaultRequest;
 use super::kinds::{ResourceKind, kinds_from_crd};
-use super::list::{ListParams, list};
+use super::list::{ListParams, encode_list, page};
 use super::objects::{DeleteOptions, Sub};
 use super::patch::PatchType;
 use super::patch::fields::now;
@@ -14,6 +14,7 @@ use super::request_log::RequestRecord;
 use super::scale;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::state::Shared;
+use super::table;
 use super::watch::{self, WatchParams, render};
 use axum::Router;
 use axum::body::Bytes;
@@ -301,6 +302,14 @@ async fn dispatch(
             if is_scale {
                 return Ok(value_response(StatusCode::OK, &scale::to_scale(&object)));
             }
+            if table::wants_table(headers) && sub == Sub::Main {
+                let meta =
+                    serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+                return Ok(value_response(
+                    StatusCode::OK,
+                    &table::table(&kind, &[object], meta),
+                ));
+            }
             Ok(json_response(StatusCode::OK, render(&kind, &object)))
         }
         "list" => {
@@ -321,7 +330,12 @@ async fn dispatch(
                 },
                 continue_token: query.get("continue").cloned(),
             };
-            Ok(json_response(StatusCode::OK, list(shared, &kind, &params)?))
+            let page = page(shared, &kind, &params)?;
+            if table::wants_table(headers) {
+                let table = table::table(&kind, &page.items, page.meta);
+                return Ok(value_response(StatusCode::OK, &table));
+            }
+            Ok(json_response(StatusCode::OK, encode_list(&kind, &page)))
         }
         "watch" => {
             let resource_version = match query.get("resourceVersion").map(String::as_str) {
