@@ -362,6 +362,7 @@ async fn dispatch(
                 timeout,
                 bookmarks: flag(query, "allowWatchBookmarks"),
                 send_initial_events: flag(query, "sendInitialEvents"),
+                table: table::wants_table(headers),
             };
             Ok(watch::start(shared, kind, params))
         }

@@ -36,6 +36,8 @@ pub struct WatchParams {
     pub bookmarks: bool,
     /// `sendInitialEvents=true`: current state as ADDED, then a BOOKMARK marking its end.
     pub send_initial_events: bool,
+    /// Objects as one-row `Table`s (`Accept: ...;as=Table`, used by `kubectl get -w`).
+    pub table: bool,
 }
 
 /// Renders an object for `kind`, rewriting apiVersion for another served version of it.
@@ -108,10 +110,21 @@ impl Filter {
         };
         let same_version = event.object.get("apiVersion").and_then(Value::as_str)
             == Some(self.api_version.as_str());
-        if same_version {
+        if same_version && !self.params.table {
             Some(line(event_type, event.object_json()))
         } else {
-            Some(line(event_type, &render(&self.kind, &event.object)))
+            Some(self.encode(event_type, &event.object))
+        }
+    }
+
+    /// One line for `object`, as a one-row Table when the client asked for tables.
+    fn encode(&self, event_type: &str, object: &Arc<Value>) -> Bytes {
+        if self.params.table {
+            let meta = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+            let table = super::table::table(&self.kind, std::slice::from_ref(object), meta);
+            line(event_type, &serde_json::to_vec(&table).unwrap_or_default())
+        } else {
+            line(event_type, &render(&self.kind, object))
         }
     }
 }
@@ -162,7 +175,7 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
                 .store
                 .snapshot(&resource, filter.params.namespace.as_deref());
             for object in items.iter().filter(|o| filter.selects(o)) {
-                initial.push(line("ADDED", &render(&kind, object)));
+                initial.push(filter.encode("ADDED", object));
             }
             if filter.params.send_initial_events && filter.params.bookmarks {
                 initial.push(bookmark(&kind, rv, true));
