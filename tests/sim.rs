@@ -1299,3 +1299,64 @@ async fn dry_run_is_refused_rather_than_executed() -> Result {
     assert!(sim.get("leases", None, "dry").is_none());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structurally_invalid_objects_are_refused() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "i"))
+        .await?;
+    let before = sim.get("deployments", None, "web");
+    for patch in [
+        json!({"spec": "not an object"}),
+        json!({"metadata": {"labels": {"a": 1}}}),
+        json!({"spec": {"replicas": -1}}),
+        json!({"metadata": {"finalizers": [1]}}),
+    ] {
+        let err = api
+            .patch("web", &PatchParams::default(), &Patch::Merge(patch.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (api_code(&err), api_reason(&err).as_str()),
+            (Some(422), "Invalid"),
+            "{patch}"
+        );
+    }
+    assert_eq!(sim.get("deployments", None, "web"), before);
+    let (code, _, _) = raw(
+        &sim,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 200, "server still healthy");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_in_both_groups() -> Result {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let sim = sim().await?;
+    let core: Api<CoreEvent> = Api::default_namespaced(sim.client()?);
+    let event: CoreEvent = serde_json::from_value(json!({
+        "metadata": {"name": "web.1"}, "involvedObject": {"kind": "Deployment", "name": "web"},
+        "reason": "Reconciled", "message": "ok", "type": "Normal"
+    }))?;
+    core.create(&PostParams::default(), &event).await?;
+    let events: Api<Event> = Api::default_namespaced(sim.client()?);
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "web.2"}, "regarding": {"kind": "Deployment", "name": "web"},
+        "reason": "Reconciled", "note": "ok", "type": "Normal", "action": "Reconcile",
+        "reportingController": "kubeplug", "reportingInstance": "kubeplug-0", "eventTime": "2026-01-01T00:00:00.000000Z"
+    }))?;
+    events.create(&PostParams::default(), &event).await?;
+    assert_eq!(core.list(&ListParams::default()).await?.items.len(), 1);
+    assert_eq!(events.list(&ListParams::default()).await?.items.len(), 1);
+    assert_eq!(sim.count("events", None), 1);
+    assert_eq!(sim.count("events.events.k8s.io", None), 1);
+    Ok(())
+}

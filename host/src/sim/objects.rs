@@ -98,6 +98,73 @@ fn check_type(kind: &ResourceKind, body: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The structural checks a real server's validation would fail: metadata field types,
+/// object-valued `spec`/`status` for built-in kinds, non-negative Deployment replicas.
+fn validate(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
+    let name = meta_str(object, "name").unwrap_or_default();
+    let invalid = |field: &str, why: &str| {
+        ApiError::invalid(format!(
+            "{}.{} \"{name}\" is invalid: {field}: Invalid value: {why}",
+            kind.kind,
+            if kind.group.is_empty() {
+                "core"
+            } else {
+                &kind.group
+            }
+        ))
+    };
+    let meta = &object["metadata"];
+    for field in ["labels", "annotations"] {
+        match &meta[field] {
+            Value::Null => {}
+            Value::Object(m) if m.values().all(Value::is_string) => {}
+            _ => {
+                return Err(invalid(
+                    &format!("metadata.{field}"),
+                    "must be a map of strings",
+                ));
+            }
+        }
+    }
+    match &meta["finalizers"] {
+        Value::Null => {}
+        Value::Array(a) if a.iter().all(Value::is_string) => {}
+        _ => return Err(invalid("metadata.finalizers", "must be a list of strings")),
+    }
+    match &meta["ownerReferences"] {
+        Value::Null => {}
+        Value::Array(refs)
+            if refs.iter().all(|r| {
+                ["apiVersion", "kind", "name", "uid"]
+                    .iter()
+                    .all(|f| r[*f].is_string())
+            }) => {}
+        _ => {
+            return Err(invalid(
+                "metadata.ownerReferences",
+                "each needs apiVersion, kind, name and uid strings",
+            ));
+        }
+    }
+    if kind.builtin {
+        for field in ["spec", "status"] {
+            if !matches!(object.get(field), None | Some(Value::Object(_))) {
+                return Err(invalid(field, "must be an object"));
+            }
+        }
+    }
+    if kind.builtin && kind.kind == "Deployment" {
+        match &object["spec"]["replicas"] {
+            Value::Null => {}
+            v if v
+                .as_i64()
+                .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r)) => {}
+            _ => return Err(invalid("spec.replicas", "must be a non-negative integer")),
+        }
+    }
+    Ok(())
+}
+
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     uuid::Uuid::new_v4().as_bytes()[..5]
@@ -302,6 +369,7 @@ impl Shared {
                 "",
             );
         }
+        validate(kind, &body)?;
         set_defaults(kind, &mut body);
         self.commit(kind, &ns, &name, Precondition::Absent, Some(body))
     }
@@ -424,6 +492,7 @@ impl Shared {
                 sub_name(sub),
             );
         }
+        validate(kind, &next)?;
         let deleting = meta_str(&next, "deletionTimestamp").is_some();
         let finalizers_left = next["metadata"]["finalizers"]
             .as_array()
