@@ -3,10 +3,9 @@
 //! background (or just lose the dangling reference when another owner still exists).
 //! `propagationPolicy=Orphan` is handled at delete time by removing the references first.
 
-use super::objects::{DeleteOptions, owned_by, remove_owner};
+use super::objects::{DeleteOptions, remove_owner};
 use super::state::Shared;
 use super::store::EventType;
-use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -30,25 +29,17 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
-fn uids(all: &[(Arc<str>, Arc<Value>)]) -> HashSet<String> {
-    all.iter()
-        .filter_map(|(_, o)| o["metadata"]["uid"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// Handles every object with a reference to a missing owner (after a missed event).
 fn collect_dangling(shared: &Shared) {
-    let all = shared.store.all();
-    let live = uids(&all);
     let mut gone = HashSet::new();
-    for (_, object) in &all {
+    for (_, object) in &shared.store.all() {
         for r in object["metadata"]["ownerReferences"]
             .as_array()
             .into_iter()
             .flatten()
         {
             if let Some(uid) = r["uid"].as_str()
-                && !live.contains(uid)
+                && !shared.store.uid_exists(uid)
             {
                 gone.insert(uid.to_string());
             }
@@ -61,19 +52,20 @@ fn collect_dangling(shared: &Shared) {
 
 /// Deletes (or detaches) the dependents of the removed owner `uid`.
 fn collect(shared: &Shared, uid: &str) {
-    let all = shared.store.all();
-    let live = uids(&all);
-    for (resource, object) in all.iter().filter(|(_, o)| owned_by(o, uid)) {
-        let Some(kind) = shared.registry().by_resource(resource) else {
+    if shared.store.uid_exists(uid) {
+        return;
+    }
+    for (resource, object) in shared.store.dependents(uid) {
+        let Some(kind) = shared.registry().by_resource(&resource) else {
             continue;
         };
-        let (ns, name) = super::store::key_of(object);
+        let (ns, name) = super::store::key_of(&object);
         let other_owner = object["metadata"]["ownerReferences"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|r| r["uid"].as_str())
-            .any(|u| u != uid && live.contains(u));
+            .any(|u| u != uid && shared.store.uid_exists(u));
         let result = if other_owner {
             shared.modify(&kind, &ns, &name, MANAGER, |o| {
                 remove_owner(o, uid);

@@ -844,12 +844,7 @@ impl Shared {
         if meta_str(&ns, "deletionTimestamp").is_none() {
             return;
         }
-        let empty = !self
-            .store
-            .all()
-            .iter()
-            .any(|(_, o)| meta_str(o, "namespace") == Some(namespace));
-        if empty {
+        if self.store.count_in_namespace(namespace) == 0 {
             let _ = self.store.commit(
                 "namespaces",
                 "",
@@ -862,10 +857,7 @@ impl Shared {
 
     /// Removes ownerReferences to `uid` from every object (propagationPolicy=Orphan).
     fn orphan_dependents(&self, uid: &str) {
-        for (resource, object) in self.store.all() {
-            if !owned_by(&object, uid) {
-                continue;
-            }
+        for (resource, object) in self.store.dependents(uid) {
             let Some(kind) = self.registry().by_resource(&resource) else {
                 continue;
             };
@@ -919,13 +911,6 @@ impl Shared {
         }
         Err(ApiError::conflict(&kind.resource_name(), name))
     }
-}
-
-/// Whether `object` has an ownerReference to `uid`.
-pub(crate) fn owned_by(object: &Value, uid: &str) -> bool {
-    object["metadata"]["ownerReferences"]
-        .as_array()
-        .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(uid)))
 }
 
 /// Removes the ownerReference to `uid`.

@@ -6,7 +6,7 @@
 //! optional precondition, so a failed request never leaves partial state behind.
 
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::sync::broadcast;
 
@@ -96,6 +96,67 @@ struct Inner {
     capacity: usize,
     /// Highest resourceVersion dropped from the history (0 when nothing was dropped).
     compacted: u64,
+    /// Indexes for garbage collection and namespace deletion.
+    index: Index,
+}
+
+/// Where an object lives: resource and (namespace, name).
+pub type Location = (Arc<str>, Key);
+
+/// Secondary indexes kept in step with `objects`.
+#[derive(Default)]
+struct Index {
+    /// uid → location.
+    uids: HashMap<String, Location>,
+    /// owner uid → dependents' locations.
+    dependents: HashMap<String, HashSet<Location>>,
+    /// namespace → number of objects in it.
+    namespaces: HashMap<String, usize>,
+}
+
+fn uid_of(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/uid").and_then(Value::as_str)
+}
+
+fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("uid").and_then(Value::as_str))
+}
+
+impl Index {
+    fn remove(&mut self, location: &Location, object: &Value) {
+        if let Some(uid) = uid_of(object) {
+            self.uids.remove(uid);
+        }
+        for owner in owner_uids(object) {
+            if let Some(set) = self.dependents.get_mut(owner) {
+                set.remove(location);
+                if set.is_empty() {
+                    self.dependents.remove(owner);
+                }
+            }
+        }
+        if let Some(n) = self.namespaces.get_mut(&location.1.0) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    fn insert(&mut self, location: &Location, object: &Value) {
+        if let Some(uid) = uid_of(object) {
+            self.uids.insert(uid.to_string(), location.clone());
+        }
+        for owner in owner_uids(object) {
+            self.dependents
+                .entry(owner.to_string())
+                .or_default()
+                .insert(location.clone());
+        }
+        *self.namespaces.entry(location.1.0.clone()).or_default() += 1;
+    }
 }
 
 /// The shared object store.
@@ -125,6 +186,7 @@ impl Store {
                 history: VecDeque::with_capacity(history.min(65_536)),
                 capacity: history.max(1),
                 compacted: 0,
+                index: Index::default(),
             }),
             tx,
         }
@@ -253,6 +315,14 @@ impl Store {
         }
         inner.rv += 1;
         let rv = inner.rv;
+        let location: Location = (resource.clone(), key.clone());
+        if let Some(o) = &old {
+            inner.index.remove(&location, o);
+        }
+        if let Some(n) = &new {
+            inner.index.insert(&location, n);
+        }
+        let map = inner.objects.entry(resource.clone()).or_default();
         let (event_type, object) = match new {
             Some(mut value) => {
                 set_rv(&mut value, rv);
@@ -290,6 +360,36 @@ impl Store {
         inner.history.push_back(event.clone());
         let _ = self.tx.send(event);
         Ok(object)
+    }
+
+    /// Whether an object with this uid exists.
+    pub fn uid_exists(&self, uid: &str) -> bool {
+        self.lock().index.uids.contains_key(uid)
+    }
+
+    /// Objects with an ownerReference to `uid`.
+    pub fn dependents(&self, uid: &str) -> Vec<(Arc<str>, Arc<Value>)> {
+        let inner = self.lock();
+        let Some(locations) = inner.index.dependents.get(uid) else {
+            return Vec::new();
+        };
+        locations
+            .iter()
+            .filter_map(|(resource, key)| {
+                let object = inner.objects.get(resource)?.get(key)?;
+                Some((resource.clone(), object.clone()))
+            })
+            .collect()
+    }
+
+    /// Number of objects (of any resource) in a namespace.
+    pub fn count_in_namespace(&self, namespace: &str) -> usize {
+        self.lock()
+            .index
+            .namespaces
+            .get(namespace)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Subscribes to all future events.
@@ -463,5 +563,28 @@ mod tests {
         assert!(more.is_none());
         let (in_b, _, _) = s.list("pods", Some("b"), None, None, |_| true);
         assert_eq!(in_b.len(), 3);
+    }
+
+    #[test]
+    fn indexes_follow_commits() {
+        let s = Store::new(100, 16);
+        let owner = json!({"metadata": {"namespace": "ns", "name": "o", "uid": "u1"}});
+        let child = json!({"metadata": {"namespace": "ns", "name": "c", "uid": "u2",
+            "ownerReferences": [{"uid": "u1"}]}});
+        s.commit("a", "ns", "o", Precondition::Absent, Some(owner))
+            .unwrap();
+        s.commit("b", "ns", "c", Precondition::Absent, Some(child))
+            .unwrap();
+        assert!(s.uid_exists("u1"));
+        assert_eq!(s.dependents("u1").len(), 1);
+        assert_eq!(s.count_in_namespace("ns"), 2);
+        let orphaned = json!({"metadata": {"namespace": "ns", "name": "c", "uid": "u2"}});
+        s.commit("b", "ns", "c", Precondition::Exists, Some(orphaned))
+            .unwrap();
+        assert!(s.dependents("u1").is_empty());
+        s.commit("a", "ns", "o", Precondition::Exists, None)
+            .unwrap();
+        assert!(!s.uid_exists("u1"));
+        assert_eq!(s.count_in_namespace("ns"), 1);
     }
 }
