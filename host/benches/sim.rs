@@ -1,12 +1,15 @@
 //! Throughput of the embedded API server through a real `kube::Client` over HTTP:
 //! creates/s, list of 10,000 Deployments, patches/s (merge and server-side apply), and watch
-//! fan-out to 10 watchers (events delivered per second).
+//! fan-out to 10 watchers (events delivered per second), deletes with garbage collection.
 //!
 //! Run: `cargo bench -p kubeplug --bench sim` (set `SIM_BENCH_OBJECTS` to change the size).
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kubeplug::sim::Sim;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -28,6 +31,17 @@ fn deployment(i: usize) -> Deployment {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+/// GET over a plain connection, reading the whole body; returns its size.
+async fn raw_get(sim: &Sim, path: &str) -> anyhow::Result<usize> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(sim.addr()).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: sim\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut body = Vec::new();
+    stream.read_to_end(&mut body).await?;
+    Ok(body.len())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -100,6 +114,19 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "list (limit=500 pages): {objects} Deployments, median {:?}",
         median(paged)
+    );
+
+    let mut raw = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..5 {
+        let start = Instant::now();
+        bytes = raw_get(&sim, "/apis/apps/v1/namespaces/default/deployments").await?;
+        raw.push(start.elapsed());
+    }
+    println!(
+        "list (one request, raw HTTP, no decode): {objects} Deployments ({:.1} MB), median {:?}",
+        bytes as f64 / 1e6,
+        median(raw)
     );
 
     let patches = objects.min(5_000);
@@ -189,6 +216,46 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "watch fan-out: {WATCHERS} watchers x {patches} events = {delivered} delivered in {elapsed:?} = {:.0} events/s (writes took {writes:?})",
         delivered as f64 / elapsed.as_secs_f64()
+    );
+
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let owners = objects.min(2_000);
+    stream::iter(0..owners)
+        .map(|i| {
+            let (api, pods) = (api.clone(), pods.clone());
+            async move {
+                let owner = api.get(&format!("d{i:05}")).await?;
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": format!("p{i:05}"), "ownerReferences": [{"apiVersion": "apps/v1",
+                        "kind": "Deployment", "name": owner.metadata.name, "uid": owner.metadata.uid}]},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}}))
+                .expect("valid pod");
+                pods.create(&PostParams::default(), &pod).await
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let start = Instant::now();
+    stream::iter(0..owners)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.delete(&format!("d{i:05}"), &DeleteParams::background())
+                    .await
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    while sim.count("pods", None) > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "delete with garbage collection: {owners} owners + {owners} dependents gone in {elapsed:?} = {:.0} owners/s (store had {} objects)",
+        owners as f64 / elapsed.as_secs_f64(),
+        objects + owners
     );
     Ok(())
 }
