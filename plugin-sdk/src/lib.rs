@@ -90,9 +90,13 @@ pub trait Reconciler {
 }
 
 /// Exports a [`Reconciler`] as the plugin's component interface: `kubeplug_sdk::export!(MyType);`
+///
+/// The exports exist only in wasm builds; a native build of the same crate (for unit tests
+/// or a native baseline) links as an ordinary library.
 #[macro_export]
 macro_rules! export {
     ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct KubeplugExport;
 

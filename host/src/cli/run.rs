@@ -23,7 +23,11 @@ pub struct RunArgs {
     #[arg(long, env = "KUBEPLUG_EMBEDDED")]
     pub embedded: bool,
     /// With --embedded: where to write the kubeconfig for kubectl.
-    #[arg(long, env = "KUBEPLUG_KUBECONFIG_OUT", default_value = "kubeplug-embedded.kubeconfig")]
+    #[arg(
+        long,
+        env = "KUBEPLUG_KUBECONFIG_OUT",
+        default_value = "kubeplug-embedded.kubeconfig"
+    )]
     pub kubeconfig_out: PathBuf,
     /// With --embedded: the port of the embedded API server (0 picks a free one).
     #[arg(long, env = "KUBEPLUG_EMBEDDED_PORT", default_value_t = 0)]
@@ -62,7 +66,8 @@ pub const SAMPLE_MANIFESTS: &str = include_str!("../../samples/demo.yaml");
 
 /// Loads every `.wasm` file in `dir`; a file that fails is reported on one line and skipped.
 pub async fn load_plugins(runtime: &PluginRuntime, dir: &Path) -> anyhow::Result<Vec<Arc<Plugin>>> {
-    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read plugins directory {}", dir.display()))?;
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read plugins directory {}", dir.display()))?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
@@ -90,10 +95,16 @@ pub async fn load_plugins(runtime: &PluginRuntime, dir: &Path) -> anyhow::Result
 /// Runs the controller until SIGINT or SIGTERM, then drains and exits 0.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !args.plugins.is_dir() {
-        bail!("plugins directory {} does not exist (or is not a directory)", args.plugins.display());
+        bail!(
+            "plugins directory {} does not exist (or is not a directory)",
+            args.plugins.display()
+        );
     }
     let runtime = PluginRuntime::new(RuntimeConfig {
-        cache_dir: args.compile_cache.clone().or_else(crate::plugin::default_cache_dir),
+        cache_dir: args
+            .compile_cache
+            .clone()
+            .or_else(crate::plugin::default_cache_dir),
         ..RuntimeConfig::default()
     })?;
     let (client, _sim) = if args.embedded {
@@ -147,7 +158,11 @@ fn hostname() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .filter(|h| !h.is_empty())
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
         .unwrap_or_else(|| "kubeplug".into())
 }
 
@@ -155,13 +170,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

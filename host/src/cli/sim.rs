@@ -1,13 +1,87 @@
 //! `kubeplug sim`: serve the embedded API server on its own.
 
+use crate::sim::Sim;
+use anyhow::Context;
 use clap::Args;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Options of `kubeplug sim`.
 #[derive(Debug, Args)]
-pub struct SimArgs {}
+pub struct SimArgs {
+    /// Port on 127.0.0.1 to serve on (0 picks a free one).
+    #[arg(long, env = "KUBEPLUG_SIM_PORT", default_value_t = 8001)]
+    pub port: u16,
+    /// Directory of YAML/JSON manifests to load at start.
+    #[arg(long, env = "KUBEPLUG_SIM_LOAD")]
+    pub load: Option<PathBuf>,
+    /// CustomResourceDefinition YAML files whose kinds to serve (repeatable; comma-separated in the env var).
+    #[arg(long, env = "KUBEPLUG_SIM_CRD", value_delimiter = ',')]
+    pub crd: Vec<PathBuf>,
+    /// Where to write a kubeconfig for kubectl and kube clients.
+    #[arg(
+        long,
+        env = "KUBEPLUG_SIM_KUBECONFIG_OUT",
+        default_value = "kubeplug-sim.kubeconfig"
+    )]
+    pub kubeconfig_out: PathBuf,
+    /// Milliseconds before a Deployment's status reaches its spec.
+    #[arg(long, env = "KUBEPLUG_SIM_STATUS_DELAY", default_value_t = 200)]
+    pub status_delay: u64,
+    /// Events kept for watch replay; older resourceVersions get 410 Gone.
+    #[arg(long, env = "KUBEPLUG_SIM_HISTORY", default_value_t = 10_000)]
+    pub history: usize,
+    /// Seconds between BOOKMARK events on watches that allow them.
+    #[arg(long, env = "KUBEPLUG_SIM_BOOKMARK_INTERVAL", default_value_t = 10)]
+    pub bookmark_interval: u64,
+    /// Create missing namespaces on first write instead of answering 404.
+    #[arg(long, env = "KUBEPLUG_SIM_AUTO_CREATE_NAMESPACES")]
+    pub auto_create_namespaces: bool,
+}
 
-/// Serves the embedded API server until interrupted.
-pub async fn run(_args: SimArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("kubeplug sim is not built yet")
+/// Serves the embedded API server until SIGINT or SIGTERM.
+pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    let mut builder = Sim::builder()
+        .port(args.port)
+        .status_delay(Duration::from_millis(args.status_delay))
+        .history(args.history)
+        .bookmark_interval(Duration::from_secs(args.bookmark_interval.max(1)))
+        .auto_create_namespaces(args.auto_create_namespaces);
+    for crd in &args.crd {
+        builder = builder.crd_file(crd);
+    }
+    if let Some(dir) = &args.load {
+        builder = builder.load_dir(dir);
+    }
+    let sim = builder
+        .start()
+        .await
+        .context("starting the sim API server")?;
+    sim.write_kubeconfig(&args.kubeconfig_out)
+        .with_context(|| format!("writing kubeconfig to {}", args.kubeconfig_out.display()))?;
+    let kubeconfig = args.kubeconfig_out.display();
+    println!("kubeplug sim: Kubernetes API at {}", sim.url());
+    println!("kubeconfig written to {kubeconfig}; try:");
+    println!("  kubectl --kubeconfig {kubeconfig} get deployments -A");
+    println!("  kubectl --kubeconfig {kubeconfig} apply --validate=false -f deployment.yaml");
+    println!(
+        "fault injection: curl -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'",
+        sim.url()
+    );
+    println!("request log:     curl {}/sim/requests", sim.url());
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    sim.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
 }

@@ -30,12 +30,26 @@ impl CacheObjects {
 }
 
 impl ObjectSource for CacheObjects {
-    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<Arc<str>>, String> {
-        Ok(self.cache(kind)?.get(&ObjKey::new(namespace, name)).map(|o| o.json.clone()))
+    fn get(
+        &self,
+        kind: &KindRef,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<str>>, String> {
+        Ok(self
+            .cache(kind)?
+            .get(&ObjKey::new(namespace, name))
+            .map(|o| o.json.clone()))
     }
 
-    fn list(&self, kind: &KindRef, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<Arc<str>>, String> {
-        let selector = LabelSelector::parse(label_selector.unwrap_or("")).map_err(|e| e.to_string())?;
+    fn list(
+        &self,
+        kind: &KindRef,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Arc<str>>, String> {
+        let selector =
+            LabelSelector::parse(label_selector.unwrap_or("")).map_err(|e| e.to_string())?;
         Ok(self
             .cache(kind)?
             .list(namespace, &selector)

@@ -26,7 +26,11 @@ pub struct Controller {
 impl Controller {
     /// Starts watches for every kind the plugins need and workers for every plugin. A plugin
     /// whose kinds the API server does not serve is reported and left out; the rest run.
-    pub async fn start(client: kube::Client, config: ControllerConfig, plugins: Vec<Arc<Plugin>>) -> anyhow::Result<Self> {
+    pub async fn start(
+        client: kube::Client,
+        config: ControllerConfig,
+        plugins: Vec<Arc<Plugin>>,
+    ) -> anyhow::Result<Self> {
         let kinds = Arc::new(KindRegistry::new(client.clone()));
         let executor = Arc::new(Executor::new(kinds.clone(), config.instance.clone()));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -44,7 +48,12 @@ impl Controller {
                 }
                 match kinds.resolve(kind).await {
                     Ok(resolved) => {
-                        let handle = spawn_watch(client.clone(), &resolved, config.namespace.as_deref(), tx.clone());
+                        let handle = spawn_watch(
+                            client.clone(),
+                            &resolved,
+                            config.namespace.as_deref(),
+                            tx.clone(),
+                        );
                         caches.push(handle.cache.clone());
                         watches.insert(kind.clone(), handle);
                     }
@@ -57,7 +66,15 @@ impl Controller {
             let queue = WorkQueue::new(meta.name.clone(), &config.queue, &metrics)?;
             let ctx = CallContext::new(config.limits, Arc::new(CacheObjects::new(caches.clone())));
             let primary = caches[0].clone();
-            units.push(Arc::new(PluginUnit::new(plugin, queue, primary, caches, ctx, executor.clone(), None)));
+            units.push(Arc::new(PluginUnit::new(
+                plugin,
+                queue,
+                primary,
+                caches,
+                ctx,
+                executor.clone(),
+                None,
+            )));
             tracing::info!(plugin = %meta.name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), "plugin started");
         }
         drop(tx);
@@ -80,7 +97,10 @@ impl Controller {
 
     /// Names of the plugins that are running.
     pub fn plugins(&self) -> Vec<String> {
-        self.units.iter().map(|u| u.plugin.name().to_string()).collect()
+        self.units
+            .iter()
+            .map(|u| u.plugin.name().to_string())
+            .collect()
     }
 
     /// The kinds being watched.
@@ -95,7 +115,10 @@ impl Controller {
 
     /// Keys waiting per plugin.
     pub fn queue_depths(&self) -> HashMap<String, usize> {
-        self.units.iter().map(|u| (u.plugin.name().to_string(), u.queue.len())).collect()
+        self.units
+            .iter()
+            .map(|u| (u.plugin.name().to_string(), u.queue.len()))
+            .collect()
     }
 
     /// The metrics registry (workqueue metrics, labelled by plugin).

@@ -105,7 +105,11 @@ impl PluginUnit {
         let request = self.request(key);
         let (plugin, ctx, req) = (self.plugin.clone(), self.ctx.clone(), request.clone());
         let handle = tokio::runtime::Handle::current();
-        let report = match tokio::task::spawn_blocking(move || handle.block_on(plugin.reconcile(&req, &ctx))).await {
+        let report = match tokio::task::spawn_blocking(move || {
+            handle.block_on(plugin.reconcile(&req, &ctx))
+        })
+        .await
+        {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(plugin = %name, %key, "plugin call task failed: {err}");
@@ -126,7 +130,10 @@ impl PluginUnit {
                 return;
             }
         };
-        let execution = self.executor.execute(&name, &key.to_string(), &actions).await;
+        let execution = self
+            .executor
+            .execute(&name, &key.to_string(), &actions)
+            .await;
         match execution.failure() {
             Some(f) if f.transient => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),

@@ -1,1 +1,486 @@
-//! The embedded Kubernetes API server (see issue 3).
+//! The embedded Kubernetes API server (issue 3).
+//!
+//! `sim` is a real HTTP server on loopback that speaks the Kubernetes REST protocol for the
+//! kinds kubeplug uses, so the host runs the same client code as against a real cluster.
+//! It is product, not a test double: `kubeplug sim` serves it on its own and the demo runs
+//! on it. See `README.md` in this directory for where it differs from a real API server.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), kubeplug::sim::SimError> {
+//! use std::time::Duration;
+//! let sim = kubeplug::sim::Sim::builder()
+//!     .history(10_000)
+//!     .status_delay(Duration::from_millis(200))
+//!     .start()
+//!     .await?;
+//! let client = sim.client()?;
+//! # let _ = client; Ok(()) }
+//! ```
+
+pub mod discovery;
+pub mod errors;
+pub mod faults;
+mod gc;
+pub mod kinds;
+pub mod kubeconfig;
+mod list;
+pub mod load;
+mod objects;
+pub mod patch;
+pub mod request_log;
+mod scale;
+pub mod selectors;
+mod server;
+mod state;
+mod status_sim;
+pub mod store;
+mod table;
+mod watch;
+
+pub use errors::ApiError;
+pub use faults::{ErrorFault, FaultRequest, FaultState, Faults};
+pub use kinds::{Registry, ResourceKind};
+pub use load::LoadError;
+pub use request_log::{RequestLog, RequestRecord};
+
+use serde_json::Value;
+use state::{Config, Shared};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use store::Store;
+use tokio::task::JoinHandle;
+
+/// Why the sim could not start or a library call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The listening socket could not be bound.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// Address tried.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Manifests or CRD files could not be read.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// An object or CRD was refused.
+    #[error("{context}: {source}")]
+    Api {
+        /// Which object.
+        context: String,
+        /// The API error.
+        source: ApiError,
+    },
+    /// The kube client could not be built.
+    #[error("building kube client: {0}")]
+    Client(#[from] kube::Error),
+    /// The kubeconfig could not be produced or written.
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+}
+
+/// Configures and starts a [`Sim`].
+#[derive(Debug, Clone)]
+pub struct SimBuilder {
+    port: u16,
+    history: usize,
+    watch_buffer: usize,
+    request_log: usize,
+    status_delay: Duration,
+    bookmark_interval: Duration,
+    auto_create_namespaces: bool,
+    kinds: Vec<ResourceKind>,
+    crd_files: Vec<PathBuf>,
+    load_dirs: Vec<PathBuf>,
+    manifests: Vec<String>,
+}
+
+impl Default for SimBuilder {
+    fn default() -> Self {
+        Self {
+            port: 0,
+            history: 10_000,
+            watch_buffer: 16_384,
+            request_log: 100_000,
+            status_delay: Duration::from_millis(200),
+            bookmark_interval: Duration::from_secs(10),
+            auto_create_namespaces: false,
+            kinds: Vec::new(),
+            crd_files: Vec::new(),
+            load_dirs: Vec::new(),
+            manifests: Vec::new(),
+        }
+    }
+}
+
+impl SimBuilder {
+    /// Port on 127.0.0.1 (0, the default, picks a free one).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Number of events kept for watch replay (default 10,000); older resourceVersions get 410.
+    pub fn history(mut self, events: usize) -> Self {
+        self.history = events;
+        self
+    }
+
+    /// How many events a watcher may lag behind before its watch is closed (default 16,384).
+    pub fn watch_buffer(mut self, events: usize) -> Self {
+        self.watch_buffer = events;
+        self
+    }
+
+    /// Number of requests the request log keeps (default 100,000).
+    pub fn request_log_capacity(mut self, records: usize) -> Self {
+        self.request_log = records;
+        self
+    }
+
+    /// Delay before a Deployment's status reaches its spec (default 200 ms).
+    pub fn status_delay(mut self, delay: Duration) -> Self {
+        self.status_delay = delay;
+        self
+    }
+
+    /// Interval of BOOKMARK events on watches that allow them (default 10 s).
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// Create missing namespaces on first write instead of answering 404 (default off).
+    pub fn auto_create_namespaces(mut self, on: bool) -> Self {
+        self.auto_create_namespaces = on;
+        self
+    }
+
+    /// Registers a custom kind.
+    pub fn kind(mut self, kind: ResourceKind) -> Self {
+        self.kinds.push(kind);
+        self
+    }
+
+    /// Registers the kinds of a CRD YAML file (the CRD objects are stored too).
+    pub fn crd_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.crd_files.push(path.into());
+        self
+    }
+
+    /// Loads every YAML/JSON manifest of a directory at start (CRDs first, then namespaces).
+    pub fn load_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.load_dirs.push(dir.into());
+        self
+    }
+
+    /// Loads multi-document YAML text at start.
+    pub fn manifest(mut self, yaml: impl Into<String>) -> Self {
+        self.manifests.push(yaml.into());
+        self
+    }
+
+    /// Binds 127.0.0.1, seeds namespaces `default` and `kube-system` and the configured
+    /// content, and serves until the returned [`Sim`] is dropped.
+    pub async fn start(self) -> Result<Sim, SimError> {
+        let mut registry = Registry::builtin();
+        for kind in self.kinds {
+            registry.register(kind);
+        }
+        let mut objects = Vec::new();
+        for file in &self.crd_files {
+            objects.extend(load::read_file(file)?);
+        }
+        for dir in &self.load_dirs {
+            objects.extend(load::read_dir(dir)?);
+        }
+        for (i, text) in self.manifests.iter().enumerate() {
+            objects.extend(load::parse_documents(text, &format!("manifest #{i}"))?);
+        }
+        load::creation_order(&mut objects);
+        for crd in objects
+            .iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+        {
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let kinds = kinds::kinds_from_crd(crd).map_err(|source| SimError::Api {
+                context: format!("CRD {name}"),
+                source,
+            })?;
+            for kind in kinds {
+                registry.register(kind);
+            }
+        }
+        let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+        let shared = Arc::new(Shared {
+            store: Store::new(self.history, self.watch_buffer),
+            registry: RwLock::new(registry),
+            faults: Faults::default(),
+            log: RequestLog::new(self.request_log),
+            config: Config {
+                auto_create_namespaces: self.auto_create_namespaces,
+                bookmark_interval: self.bookmark_interval,
+                status_delay: self.status_delay,
+            },
+            shutdown: shutdown_rx.clone(),
+        });
+        for ns in ["default", "kube-system"] {
+            let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            seed(&shared, namespace).map_err(|source| SimError::Api {
+                context: format!("namespace {ns}"),
+                source,
+            })?;
+        }
+        for object in objects {
+            let what = describe(&object);
+            seed(&shared, object).map_err(|source| SimError::Api {
+                context: what,
+                source,
+            })?;
+        }
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| SimError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| SimError::Bind { addr, source })?;
+        let app = server::router(shared.clone());
+        let mut stop = shutdown_rx;
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            };
+            if let Err(err) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!(%err, "sim server failed");
+            }
+        });
+        let tasks = vec![
+            tokio::spawn(status_sim::run(shared.clone())),
+            tokio::spawn(gc::run(shared.clone())),
+        ];
+        tracing::info!(%addr, "sim API server listening");
+        Ok(Sim {
+            shared,
+            addr,
+            shutdown: shutdown_tx,
+            server: Some(server),
+            tasks,
+        })
+    }
+}
+
+fn describe(object: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        object["kind"].as_str().unwrap_or("<no kind>"),
+        object["metadata"]["namespace"].as_str().unwrap_or(""),
+        object["metadata"]["name"].as_str().unwrap_or("<no name>")
+    )
+}
+
+/// Creates or replaces one object (namespace defaulted to `default`).
+fn seed(shared: &Shared, mut object: Value) -> Result<Arc<Value>, ApiError> {
+    let api_version = object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let kind_name = object["kind"].as_str().unwrap_or_default().to_string();
+    let kind = shared
+        .registry()
+        .by_type(&api_version, &kind_name)
+        .ok_or_else(|| {
+            ApiError::no_route(&format!(
+                "no kind {kind_name} in {api_version} is registered"
+            ))
+        })?;
+    let ns = if kind.namespaced {
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default")
+            .to_string();
+        object["metadata"]["namespace"] = Value::String(ns.clone());
+        ns
+    } else {
+        String::new()
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    const MANAGER: &str = "kubeplug-sim";
+    if !name.is_empty()
+        && shared
+            .store
+            .get(&kind.resource_name(), &ns, &name)
+            .is_some()
+    {
+        if let Some(meta) = object["metadata"].as_object_mut() {
+            meta.remove("resourceVersion");
+        }
+        return shared.update(&kind, &ns, &name, object, objects::Sub::Main, MANAGER);
+    }
+    let namespace = kind.namespaced.then_some(ns.as_str());
+    if kind.namespaced && shared.store.get("namespaces", "", &ns).is_none() {
+        let namespace =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let ns_kind = shared.kind("namespaces")?;
+        shared.create(&ns_kind, None, namespace, MANAGER, false)?;
+    }
+    shared.create(&kind, namespace, object, MANAGER, false)
+}
+
+/// A running embedded API server. Dropping it stops the server, ends every watch and the
+/// background controllers.
+pub struct Sim {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    server: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Sim {
+    /// A builder with defaults (random port, history 10,000, status delay 200 ms).
+    pub fn builder() -> SimBuilder {
+        SimBuilder::default()
+    }
+
+    /// Starts a sim with all defaults.
+    pub async fn start() -> Result<Self, SimError> {
+        SimBuilder::default().start().await
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A `kube::Client` for this sim (plain HTTP, default namespace `default`).
+    pub fn client(&self) -> Result<kube::Client, SimError> {
+        let uri: axum::http::Uri = self
+            .url()
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| SimError::Kubeconfig(e.to_string()))?;
+        let mut config = kube::Config::new(uri);
+        config.default_namespace = "default".into();
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A kubeconfig pointing at this sim (context `kubeplug-sim`, namespace `default`).
+    pub fn kubeconfig(&self) -> Result<kube::config::Kubeconfig, SimError> {
+        kubeconfig::build(&self.url()).map_err(|e| SimError::Kubeconfig(e.to_string()))
+    }
+
+    /// Writes the kubeconfig as YAML (for kubectl: `kubectl --kubeconfig <path> get deploy`).
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), SimError> {
+        let text = kubeconfig::to_yaml(&self.kubeconfig()?)
+            .map_err(|e| SimError::Kubeconfig(e.to_string()))?;
+        std::fs::write(path.as_ref(), text)
+            .map_err(|e| SimError::Kubeconfig(format!("writing {}: {e}", path.as_ref().display())))
+    }
+
+    /// The request log.
+    pub fn requests(&self) -> &RequestLog {
+        &self.shared.log
+    }
+
+    /// The fault switches.
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    /// An object by resource (`deployments`, `deployments.apps`, `deploy`, kind name),
+    /// namespace (ignored for cluster-scoped kinds) and name.
+    pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let kind = self.shared.registry().by_name(resource)?;
+        let ns = if kind.namespaced {
+            namespace.unwrap_or("default")
+        } else {
+            ""
+        };
+        self.shared
+            .store
+            .get(&kind.resource_name(), ns, name)
+            .map(|o| (*o).clone())
+    }
+
+    /// Objects of a resource, in one namespace or all (`None`).
+    pub fn list(&self, resource: &str, namespace: Option<&str>) -> Vec<Value> {
+        let Some(kind) = self.shared.registry().by_name(resource) else {
+            return Vec::new();
+        };
+        let (items, _, _) =
+            self.shared
+                .store
+                .list(&kind.resource_name(), namespace, None, None, |_| true);
+        items.iter().map(|o| (**o).clone()).collect()
+    }
+
+    /// Number of objects of a resource, in one namespace or all (`None`).
+    pub fn count(&self, resource: &str, namespace: Option<&str>) -> usize {
+        self.shared.registry().by_name(resource).map_or(0, |k| {
+            self.shared.store.count(&k.resource_name(), namespace)
+        })
+    }
+
+    /// The latest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store.current_rv()
+    }
+
+    /// Creates or replaces the objects of multi-document YAML (namespaces created as needed,
+    /// `default` when none is given); returns them as stored.
+    pub fn apply_yaml(&self, yaml: &str) -> Result<Vec<Value>, SimError> {
+        let mut objects = load::parse_documents(yaml, "<yaml>")?;
+        load::creation_order(&mut objects);
+        let mut out = Vec::new();
+        for object in objects {
+            let what = describe(&object);
+            out.push(
+                (*seed(&self.shared, object).map_err(|source| SimError::Api {
+                    context: what,
+                    source,
+                })?)
+                .clone(),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Stops serving and waits for the server to finish (dropping does the same without
+    /// waiting).
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(server) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        for task in &self.tasks {
+            task.abort();
+        }
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
+    }
+}

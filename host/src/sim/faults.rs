@@ -1,0 +1,358 @@
+//! Fault injection: switches set from embedding code ([`Faults`]) or over HTTP
+//! (`POST /sim/faults`, `GET /sim/faults`, `DELETE /sim/faults`) to make the sim misbehave the
+//! way real API servers do: dropped watches, 410 Gone, 5xx/429 answers, 409 conflicts, latency.
+
+use super::errors::ApiError;
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Error answers for a share of requests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ErrorFault {
+    /// HTTP status to answer with (429, 500, 503, ...).
+    pub status: u16,
+    /// Fail every Nth matching request (1 = all).
+    pub every_nth: Option<u64>,
+    /// Fail this share (0..=1) of matching requests, drawn from a PRNG seeded with `seed`.
+    pub ratio: Option<f64>,
+    /// Seed for `ratio` (deterministic sequence).
+    pub seed: u64,
+    /// Only these verbs (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`); empty = all.
+    pub verbs: Vec<String>,
+    /// Only these resources (plural, e.g. `deployments`); empty = all.
+    pub resources: Vec<String>,
+    /// `Retry-After` seconds (default 1 for 429).
+    pub retry_after_seconds: Option<u64>,
+    /// Stop after failing this many requests; `None` = until cleared.
+    pub remaining: Option<u64>,
+}
+
+impl ErrorFault {
+    /// Fails every `n`th request with `status`.
+    pub fn every_nth(status: u16, n: u64) -> Self {
+        Self {
+            status,
+            every_nth: Some(n.max(1)),
+            ..Self::default()
+        }
+    }
+
+    /// Fails a `ratio` share of requests with `status`, deterministically from `seed`.
+    pub fn ratio(status: u16, ratio: f64, seed: u64) -> Self {
+        Self {
+            status,
+            ratio: Some(ratio),
+            seed,
+            ..Self::default()
+        }
+    }
+
+    /// Restricts to these verbs.
+    pub fn verbs<I: IntoIterator<Item = S>, S: Into<String>>(mut self, verbs: I) -> Self {
+        self.verbs = verbs.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Restricts to these resources (plural names).
+    pub fn resources<I: IntoIterator<Item = S>, S: Into<String>>(mut self, resources: I) -> Self {
+        self.resources = resources.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets `Retry-After`.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_seconds = Some(seconds);
+        self
+    }
+
+    /// Fails at most `n` requests.
+    pub fn times(mut self, n: u64) -> Self {
+        self.remaining = Some(n);
+        self
+    }
+}
+
+/// The current switches (also the JSON of `GET /sim/faults`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FaultState {
+    /// Added to every API request.
+    pub latency_ms: u64,
+    /// The next N watch requests get a 410 Gone ERROR event.
+    pub gone_watches: u64,
+    /// The next N updates/patches get 409 Conflict.
+    pub conflicts: u64,
+    /// Error answers.
+    pub error: Option<ErrorFault>,
+}
+
+/// Body of `POST /sim/faults`: every field optional; present ones change the state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FaultRequest {
+    /// Drop all open watches now.
+    pub drop_watches: bool,
+    /// Set the 410 counter.
+    pub gone_watches: Option<u64>,
+    /// Set the conflict counter.
+    pub conflicts: Option<u64>,
+    /// Set the latency.
+    pub latency_ms: Option<u64>,
+    /// Set the error fault.
+    pub error: Option<ErrorFault>,
+    /// Clear the error fault.
+    pub clear_error: bool,
+    /// Reset everything first.
+    pub reset: bool,
+}
+
+struct Inner {
+    state: FaultState,
+    counter: u64,
+    rng: u64,
+}
+
+/// The fault switches of one sim.
+pub struct Faults {
+    inner: Mutex<Inner>,
+    drop_tx: watch::Sender<u64>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                state: FaultState::default(),
+                counter: 0,
+                rng: 0,
+            }),
+            drop_tx: watch::channel(0).0,
+        }
+    }
+}
+
+/// splitmix64: a tiny deterministic PRNG for seeded error ratios.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Faults {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes every open watch now (clients see the stream end and re-watch).
+    pub fn drop_watches(&self) {
+        self.drop_tx.send_modify(|n| *n += 1);
+    }
+
+    /// The next `n` watch requests get a 410 Gone ERROR event.
+    pub fn gone_next_watches(&self, n: u64) {
+        self.lock().state.gone_watches = n;
+    }
+
+    /// The next `n` updates or patches get 409 Conflict.
+    pub fn conflict_next_writes(&self, n: u64) {
+        self.lock().state.conflicts = n;
+    }
+
+    /// Adds `latency` to every API request.
+    pub fn set_latency(&self, latency: Duration) {
+        self.lock().state.latency_ms = latency.as_millis() as u64;
+    }
+
+    /// Answers matching requests with an error.
+    pub fn inject_errors(&self, fault: ErrorFault) {
+        let mut inner = self.lock();
+        inner.rng = fault.seed;
+        inner.counter = 0;
+        inner.state.error = Some(fault);
+    }
+
+    /// Stops answering with errors.
+    pub fn clear_errors(&self) {
+        self.lock().state.error = None;
+    }
+
+    /// Turns every switch off.
+    pub fn reset(&self) {
+        let mut inner = self.lock();
+        inner.state = FaultState::default();
+        inner.counter = 0;
+    }
+
+    /// The current switches.
+    pub fn state(&self) -> FaultState {
+        self.lock().state.clone()
+    }
+
+    /// Applies a `POST /sim/faults` body.
+    pub fn apply(&self, request: FaultRequest) {
+        if request.reset {
+            self.reset();
+        }
+        if request.drop_watches {
+            self.drop_watches();
+        }
+        if let Some(n) = request.gone_watches {
+            self.gone_next_watches(n);
+        }
+        if let Some(n) = request.conflicts {
+            self.conflict_next_writes(n);
+        }
+        if let Some(ms) = request.latency_ms {
+            self.set_latency(Duration::from_millis(ms));
+        }
+        if request.clear_error {
+            self.clear_errors();
+        }
+        if let Some(e) = request.error {
+            self.inject_errors(e);
+        }
+    }
+
+    pub(crate) fn drop_signal(&self) -> watch::Receiver<u64> {
+        self.drop_tx.subscribe()
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        Duration::from_millis(self.lock().state.latency_ms)
+    }
+
+    /// Consumes one forced 410 if armed.
+    pub(crate) fn take_gone(&self) -> bool {
+        take(&mut self.lock().state.gone_watches)
+    }
+
+    /// Consumes one forced conflict if armed.
+    pub(crate) fn take_conflict(&self) -> bool {
+        take(&mut self.lock().state.conflicts)
+    }
+
+    /// The injected error for this request, if any.
+    pub(crate) fn error_for(&self, verb: &str, resource: &str) -> Option<ApiError> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let fault = inner.state.error.as_mut()?;
+        if !fault.verbs.is_empty() && !fault.verbs.iter().any(|v| v == verb) {
+            return None;
+        }
+        if !fault.resources.is_empty() && !fault.resources.iter().any(|r| r == resource) {
+            return None;
+        }
+        inner.counter += 1;
+        let hit = match (fault.every_nth, fault.ratio) {
+            (Some(n), _) => inner.counter.is_multiple_of(n.max(1)),
+            (None, Some(ratio)) => {
+                (splitmix(&mut inner.rng) >> 11) as f64 / (1u64 << 53) as f64 <= ratio
+            }
+            (None, None) => true,
+        };
+        if !hit {
+            return None;
+        }
+        if let Some(left) = fault.remaining.as_mut() {
+            if *left == 0 {
+                return None;
+            }
+            *left -= 1;
+        }
+        let (status, retry) = (fault.status, fault.retry_after_seconds);
+        let mut err = match status {
+            429 => ApiError::new(
+                429,
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later (injected)",
+            ),
+            503 => ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request (injected)",
+            ),
+            504 => ApiError::new(
+                504,
+                "Timeout",
+                "the server was unable to return a response in the time allotted (injected)",
+            ),
+            code => ApiError::new(
+                code,
+                "InternalError",
+                "an error on the server has prevented the request from succeeding (injected)",
+            ),
+        };
+        err.retry_after = retry.or((status == 429).then_some(1));
+        if let Some(seconds) = err.retry_after {
+            err = err.with_details(serde_json::json!({"retryAfterSeconds": seconds}));
+        }
+        Some(err)
+    }
+}
+
+fn take(counter: &mut u64) -> bool {
+    if *counter > 0 {
+        *counter -= 1;
+        true
+    } else {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_nth_and_filters() {
+        let f = Faults::default();
+        f.inject_errors(ErrorFault::every_nth(503, 3).verbs(["list"]));
+        let hits: Vec<bool> = (0..6)
+            .map(|_| f.error_for("list", "pods").is_some())
+            .collect();
+        assert_eq!(hits, vec![false, false, true, false, false, true]);
+        assert!(f.error_for("get", "pods").is_none());
+    }
+
+    #[test]
+    fn ratio_is_deterministic_and_bounded() {
+        let run = || {
+            let f = Faults::default();
+            f.inject_errors(ErrorFault::ratio(500, 0.3, 42));
+            (0..1000)
+                .map(|_| f.error_for("get", "pods").is_some())
+                .collect::<Vec<_>>()
+        };
+        let a = run();
+        assert_eq!(a, run());
+        let hits = a.iter().filter(|h| **h).count();
+        assert!((200..400).contains(&hits), "{hits}");
+    }
+
+    #[test]
+    fn remaining_and_retry_after() {
+        let f = Faults::default();
+        f.inject_errors(ErrorFault::every_nth(429, 1).times(1));
+        let err = f.error_for("get", "pods").unwrap();
+        assert_eq!(err.retry_after, Some(1));
+        assert!(f.error_for("get", "pods").is_none());
+    }
+
+    #[test]
+    fn counters() {
+        let f = Faults::default();
+        f.apply(FaultRequest {
+            conflicts: Some(1),
+            gone_watches: Some(2),
+            ..Default::default()
+        });
+        assert!(f.take_conflict());
+        assert!(!f.take_conflict());
+        assert!(f.take_gone() && f.take_gone() && !f.take_gone());
+    }
+}

@@ -1,0 +1,24 @@
+//! Kubeconfig for a running sim: plain HTTP on loopback, no credentials.
+
+use kube::config::Kubeconfig;
+use serde_json::json;
+
+/// Context, cluster and user name used in the generated kubeconfig.
+pub const CONTEXT: &str = "kubeplug-sim";
+
+/// A kubeconfig whose current context points at `url` with namespace `default`.
+pub fn build(url: &str) -> Result<Kubeconfig, serde_json::Error> {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
+        "users": [{"name": CONTEXT, "user": {}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
+        "current-context": CONTEXT,
+    }))
+}
+
+/// The kubeconfig as YAML text (kubectl reads it with `--kubeconfig` or `KUBECONFIG`).
+pub fn to_yaml(config: &Kubeconfig) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(config)
+}

@@ -1,0 +1,937 @@
+//! The write pipeline shared by HTTP handlers, the library API and the simulated controllers:
+//! create, update, patch, apply and delete with the metadata rules of a real API server
+//! (uid, creationTimestamp, generation, finalizers, managedFields, status separation).
+//! Each operation computes the new object on a copy and commits it with a precondition;
+//! writes without a client resourceVersion retry on a concurrent change, like the real
+//! server's guaranteed update.
+
+use super::errors::ApiError;
+use super::kinds::ResourceKind;
+use super::patch::apply::{ApplyRequest, apply};
+use super::patch::fields::{Part, now, track_update};
+use super::patch::{self, PatchType};
+use super::state::Shared;
+use super::store::{CommitError, Precondition, object_rv};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+const RETRIES: usize = 16;
+
+/// Which part of the object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    /// The main resource.
+    Main,
+    /// The `status` subresource.
+    Status,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `Orphan` leaves dependents (their ownerReference to this object is removed);
+    /// `Background` and `Foreground` both delete them in the background.
+    pub propagation: Option<String>,
+    /// Precondition on the resourceVersion.
+    pub resource_version: Option<String>,
+    /// Precondition on the uid.
+    pub uid: Option<String>,
+}
+
+fn part(kind: &ResourceKind, sub: Sub) -> Part {
+    match (sub, kind.status_subresource) {
+        (Sub::Status, _) => Part::Status,
+        (Sub::Main, true) => Part::Main,
+        (Sub::Main, false) => Part::All,
+    }
+}
+
+fn sub_name(sub: Sub) -> &'static str {
+    match sub {
+        Sub::Main => "",
+        Sub::Status => "status",
+    }
+}
+
+fn commit_error(kind: &ResourceKind, name: &str, err: CommitError) -> ApiError {
+    match err {
+        CommitError::AlreadyExists => ApiError::already_exists(&kind.resource_name(), name),
+        CommitError::NotFound => ApiError::not_found(&kind.resource_name(), name),
+        CommitError::Conflict => ApiError::conflict(&kind.resource_name(), name),
+    }
+}
+
+fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
+}
+
+/// Checks `apiVersion`/`kind` of a body and fills them in when absent.
+fn check_type(kind: &ResourceKind, body: &mut Value) -> Result<(), ApiError> {
+    let Some(map) = body.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    };
+    let api_version = kind.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != api_version => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+        _ => {}
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        Some(k) if k != kind.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                kind.kind
+            )));
+        }
+        _ => {}
+    }
+    map.insert("apiVersion".into(), Value::String(api_version));
+    map.insert("kind".into(), Value::String(kind.kind.clone()));
+    if !map.get("metadata").is_some_and(Value::is_object) {
+        map.insert("metadata".into(), Value::Object(Map::new()));
+    }
+    Ok(())
+}
+
+/// The structural checks a real server's validation would fail: metadata field types,
+/// object-valued `spec`/`status` for built-in kinds, non-negative Deployment replicas.
+fn validate(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
+    let name = meta_str(object, "name").unwrap_or_default();
+    let invalid = |field: &str, why: &str| {
+        ApiError::invalid(format!(
+            "{}.{} \"{name}\" is invalid: {field}: Invalid value: {why}",
+            kind.kind,
+            if kind.group.is_empty() {
+                "core"
+            } else {
+                &kind.group
+            }
+        ))
+    };
+    let meta = &object["metadata"];
+    for field in ["labels", "annotations"] {
+        match &meta[field] {
+            Value::Null => {}
+            Value::Object(m) if m.values().all(Value::is_string) => {}
+            _ => {
+                return Err(invalid(
+                    &format!("metadata.{field}"),
+                    "must be a map of strings",
+                ));
+            }
+        }
+    }
+    match &meta["finalizers"] {
+        Value::Null => {}
+        Value::Array(a) if a.iter().all(Value::is_string) => {}
+        _ => return Err(invalid("metadata.finalizers", "must be a list of strings")),
+    }
+    match &meta["ownerReferences"] {
+        Value::Null => {}
+        Value::Array(refs)
+            if refs.iter().all(|r| {
+                ["apiVersion", "kind", "name", "uid"]
+                    .iter()
+                    .all(|f| r[*f].is_string())
+            }) => {}
+        _ => {
+            return Err(invalid(
+                "metadata.ownerReferences",
+                "each needs apiVersion, kind, name and uid strings",
+            ));
+        }
+    }
+    if kind.builtin {
+        for field in ["spec", "status"] {
+            if !matches!(object.get(field), None | Some(Value::Object(_))) {
+                return Err(invalid(field, "must be an object"));
+            }
+        }
+    }
+    if kind.builtin && kind.kind == "Deployment" {
+        match &object["spec"]["replicas"] {
+            Value::Null => {}
+            v if v
+                .as_i64()
+                .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r)) => {}
+            _ => return Err(invalid("spec.replicas", "must be a non-negative integer")),
+        }
+    }
+    Ok(())
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    uuid::Uuid::new_v4().as_bytes()[..5]
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// The content that drives `metadata.generation`: everything but metadata (and status when it
+/// is a subresource).
+fn spec_content(kind: &ResourceKind, object: &Value) -> Map<String, Value> {
+    object
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| *k != "metadata" && !(kind.status_subresource && *k == "status"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn without_managed(object: &Value) -> Value {
+    let mut o = object.clone();
+    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        meta.remove("resourceVersion");
+    }
+    o
+}
+
+fn set_defaults(kind: &ResourceKind, object: &mut Value) {
+    match (kind.group.as_str(), kind.kind.as_str()) {
+        ("apps", "Deployment") => {
+            let spec = object
+                .as_object_mut()
+                .and_then(|m| m.entry("spec").or_insert_with(|| json!({})).as_object_mut());
+            if let Some(spec) = spec {
+                spec.entry("replicas").or_insert(json!(1));
+                spec.entry("revisionHistoryLimit").or_insert(json!(10));
+                spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+                spec.entry("strategy")
+                    .or_insert(json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+            }
+        }
+        ("", "Namespace") => {
+            object["status"] = json!({"phase": "Active"});
+        }
+        ("", "Pod") if object.get("status").is_none() => {
+            object["status"] = json!({"phase": "Pending"});
+        }
+        _ => {}
+    }
+}
+
+impl Shared {
+    /// The storage key of a kind.
+    fn key(kind: &ResourceKind) -> String {
+        kind.resource_name()
+    }
+
+    /// Checks the namespace of a namespaced write exists (creating it when configured).
+    fn ensure_namespace(&self, namespace: &str) -> Result<(), ApiError> {
+        match self.store.get("namespaces", "", namespace) {
+            Some(ns) if meta_str(&ns, "deletionTimestamp").is_some() => Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+            )),
+            Some(_) => Ok(()),
+            None if self.config.auto_create_namespaces => {
+                let kind = self.kind("namespaces")?;
+                let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+                match self.create(&kind, None, body, "kubeplug-sim", false) {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.code == 409 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            None => Err(ApiError::not_found("namespaces", namespace)),
+        }
+    }
+
+    /// The registered kind with this plural (`deployments`) or resource name.
+    pub(crate) fn kind(&self, name: &str) -> Result<Arc<ResourceKind>, ApiError> {
+        self.registry()
+            .by_name(name)
+            .ok_or_else(|| ApiError::no_route(name))
+    }
+
+    /// Validates and fills the namespace of a body against the request path.
+    fn place(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        body: &mut Value,
+    ) -> Result<String, ApiError> {
+        let meta = body["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        if !kind.namespaced {
+            meta.remove("namespace");
+            return Ok(String::new());
+        }
+        let in_body = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let ns = match (namespace, in_body) {
+            (Some(path), Some(b)) if path != b => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (Some(path), _) => path.to_string(),
+            (None, Some(b)) => b,
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "a namespace is required for a namespaced resource",
+                ));
+            }
+        };
+        meta.insert("namespace".into(), Value::String(ns.clone()));
+        Ok(ns)
+    }
+
+    /// Creates an object (POST). `tracked` false when managedFields were already computed
+    /// (server-side apply).
+    pub(crate) fn create(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        mut body: Value,
+        manager: &str,
+        applied: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        check_type(kind, &mut body)?;
+        let ns = self.place(kind, namespace, &mut body)?;
+        let meta = body["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        let name = match (
+            meta.get("name").and_then(Value::as_str),
+            meta.get("generateName").and_then(Value::as_str),
+        ) {
+            (Some(n), _) if !n.is_empty() => n.to_string(),
+            (_, Some(prefix)) if !prefix.is_empty() => format!("{prefix}{}", random_suffix()),
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                    kind.kind
+                )));
+            }
+        };
+        if !valid_name(&name) {
+            return Err(ApiError::invalid(format!(
+                "{} \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'",
+                kind.kind
+            )));
+        }
+        meta.insert("name".into(), Value::String(name.clone()));
+        meta.insert(
+            "uid".into(),
+            Value::String(uuid::Uuid::new_v4().to_string()),
+        );
+        meta.insert("creationTimestamp".into(), Value::String(now()));
+        for f in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            meta.remove(f);
+        }
+        if kind.generation {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+        if !applied {
+            meta.remove("managedFields");
+        }
+        if kind.status_subresource
+            && let Some(m) = body.as_object_mut()
+        {
+            m.remove("status");
+        }
+        if kind.namespaced {
+            self.ensure_namespace(&ns)?;
+        }
+        if !applied {
+            track_update(
+                None,
+                &mut body,
+                manager,
+                kind.builtin,
+                part(kind, Sub::Main),
+                &kind.api_version(),
+                "",
+            );
+        }
+        validate(kind, &body)?;
+        set_defaults(kind, &mut body);
+        self.commit(kind, &ns, &name, Precondition::Absent, Some(body))
+    }
+
+    fn commit(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        pre: Precondition,
+        new: Option<Value>,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.store
+            .commit(&Self::key(kind), ns, name, pre, new)
+            .map_err(|e| commit_error(kind, name, e))
+    }
+
+    /// The current object, or 404.
+    pub(crate) fn get_object(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.store
+            .get(&Self::key(kind), ns, name)
+            .ok_or_else(|| ApiError::not_found(&kind.resource_name(), name))
+    }
+
+    /// Turns a proposed new state of an existing object into what is stored: status/spec
+    /// separation, immutable metadata, generation, managedFields. `None`: the object is to be
+    /// removed (its last finalizer went while it was being deleted).
+    fn prepare_update(
+        &self,
+        kind: &ResourceKind,
+        old: &Value,
+        mut new: Value,
+        sub: Sub,
+        manager: &str,
+        applied: bool,
+    ) -> Result<Option<Value>, ApiError> {
+        check_type(kind, &mut new)?;
+        let name = meta_str(old, "name").unwrap_or_default().to_string();
+        if let Some(n) = meta_str(&new, "name")
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        if kind.namespaced
+            && let Some(n) = meta_str(&new, "namespace")
+            && !n.is_empty()
+            && Some(n) != meta_str(old, "namespace")
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let mut next = match sub {
+            Sub::Status => {
+                let mut next = old.clone();
+                match new.get("status") {
+                    Some(s) => next["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = next.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+                if applied {
+                    next["metadata"]["managedFields"] = new["metadata"]["managedFields"].clone();
+                }
+                next
+            }
+            Sub::Main => {
+                if kind.status_subresource {
+                    match old.get("status") {
+                        Some(s) => new["status"] = s.clone(),
+                        None => {
+                            if let Some(m) = new.as_object_mut() {
+                                m.remove("status");
+                            }
+                        }
+                    }
+                }
+                new
+            }
+        };
+        let meta = next["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        meta.insert("name".into(), Value::String(name.clone()));
+        for field in [
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+        ] {
+            match old["metadata"].get(field) {
+                Some(v) => meta.insert(field.into(), v.clone()),
+                None => meta.remove(field),
+            };
+        }
+        if kind.generation {
+            let old_gen = old["metadata"]["generation"].as_i64().unwrap_or(1);
+            let changed = spec_content(kind, old) != spec_content(kind, &next);
+            next["metadata"]["generation"] = json!(if changed { old_gen + 1 } else { old_gen });
+        }
+        if !applied {
+            track_update(
+                Some(old),
+                &mut next,
+                manager,
+                kind.builtin,
+                part(kind, sub),
+                &kind.api_version(),
+                sub_name(sub),
+            );
+        }
+        validate(kind, &next)?;
+        let deleting = meta_str(&next, "deletionTimestamp").is_some();
+        let finalizers_left = next["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if deleting && !finalizers_left {
+            return Ok(None);
+        }
+        if deleting
+            && let (Some(new_f), old_f) = (
+                next["metadata"]["finalizers"].as_array(),
+                old["metadata"]["finalizers"].as_array(),
+            )
+            && new_f.iter().any(|f| !old_f.is_some_and(|o| o.contains(f)))
+        {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted",
+                    kind.resource_name()
+                ),
+            ));
+        }
+        Ok(Some(next))
+    }
+
+    /// Stores a prepared update (or the removal it implies); a no-op update returns the old
+    /// object without a new resourceVersion, like the real server.
+    fn store_update(
+        &self,
+        kind: &ResourceKind,
+        old: &Arc<Value>,
+        next: Option<Value>,
+        pre: Precondition,
+    ) -> Result<Arc<Value>, ApiError> {
+        let (ns, name) = super::store::key_of(old);
+        match next {
+            Some(next)
+                if without_managed(&next) == without_managed(old)
+                    && !self.managed_changed(old, &next) =>
+            {
+                Ok(old.clone())
+            }
+            Some(next) => self.commit(kind, &ns, &name, pre, Some(next)),
+            None => {
+                let removed = self.commit(kind, &ns, &name, pre, None)?;
+                self.after_removal(kind, &removed);
+                Ok(removed)
+            }
+        }
+    }
+
+    fn managed_changed(&self, old: &Value, new: &Value) -> bool {
+        let owners = |o: &Value| -> Vec<(Value, Value, Value)> {
+            o["metadata"]["managedFields"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|e| {
+                            (
+                                e["manager"].clone(),
+                                e["operation"].clone(),
+                                e["fieldsV1"].clone(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        owners(old) != owners(new)
+    }
+
+    /// Replaces an object (PUT); a body resourceVersion is an optimistic-concurrency
+    /// precondition (409 Conflict when stale).
+    pub(crate) fn update(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        body: Value,
+        sub: Sub,
+        manager: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        let client_rv = meta_str(&body, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let client_rv = match client_rv {
+            Some(s) => Some(
+                s.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))?,
+            ),
+            None => None,
+        };
+        for _ in 0..RETRIES {
+            let old = self.get_object(kind, ns, name)?;
+            if client_rv.is_some_and(|rv| rv != object_rv(&old)) {
+                return Err(ApiError::conflict(&kind.resource_name(), name));
+            }
+            let next = self.prepare_update(kind, &old, body.clone(), sub, manager, false)?;
+            match self.store_update(
+                kind,
+                &old,
+                next,
+                Precondition::ResourceVersion(object_rv(&old)),
+            ) {
+                Err(e) if e.reason == "Conflict" && client_rv.is_none() => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::conflict(&kind.resource_name(), name))
+    }
+
+    /// Applies a PATCH of any type; server-side apply creates a missing object.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        body: &[u8],
+        patch_type: PatchType,
+        sub: Sub,
+        manager: &str,
+        force: bool,
+    ) -> Result<(Arc<Value>, bool), ApiError> {
+        let applied_config = match patch_type {
+            PatchType::Apply => Some(patch::parse_apply_body(body)?),
+            _ => None,
+        };
+        for _ in 0..RETRIES {
+            let old = match (self.store.get(&Self::key(kind), ns, name), &applied_config) {
+                (Some(o), _) => o,
+                (None, Some(config)) if sub == Sub::Main => {
+                    let created = self.apply_create(kind, ns, name, config, manager)?;
+                    return Ok((created, true));
+                }
+                (None, _) => return Err(ApiError::not_found(&kind.resource_name(), name)),
+            };
+            let (patched, applied) = match &applied_config {
+                Some(config) => (
+                    self.apply_to(kind, Some(&old), config, sub, manager, force)?,
+                    true,
+                ),
+                None => (patch::patch(&old, body, patch_type, kind.builtin)?, false),
+            };
+            let patched_rv = meta_str(&patched, "resourceVersion").map(str::to_string);
+            if !applied
+                && patched_rv
+                    .as_deref()
+                    .is_some_and(|rv| rv != object_rv(&old).to_string())
+            {
+                return Err(ApiError::conflict(&kind.resource_name(), name));
+            }
+            let next = self.prepare_update(kind, &old, patched, sub, manager, applied)?;
+            match self.store_update(
+                kind,
+                &old,
+                next,
+                Precondition::ResourceVersion(object_rv(&old)),
+            ) {
+                Err(e) if e.reason == "Conflict" => continue,
+                Ok(o) => return Ok((o, false)),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::conflict(&kind.resource_name(), name))
+    }
+
+    fn check_applied(name: &str, config: &Value) -> Result<(), ApiError> {
+        let api_version = config.get("apiVersion").and_then(Value::as_str);
+        let k = config.get("kind").and_then(Value::as_str);
+        if api_version.is_none() || k.is_none() {
+            return Err(ApiError::bad_request(
+                "apiVersion and kind must be set in an apply configuration",
+            ));
+        }
+        if meta_str(config, "name").is_some_and(|n| n != name) || meta_str(config, "name").is_none()
+        {
+            return Err(ApiError::bad_request(format!(
+                "metadata.name of the apply configuration must be {name:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn apply_to(
+        &self,
+        kind: &ResourceKind,
+        live: Option<&Value>,
+        config: &Value,
+        sub: Sub,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, ApiError> {
+        let name = live
+            .and_then(|l| meta_str(l, "name"))
+            .or_else(|| meta_str(config, "name"))
+            .unwrap_or_default()
+            .to_string();
+        Self::check_applied(&name, config)?;
+        let api_version = kind.api_version();
+        let request = ApplyRequest {
+            manager,
+            force,
+            builtin: kind.builtin,
+            part: part(kind, sub),
+            api_version: &api_version,
+            subresource: sub_name(sub),
+        };
+        apply(live, config, request).map_err(|conflicts| {
+            let causes: Vec<Value> = conflicts
+                .iter()
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
+                .collect();
+            let list: Vec<String> = conflicts.iter().map(|c| format!("- conflict with \"{}\": {}", c.manager, c.field)).collect();
+            ApiError::new(
+                409,
+                "Conflict",
+                format!("Apply failed with {} conflict{}: {}", conflicts.len(), if conflicts.len() == 1 { "" } else { "s" }, list.join("\n")),
+            )
+            .with_details(json!({"name": name, "group": kind.group, "kind": kind.plural, "causes": causes}))
+        })
+    }
+
+    fn apply_create(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        config: &Value,
+        manager: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        Self::check_applied(name, config)?;
+        let mut body = self.apply_to(kind, None, config, Sub::Main, manager, false)?;
+        if kind.namespaced {
+            body["metadata"]["namespace"] = Value::String(ns.to_string());
+        }
+        self.create(
+            kind,
+            if kind.namespaced { Some(ns) } else { None },
+            body,
+            manager,
+            true,
+        )
+    }
+
+    /// Deletes an object: with finalizers it only gets a deletionTimestamp; otherwise it is
+    /// removed and its dependents are collected in the background (or orphaned).
+    pub(crate) fn delete(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Arc<Value>, ApiError> {
+        for _ in 0..RETRIES {
+            let old = self.get_object(kind, ns, name)?;
+            if opts
+                .resource_version
+                .as_deref()
+                .is_some_and(|rv| rv != object_rv(&old).to_string())
+                || opts
+                    .uid
+                    .as_deref()
+                    .is_some_and(|uid| Some(uid) != meta_str(&old, "uid"))
+            {
+                return Err(ApiError::conflict(&kind.resource_name(), name));
+            }
+            let uid = meta_str(&old, "uid").unwrap_or_default().to_string();
+            if opts.propagation.as_deref() == Some("Orphan") {
+                self.orphan_dependents(&uid);
+            }
+            let has_finalizers = old["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+            let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
+            let result = if has_finalizers || is_namespace {
+                if meta_str(&old, "deletionTimestamp").is_some() {
+                    return Ok(old);
+                }
+                let mut next = (*old).clone();
+                next["metadata"]["deletionTimestamp"] = Value::String(now());
+                next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                if is_namespace {
+                    next["status"] = json!({"phase": "Terminating"});
+                }
+                self.commit(
+                    kind,
+                    ns,
+                    name,
+                    Precondition::ResourceVersion(object_rv(&old)),
+                    Some(next),
+                )
+            } else {
+                self.commit(
+                    kind,
+                    ns,
+                    name,
+                    Precondition::ResourceVersion(object_rv(&old)),
+                    None,
+                )
+                .inspect(|removed| self.after_removal(kind, removed))
+            };
+            match result {
+                Err(e) if e.reason == "Conflict" => continue,
+                Ok(o) if is_namespace => {
+                    self.empty_namespace(name);
+                    return Ok(o);
+                }
+                other => return other,
+            }
+        }
+        Err(ApiError::conflict(&kind.resource_name(), name))
+    }
+
+    /// Hook after an object left the store: a terminating namespace that became empty goes.
+    fn after_removal(&self, kind: &ResourceKind, removed: &Value) {
+        if kind.namespaced
+            && let Some(ns) = meta_str(removed, "namespace")
+        {
+            self.finish_namespace(ns);
+        }
+    }
+
+    /// Deletes everything in a terminating namespace.
+    fn empty_namespace(&self, namespace: &str) {
+        for (resource, object) in self.store.all() {
+            if meta_str(&object, "namespace") != Some(namespace) {
+                continue;
+            }
+            let Some(kind) = self.registry().by_resource(&resource) else {
+                continue;
+            };
+            let name = meta_str(&object, "name").unwrap_or_default().to_string();
+            if let Err(err) = self.delete(&kind, namespace, &name, &DeleteOptions::default())
+                && err.code != 404
+            {
+                tracing::warn!(namespace, name, %err, "namespace deletion: could not delete object");
+            }
+        }
+        self.finish_namespace(namespace);
+    }
+
+    /// Removes a terminating namespace once nothing is left in it.
+    pub(crate) fn finish_namespace(&self, namespace: &str) {
+        let Some(ns) = self.store.get("namespaces", "", namespace) else {
+            return;
+        };
+        if meta_str(&ns, "deletionTimestamp").is_none() {
+            return;
+        }
+        if self.store.count_in_namespace(namespace) == 0 {
+            let _ = self.store.commit(
+                "namespaces",
+                "",
+                namespace,
+                Precondition::ResourceVersion(object_rv(&ns)),
+                None,
+            );
+        }
+    }
+
+    /// Removes ownerReferences to `uid` from every object (propagationPolicy=Orphan).
+    fn orphan_dependents(&self, uid: &str) {
+        for (resource, object) in self.store.dependents(uid) {
+            let Some(kind) = self.registry().by_resource(&resource) else {
+                continue;
+            };
+            let (ns, name) = super::store::key_of(&object);
+            let _ = self.modify(&kind, &ns, &name, "kube-controller-manager", |o| {
+                remove_owner(o, uid);
+                true
+            });
+        }
+    }
+
+    /// Internal read-modify-write of the main resource by a simulated controller: `f` edits
+    /// a copy and returns whether to store it.
+    pub(crate) fn modify(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        manager: &str,
+        f: impl Fn(&mut Value) -> bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.modify_part(kind, ns, name, manager, Sub::Main, f)
+    }
+
+    /// Like [`Self::modify`] for a given subresource.
+    pub(crate) fn modify_part(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        manager: &str,
+        sub: Sub,
+        f: impl Fn(&mut Value) -> bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        for _ in 0..RETRIES {
+            let old = self.get_object(kind, ns, name)?;
+            let mut new = (*old).clone();
+            if !f(&mut new) {
+                return Ok(old);
+            }
+            let next = self.prepare_update(kind, &old, new, sub, manager, false)?;
+            match self.store_update(
+                kind,
+                &old,
+                next,
+                Precondition::ResourceVersion(object_rv(&old)),
+            ) {
+                Err(e) if e.reason == "Conflict" => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::conflict(&kind.resource_name(), name))
+    }
+}
+
+/// Removes the ownerReference to `uid`.
+pub(crate) fn remove_owner(object: &mut Value, uid: &str) {
+    if let Some(refs) = object["metadata"]["ownerReferences"].as_array_mut() {
+        refs.retain(|r| r["uid"].as_str() != Some(uid));
+        if refs.is_empty()
+            && let Some(meta) = object["metadata"].as_object_mut()
+        {
+            meta.remove("ownerReferences");
+        }
+    }
+}
+
+/// RFC 1123 subdomain check of object names.
+fn valid_name(name: &str) -> bool {
+    name.len() <= 253
+        && !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}

@@ -1,0 +1,123 @@
+//! The request log: every API request the sim served, so tests can assert exactly what a
+//! controller did (`GET /sim/requests` serves it as JSON).
+
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// One served request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestRecord {
+    /// Sequence number (a cursor for [`RequestLog::since`]).
+    pub seq: u64,
+    /// RFC 3339 time the request arrived.
+    pub time: String,
+    /// HTTP method.
+    pub method: String,
+    /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection,
+    /// or `discovery` / `other` for non-resource paths.
+    pub verb: String,
+    /// Request path.
+    pub path: String,
+    /// Raw query string.
+    pub query: String,
+    /// API group of the resource.
+    pub group: String,
+    /// Resource plural (`deployments`).
+    pub resource: String,
+    /// Namespace in the path.
+    pub namespace: Option<String>,
+    /// Object name.
+    pub name: Option<String>,
+    /// Subresource (`status`, `scale`).
+    pub subresource: Option<String>,
+    /// Patch type (`merge`, `json`, `strategic`, `apply`).
+    pub patch_type: Option<String>,
+    /// `fieldManager` query parameter.
+    pub field_manager: Option<String>,
+    /// Response status code.
+    pub status: u16,
+    /// The injected fault that answered, if any.
+    pub fault: Option<String>,
+}
+
+/// A bounded log of served requests.
+pub struct RequestLog {
+    inner: Mutex<(u64, VecDeque<RequestRecord>)>,
+    capacity: usize,
+}
+
+impl RequestLog {
+    /// A log that keeps the last `capacity` records.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            inner: Mutex::new((0, VecDeque::new())),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, VecDeque<RequestRecord>)> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every retained record, oldest first.
+    pub fn records(&self) -> Vec<RequestRecord> {
+        self.lock().1.iter().cloned().collect()
+    }
+
+    /// Records with `seq >= cursor`.
+    pub fn since(&self, cursor: u64) -> Vec<RequestRecord> {
+        self.lock()
+            .1
+            .iter()
+            .filter(|r| r.seq >= cursor)
+            .cloned()
+            .collect()
+    }
+
+    /// The sequence number the next record will get.
+    pub fn cursor(&self) -> u64 {
+        self.lock().0
+    }
+
+    /// Forgets every record (sequence numbers keep increasing).
+    pub fn clear(&self) {
+        self.lock().1.clear();
+    }
+
+    pub(crate) fn push(&self, mut record: RequestRecord) {
+        let mut inner = self.lock();
+        record.seq = inner.0;
+        inner.0 += 1;
+        if inner.1.len() >= self.capacity {
+            inner.1.pop_front();
+        }
+        inner.1.push_back(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_with_cursor() {
+        let log = RequestLog::new(2);
+        for verb in ["get", "list", "watch"] {
+            log.push(RequestRecord {
+                verb: verb.into(),
+                ..Default::default()
+            });
+        }
+        let all = log.records();
+        assert_eq!(
+            all.iter().map(|r| r.verb.as_str()).collect::<Vec<_>>(),
+            vec!["list", "watch"]
+        );
+        assert_eq!(log.since(2).len(), 1);
+        assert_eq!(log.cursor(), 3);
+        log.clear();
+        assert!(log.records().is_empty());
+    }
+}

@@ -1,0 +1,548 @@
+//! HTTP routing: parses Kubernetes REST paths, records every request, applies injected
+//! faults, and dispatches to list/watch/get/create/update/patch/delete; plus the admin
+//! endpoints `/sim/faults` and `/sim/requests`.
+
+use super::discovery;
+use super::errors::{ApiError, success_status};
+use super::faults::FaultRequest;
+use super::kinds::{ResourceKind, kinds_from_crd};
+use super::list::{ListParams, encode_list, page};
+use super::objects::{DeleteOptions, Sub};
+use super::patch::PatchType;
+use super::patch::fields::now;
+use super::request_log::RequestRecord;
+use super::scale;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::state::Shared;
+use super::table;
+use super::watch::{self, WatchParams, render};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The router of one sim.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(
+            "/sim/faults",
+            get(faults_get).post(faults_post).delete(faults_delete),
+        )
+        .route("/sim/requests", get(requests_get).delete(requests_delete))
+        .fallback(handle)
+        .with_state(shared)
+}
+
+async fn faults_get(State(shared): State<Arc<Shared>>) -> Response {
+    json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&shared.faults.state()).unwrap_or_default(),
+    )
+}
+
+async fn faults_post(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match serde_json::from_slice::<FaultRequest>(&body) {
+        Ok(request) => {
+            tracing::info!(?request, "fault injection changed");
+            shared.faults.apply(request);
+            faults_get(State(shared)).await
+        }
+        Err(e) => ApiError::bad_request(format!("invalid fault request: {e}")).into_response(),
+    }
+}
+
+async fn faults_delete(State(shared): State<Arc<Shared>>) -> Response {
+    shared.faults.reset();
+    faults_get(State(shared)).await
+}
+
+async fn requests_get(
+    State(shared): State<Arc<Shared>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let since = q.get("since").and_then(|s| s.parse().ok()).unwrap_or(0);
+    json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&shared.log.since(since)).unwrap_or_default(),
+    )
+}
+
+async fn requests_delete(State(shared): State<Arc<Shared>>) -> Response {
+    shared.log.clear();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = (code, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn value_response(code: StatusCode, value: &Value) -> Response {
+    json_response(code, serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// What a path addresses.
+enum Target {
+    Version,
+    Health,
+    CoreVersions,
+    Groups,
+    Group(String),
+    Resources(String, String),
+    Resource(ResourceRequest),
+}
+
+struct ResourceRequest {
+    kind: Arc<ResourceKind>,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Ok(Target::Version),
+        ["healthz" | "readyz" | "livez", ..] => return Ok(Target::Health),
+        ["api"] => return Ok(Target::CoreVersions),
+        ["apis"] => return Ok(Target::Groups),
+        ["apis", g] => return Ok(Target::Group(g.to_string())),
+        ["api", v] => return Ok(Target::Resources(String::new(), v.to_string())),
+        ["apis", g, v] => return Ok(Target::Resources(g.to_string(), v.to_string())),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let registry = shared.registry();
+    let namespaced = match rest {
+        ["namespaces", ns, plural, tail @ ..] if tail.len() <= 2 => registry
+            .by_path(group, version, plural)
+            .filter(|k| k.namespaced)
+            .map(|k| (k, Some(ns.to_string()), tail.first(), tail.get(1))),
+        _ => None,
+    };
+    let (kind, namespace, name, sub) = match namespaced {
+        Some(found) => found,
+        None => match rest {
+            [plural, tail @ ..] if tail.len() <= 2 => {
+                let kind = registry
+                    .by_path(group, version, plural)
+                    .ok_or_else(|| ApiError::no_route(path))?;
+                (kind, None, tail.first(), tail.get(1))
+            }
+            _ => return Err(ApiError::no_route(path)),
+        },
+    };
+    if kind.namespaced && namespace.is_none() && name.is_some() {
+        return Err(ApiError::no_route(path));
+    }
+    if let Some(sub) = sub {
+        let ok = (*sub == "status" && kind.status_subresource)
+            || (*sub == "scale" && kind.scale_subresource);
+        if !ok {
+            return Err(ApiError::no_route(path));
+        }
+    }
+    Ok(Target::Resource(ResourceRequest {
+        kind,
+        namespace,
+        name: name.map(|s| s.to_string()),
+        subresource: sub.map(|s| s.to_string()),
+    }))
+}
+
+fn verb(method: &Method, req: &ResourceRequest, query: &HashMap<String, String>) -> &'static str {
+    let watch = query.get("watch").is_some_and(|w| w == "1" || w == "true");
+    match (method.as_str(), req.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "other",
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut record = RequestRecord {
+        time: now(),
+        method: method.to_string(),
+        verb: "other".into(),
+        path: uri.path().to_string(),
+        query: uri.query().unwrap_or_default().to_string(),
+        ..RequestRecord::default()
+    };
+    let response = match Query::<HashMap<String, String>>::try_from_uri(&uri) {
+        Ok(Query(query)) => {
+            match dispatch(&shared, &method, &uri, &query, &headers, body, &mut record).await {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            }
+        }
+        Err(e) => ApiError::bad_request(format!("invalid query: {e}")).into_response(),
+    };
+    record.status = response.status().as_u16();
+    tracing::debug!(verb = %record.verb, path = %record.path, status = record.status, "request");
+    shared.log.push(record);
+    response
+}
+
+fn field_manager(query: &HashMap<String, String>, headers: &HeaderMap) -> String {
+    if let Some(m) = query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.clone();
+    }
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+fn flag(query: &HashMap<String, String>, name: &str) -> bool {
+    query.get(name).is_some_and(|v| v == "true" || v == "1")
+}
+
+async fn dispatch(
+    shared: &Arc<Shared>,
+    method: &Method,
+    uri: &Uri,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Bytes,
+    record: &mut RequestRecord,
+) -> Result<Response, ApiError> {
+    let req = match parse_target(shared, uri.path())? {
+        Target::Resource(req) => req,
+        discovery_target => {
+            record.verb = "discovery".into();
+            return discovery_response(shared, method, uri, headers, discovery_target);
+        }
+    };
+    let kind = req.kind.clone();
+    let verb = verb(method, &req, query);
+    let manager = field_manager(query, headers);
+    record.verb = verb.into();
+    record.group = kind.group.clone();
+    record.resource = kind.plural.clone();
+    record.namespace = req.namespace.clone();
+    record.name = req.name.clone();
+    record.subresource = req.subresource.clone();
+    record.field_manager = query.get("fieldManager").cloned();
+    let patch_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(PatchType::from_content_type);
+    if verb == "patch" {
+        record.patch_type = patch_type.map(|p| p.as_str().to_string());
+    }
+
+    if query.get("dryRun").is_some_and(|d| !d.is_empty()) {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the kubeplug sim API server",
+        ));
+    }
+    let latency = shared.faults.latency();
+    if latency > Duration::ZERO {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(err) = shared.faults.error_for(verb, &kind.plural) {
+        record.fault = Some(format!("error {}", err.code));
+        return Err(err);
+    }
+    if matches!(verb, "update" | "patch") && shared.faults.take_conflict() {
+        record.fault = Some("conflict".into());
+        return Err(ApiError::conflict(
+            &kind.resource_name(),
+            req.name.as_deref().unwrap_or_default(),
+        ));
+    }
+
+    let ns = req.namespace.clone().unwrap_or_default();
+    let name = req.name.clone().unwrap_or_default();
+    let sub = match req.subresource.as_deref() {
+        Some("status") => Sub::Status,
+        _ => Sub::Main,
+    };
+    let is_scale = req.subresource.as_deref() == Some("scale");
+    match verb {
+        "get" => {
+            let object = shared.get_object(&kind, &ns, &name)?;
+            if is_scale {
+                return Ok(value_response(StatusCode::OK, &scale::to_scale(&object)));
+            }
+            if table::wants_table(headers) && sub == Sub::Main {
+                let meta =
+                    serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+                return Ok(value_response(
+                    StatusCode::OK,
+                    &table::table(&kind, &[object], meta),
+                ));
+            }
+            Ok(json_response(StatusCode::OK, render(&kind, &object)))
+        }
+        "list" => {
+            let params = ListParams {
+                namespace: req.namespace.clone(),
+                labels: LabelSelector::parse(
+                    query.get("labelSelector").map_or("", String::as_str),
+                )?,
+                fields: FieldSelector::parse(
+                    query.get("fieldSelector").map_or("", String::as_str),
+                )?,
+                limit: match query.get("limit") {
+                    Some(l) => Some(
+                        l.parse()
+                            .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+                    ),
+                    None => None,
+                },
+                continue_token: query.get("continue").cloned(),
+            };
+            let page = page(shared, &kind, &params)?;
+            if table::wants_table(headers) {
+                let table = table::table(&kind, &page.items, page.meta);
+                return Ok(value_response(StatusCode::OK, &table));
+            }
+            Ok(json_response(StatusCode::OK, encode_list(&kind, &page)))
+        }
+        "watch" => {
+            let resource_version = match query.get("resourceVersion").map(String::as_str) {
+                None | Some("") | Some("0") => None,
+                Some(rv) => Some(rv.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?),
+            };
+            let timeout = match query.get("timeoutSeconds") {
+                Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid timeoutSeconds {t:?}"))
+                })?)),
+                None => None,
+            };
+            let params = WatchParams {
+                resource_version,
+                namespace: req.namespace.clone(),
+                labels: LabelSelector::parse(
+                    query.get("labelSelector").map_or("", String::as_str),
+                )?,
+                fields: FieldSelector::parse(
+                    query.get("fieldSelector").map_or("", String::as_str),
+                )?,
+                timeout,
+                bookmarks: flag(query, "allowWatchBookmarks"),
+                send_initial_events: flag(query, "sendInitialEvents"),
+                table: table::wants_table(headers),
+            };
+            Ok(watch::start(shared, kind, params))
+        }
+        "create" => {
+            if req.name.is_some() {
+                return Err(ApiError::method_not_allowed(
+                    "POST is not allowed on a named object",
+                ));
+            }
+            let body = parse_body(&body)?;
+            let created = shared.create(&kind, req.namespace.as_deref(), body, &manager, false)?;
+            if kind.group == "apiextensions.k8s.io" && kind.kind == "CustomResourceDefinition" {
+                register_crd(shared, &created);
+            }
+            Ok(json_response(StatusCode::CREATED, render(&kind, &created)))
+        }
+        "update" => {
+            let body = parse_body(&body)?;
+            if is_scale {
+                return Ok(value_response(
+                    StatusCode::OK,
+                    &scale::update(shared, &kind, &ns, &name, &body, &manager)?,
+                ));
+            }
+            let updated = shared.update(&kind, &ns, &name, body, sub, &manager)?;
+            Ok(json_response(StatusCode::OK, render(&kind, &updated)))
+        }
+        "patch" => {
+            let content_type = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let patch_type = patch_type.ok_or_else(|| {
+                ApiError::unsupported_media_type(format!(
+                    "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json"
+                ))
+            })?;
+            if is_scale {
+                return Ok(value_response(
+                    StatusCode::OK,
+                    &scale::patch(shared, &kind, &ns, &name, &body, patch_type, &manager)?,
+                ));
+            }
+            if patch_type == PatchType::Apply
+                && query.get("fieldManager").is_none_or(|m| m.is_empty())
+            {
+                return Err(ApiError::invalid(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            }
+            let force = flag(query, "force");
+            let (object, created) =
+                shared.patch(&kind, &ns, &name, &body, patch_type, sub, &manager, force)?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(code, render(&kind, &object)))
+        }
+        "delete" => {
+            let opts = delete_options(query, &body)?;
+            let object = shared.delete(&kind, &ns, &name, &opts)?;
+            Ok(json_response(StatusCode::OK, render(&kind, &object)))
+        }
+        "deletecollection" => {
+            let opts = delete_options(query, &body)?;
+            let labels =
+                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
+            let fields =
+                FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?;
+            let (items, _, _) = shared.store.list(
+                &kind.resource_name(),
+                req.namespace.as_deref(),
+                None,
+                None,
+                |o| labels.matches(o) && fields.matches(o),
+            );
+            let mut deleted = 0usize;
+            for item in items {
+                let (ns, name) = super::store::key_of(&item);
+                match shared.delete(&kind, &ns, &name, &opts) {
+                    Ok(_) => deleted += 1,
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(value_response(
+                StatusCode::OK,
+                &success_status(
+                    serde_json::json!({"kind": kind.plural, "group": kind.group, "deleted": deleted}),
+                ),
+            ))
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "method {method} not allowed"
+        ))),
+    }
+}
+
+/// Answers a discovery or health request.
+fn discovery_response(
+    shared: &Shared,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    target: Target,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!(
+            "method {method} not allowed on {}",
+            uri.path()
+        )));
+    }
+    let not_found = || ApiError::no_route(uri.path());
+    let value = match target {
+        Target::Version => discovery::version(),
+        Target::Health => return Ok((StatusCode::OK, "ok").into_response()),
+        Target::CoreVersions => discovery::core_versions(&shared_address(headers)),
+        Target::Groups => discovery::groups(&shared.registry()),
+        Target::Group(g) => discovery::group(&shared.registry(), &g).ok_or_else(not_found)?,
+        Target::Resources(g, v) => {
+            discovery::resources(&shared.registry(), &g, &v).ok_or_else(not_found)?
+        }
+        Target::Resource(_) => return Err(not_found()),
+    };
+    Ok(value_response(StatusCode::OK, &value))
+}
+
+fn shared_address(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string()
+}
+
+fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions {
+        propagation: query.get("propagationPolicy").cloned(),
+        ..DeleteOptions::default()
+    };
+    if !body.is_empty() {
+        let value = parse_body(body)?;
+        if let Some(p) = value.get("propagationPolicy").and_then(Value::as_str) {
+            opts.propagation = Some(p.to_string());
+        }
+        if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            opts.propagation = Some("Orphan".into());
+        }
+        opts.resource_version = value
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        opts.uid = value
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    if let Some(p) = &opts.propagation
+        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+    {
+        return Err(ApiError::invalid(format!(
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\""
+        )));
+    }
+    Ok(opts)
+}
+
+/// A CRD created over the API registers its kinds at once (the real server also sets
+/// Established; the sim does not maintain CRD conditions).
+fn register_crd(shared: &Shared, crd: &Value) {
+    match kinds_from_crd(crd) {
+        Ok(kinds) => {
+            let mut registry = shared.registry.write().unwrap_or_else(|p| p.into_inner());
+            for kind in kinds {
+                tracing::info!(group = %kind.group, version = %kind.version, plural = %kind.plural, "registered custom kind");
+                registry.register(kind);
+            }
+        }
+        Err(err) => tracing::warn!(%err, "created CRD could not be registered"),
+    }
+}

@@ -1,0 +1,144 @@
+//! `as=Table` answers (meta.k8s.io/v1 `Table`) so `kubectl get` prints the familiar columns
+//! (READY, UP-TO-DATE, AVAILABLE for Deployments; READY, STATUS for Pods).
+
+use super::kinds::ResourceKind;
+use axum::http::{HeaderMap, header};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Whether the client asked for a Table (kubectl's human-readable output does).
+pub fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("as=Table"))
+}
+
+fn column(name: &str, type_: &str) -> Value {
+    let format = if name == "Name" { "name" } else { "" };
+    json!({"name": name, "type": type_, "format": format, "description": "", "priority": 0})
+}
+
+/// kubectl's short age format (`42s`, `5m3s`, `3h`, `12d`).
+pub fn human_age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    match () {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 && s % 60 != 0 => format!("{m}m{}s", s % 60),
+        _ if m < 180 => format!("{m}m"),
+        _ if h < 8 && m % 60 != 0 => format!("{h}h{}m", m % 60),
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 192 && h % 24 != 0 => format!("{d}d{}h", h % 24),
+        _ if d < 730 => format!("{d}d"),
+        _ => format!("{}y", d / 365),
+    }
+}
+
+fn age(object: &Value) -> String {
+    object["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .map(|t| human_age(jiff::Timestamp::now().as_second() - t.as_second()))
+        .unwrap_or_else(|| "<unknown>".into())
+}
+
+fn columns(kind: &ResourceKind) -> Vec<Value> {
+    let mut cols = vec![column("Name", "string")];
+    match (kind.builtin, kind.kind.as_str()) {
+        (true, "Deployment") => cols.extend([
+            column("Ready", "string"),
+            column("Up-to-date", "integer"),
+            column("Available", "integer"),
+        ]),
+        (true, "Pod") => cols.extend([
+            column("Ready", "string"),
+            column("Status", "string"),
+            column("Restarts", "integer"),
+        ]),
+        (true, "Namespace") => cols.push(column("Status", "string")),
+        _ => {}
+    }
+    cols.push(column("Age", "string"));
+    cols
+}
+
+fn cells(kind: &ResourceKind, o: &Value) -> Vec<Value> {
+    let mut cells = vec![o["metadata"]["name"].clone()];
+    let int = |v: &Value| v.as_i64().unwrap_or(0);
+    match (kind.builtin, kind.kind.as_str()) {
+        (true, "Deployment") => {
+            let status = &o["status"];
+            cells.push(json!(format!(
+                "{}/{}",
+                int(&status["readyReplicas"]),
+                o["spec"]["replicas"].as_i64().unwrap_or(1)
+            )));
+            cells.push(json!(int(&status["updatedReplicas"])));
+            cells.push(json!(int(&status["availableReplicas"])));
+        }
+        (true, "Pod") => {
+            let containers = o["spec"]["containers"].as_array().map_or(0, Vec::len);
+            let ready = o["status"]["containerStatuses"]
+                .as_array()
+                .map_or(0, |c| c.iter().filter(|s| s["ready"] == true).count());
+            cells.push(json!(format!("{ready}/{containers}")));
+            cells.push(o["status"]["phase"].clone());
+            cells.push(json!(0));
+        }
+        (true, "Namespace") => cells.push(o["status"]["phase"].clone()),
+        _ => {}
+    }
+    cells.push(json!(age(o)));
+    cells
+}
+
+/// A Table of `objects` with list metadata `meta`.
+pub fn table(kind: &ResourceKind, objects: &[Arc<Value>], meta: Value) -> Value {
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut metadata = o["metadata"].clone();
+            if let Some(m) = metadata.as_object_mut() {
+                m.remove("managedFields");
+            }
+            json!({
+                "cells": cells(kind, o),
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata},
+            })
+        })
+        .collect();
+    json!({
+        "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+        "columnDefinitions": columns(kind), "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_like_kubectl() {
+        assert_eq!(human_age(42), "42s");
+        assert_eq!(human_age(5 * 60 + 3), "5m3s");
+        assert_eq!(human_age(30 * 60), "30m");
+        assert_eq!(human_age(5 * 3600 + 60), "5h1m");
+        assert_eq!(human_age(30 * 3600), "30h");
+        assert_eq!(human_age(3 * 86_400 + 3600), "3d1h");
+        assert_eq!(human_age(100 * 86_400), "100d");
+    }
+
+    #[test]
+    fn deployment_rows() {
+        let kind = super::super::kinds::Registry::builtin()
+            .by_name("deployments")
+            .unwrap();
+        let d = json!({"metadata": {"name": "web", "creationTimestamp": "2020-01-01T00:00:00Z"},
+            "spec": {"replicas": 3}, "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}});
+        let t = table(&kind, &[Arc::new(d)], json!({}));
+        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 5);
+        assert_eq!(t["rows"][0]["cells"][1], "2/3");
+        assert_eq!(t["rows"][0]["object"]["metadata"]["name"], "web");
+    }
+}

@@ -1,0 +1,1362 @@
+//! End-to-end tests of the embedded API server (`kubeplug::sim`) through a real
+//! `kube::Client` over HTTP.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::runtime::watcher;
+use kubeplug::sim::{ErrorFault, Sim};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+type Result<T = ()> = anyhow::Result<T>;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn sim() -> Result<Sim> {
+    Ok(Sim::builder()
+        .status_delay(Duration::from_millis(50))
+        .bookmark_interval(Duration::from_millis(200))
+        .start()
+        .await?)
+}
+
+fn deployment(name: &str, replicas: i32, image: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [
+                    {"name": "app", "image": image, "env": [{"name": "A", "value": "1"}]},
+                    {"name": "sidecar", "image": "sidecar:1"}]}}}
+    }))
+    .expect("valid deployment")
+}
+
+fn lease(name: &str, labels: Value) -> Lease {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": labels}, "spec": {"holderIdentity": name}}),
+    )
+    .expect("valid lease")
+}
+
+fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+fn api_reason(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => status.reason.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Polls `check` until it returns `Some` or the timeout passes.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A plain HTTP/1.1 request (Connection: close) for checks the typed client hides.
+async fn raw(
+    sim: &Sim,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> Result<(u16, String, String)> {
+    let mut stream = tokio::net::TcpStream::connect(sim.addr()).await?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        sim.addr(),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.split_whitespace().nth(1).unwrap_or("0").parse()?;
+    Ok((status, head.to_lowercase(), body.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_sets_metadata_and_refuses_duplicates() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    let created = api
+        .create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let meta = &created.metadata;
+    assert!(meta.uid.as_deref().is_some_and(|u| u.len() == 36));
+    assert!(meta.creation_timestamp.is_some());
+    assert_eq!(meta.generation, Some(1));
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    let rv: u64 = meta.resource_version.as_deref().unwrap_or("0").parse()?;
+    assert!(rv > 0);
+    let err = api
+        .create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (api_code(&err), api_reason(&err).as_str()),
+        (Some(409), "AlreadyExists")
+    );
+
+    let mut generated = deployment("", 1, "nginx:1");
+    generated.metadata.name = None;
+    generated.metadata.generate_name = Some("gen-".into());
+    let generated = api.create(&PostParams::default(), &generated).await?;
+    let name = generated.metadata.name.unwrap_or_default();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+
+    let leases: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let lease = leases
+        .create(&PostParams::default(), &lease("l", json!({})))
+        .await?;
+    let lease_rv: u64 = lease
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or("0")
+        .parse()?;
+    assert!(lease_rv > rv, "one resourceVersion counter across kinds");
+
+    let err = api.get("missing").await.unwrap_err();
+    assert_eq!(api_code(&err), Some(404));
+    let missing_ns: Api<Deployment> = Api::namespaced(sim.client()?, "nowhere");
+    let err = missing_ns
+        .create(&PostParams::default(), &deployment("x", 1, "i"))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(404));
+    assert!(
+        err.to_string().contains("namespaces \"nowhere\" not found"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_created_namespaces_when_enabled() -> Result {
+    let sim = Sim::builder().auto_create_namespaces(true).start().await?;
+    let api: Api<Deployment> = Api::namespaced(sim.client()?, "team-a");
+    api.create(&PostParams::default(), &deployment("x", 1, "i"))
+        .await?;
+    assert!(sim.get("namespaces", None, "team-a").is_some());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_resource_version_conflicts() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    let first = api
+        .create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let mut a = first.clone();
+    a.spec.as_mut().unwrap().replicas = Some(2);
+    let updated = api.replace("web", &PostParams::default(), &a).await?;
+    assert_eq!(updated.spec.unwrap().replicas, Some(2));
+    let mut stale = first;
+    stale.spec.as_mut().unwrap().replicas = Some(3);
+    let err = api
+        .replace("web", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (api_code(&err), api_reason(&err).as_str()),
+        (Some(409), "Conflict")
+    );
+    assert_eq!(api.get("web").await?.spec.unwrap().replicas, Some(2));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generation_bumps_on_spec_changes_only() -> Result {
+    let sim = Sim::builder()
+        .status_delay(Duration::from_secs(3600))
+        .start()
+        .await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let pp = PatchParams::default();
+    let labelled = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await?;
+    assert_eq!(labelled.metadata.generation, Some(1));
+    let status = api
+        .patch_status(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"status": {"replicas": 7}})),
+        )
+        .await?;
+    assert_eq!(status.metadata.generation, Some(1));
+    let spec = api
+        .patch("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 4}})))
+        .await?;
+    assert_eq!(spec.metadata.generation, Some(2));
+    let same = api
+        .patch("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 4}})))
+        .await?;
+    assert_eq!(same.metadata.generation, Some(2));
+    assert_eq!(
+        same.metadata.resource_version, spec.metadata.resource_version,
+        "no-op patch writes nothing"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_spec_are_separate() -> Result {
+    let sim = Sim::builder()
+        .status_delay(Duration::from_secs(3600))
+        .start()
+        .await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    let mut d = deployment("web", 1, "nginx:1");
+    d.status = Some(serde_json::from_value(json!({"replicas": 9}))?);
+    let created = api.create(&PostParams::default(), &d).await?;
+    assert!(
+        created.status.is_none_or(|s| s.replicas.is_none()),
+        "status dropped on create"
+    );
+
+    let mut status_write = api.get("web").await?;
+    status_write.spec.as_mut().unwrap().replicas = Some(5);
+    status_write.status = Some(serde_json::from_value(json!({"replicas": 3}))?);
+    let after = api
+        .replace_status("web", &PostParams::default(), &status_write)
+        .await?;
+    assert_eq!(
+        after.spec.as_ref().unwrap().replicas,
+        Some(1),
+        "spec ignored on status write"
+    );
+    assert_eq!(after.status.as_ref().unwrap().replicas, Some(3));
+
+    let mut main_write = after;
+    main_write.spec.as_mut().unwrap().replicas = Some(2);
+    main_write.status = Some(serde_json::from_value(json!({"replicas": 100}))?);
+    let after = api
+        .replace("web", &PostParams::default(), &main_write)
+        .await?;
+    assert_eq!(after.spec.as_ref().unwrap().replicas, Some(2));
+    assert_eq!(
+        after.status.as_ref().unwrap().replicas,
+        Some(3),
+        "status ignored on main write"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizers_delay_deletion() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let mut l = lease("held", json!({}));
+    l.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+    api.create(&PostParams::default(), &l).await?;
+    api.delete("held", &DeleteParams::default()).await?;
+    let still = api.get("held").await?;
+    assert!(still.metadata.deletion_timestamp.is_some());
+    let err = api
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/keep", "new"]}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(403));
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
+    assert!(
+        api.get_opt("held").await?.is_none(),
+        "removed when the last finalizer goes"
+    );
+    Ok(())
+}
+
+fn owned_pod(name: &str, owner: &Deployment) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+            "name": owner.metadata.name, "uid": owner.metadata.uid}]},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}
+    }))
+    .expect("valid pod")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collection_and_orphaning() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let owner = deployments
+        .create(&PostParams::default(), &deployment("owner", 1, "i"))
+        .await?;
+    pods.create(&PostParams::default(), &owned_pod("child", &owner))
+        .await?;
+    deployments
+        .delete("owner", &DeleteParams::background())
+        .await?;
+    eventually("child collected", || async {
+        pods.get_opt("child")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await?;
+
+    let owner = deployments
+        .create(&PostParams::default(), &deployment("owner2", 1, "i"))
+        .await?;
+    pods.create(&PostParams::default(), &owned_pod("orphan", &owner))
+        .await?;
+    deployments
+        .delete("owner2", &DeleteParams::orphan())
+        .await?;
+    assert!(deployments.get_opt("owner2").await?.is_none());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let orphan = pods.get("orphan").await?;
+    assert!(
+        orphan
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_deletion_deletes_its_objects() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "doomed"}}))?,
+        )
+        .await?;
+    let leases: Api<Lease> = Api::namespaced(client, "doomed");
+    leases
+        .create(&PostParams::default(), &lease("a", json!({})))
+        .await?;
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await?;
+    eventually("namespace gone", || async {
+        namespaces
+            .get_opt("doomed")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await?;
+    assert_eq!(sim.count("leases", Some("doomed")), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_with_limit_and_continue() -> Result {
+    let sim = Sim::builder().history(30).start().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    for i in 0..25 {
+        api.create(
+            &PostParams::default(),
+            &lease(&format!("l{i:02}"), json!({})),
+        )
+        .await?;
+    }
+    let mut names = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut lp = ListParams::default().limit(10);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api.list(&lp).await?;
+        pages += 1;
+        names.extend(page.items.iter().filter_map(|l| l.metadata.name.clone()));
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names.len(), 25);
+    assert!(names.windows(2).all(|w| w[0] < w[1]));
+
+    let first = api.list(&ListParams::default().limit(5)).await?;
+    let token = first.metadata.continue_.unwrap();
+    for i in 0..40 {
+        api.patch(
+            "l00",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"leaseTransitions": i}})),
+        )
+        .await?;
+    }
+    let err = api
+        .list(&ListParams::default().limit(5).continue_token(&token))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (api_code(&err), api_reason(&err).as_str()),
+        (Some(410), "Expired")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_and_field_selectors() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    api.create(
+        &PostParams::default(),
+        &lease("a", json!({"app": "web", "tier": "front"})),
+    )
+    .await?;
+    api.create(&PostParams::default(), &lease("b", json!({"app": "api"})))
+        .await?;
+    api.create(&PostParams::default(), &lease("c", json!({})))
+        .await?;
+    let names = |selector: &'static str, fields: bool| {
+        let api = api.clone();
+        async move {
+            let lp = if fields {
+                ListParams::default().fields(selector)
+            } else {
+                ListParams::default().labels(selector)
+            };
+            let list = api.list(&lp).await.expect("list");
+            list.items
+                .into_iter()
+                .filter_map(|l| l.metadata.name)
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    };
+    assert_eq!(names("app=web", false).await, "a");
+    assert_eq!(names("app==api", false).await, "b");
+    assert_eq!(names("app!=web", false).await, "b,c");
+    assert_eq!(names("app in (web,api)", false).await, "a,b");
+    assert_eq!(names("app notin (web)", false).await, "b,c");
+    assert_eq!(names("tier", false).await, "a");
+    assert_eq!(names("!app", false).await, "c");
+    assert_eq!(names("metadata.name=b", true).await, "b");
+    assert_eq!(
+        names("metadata.name!=b,metadata.namespace=default", true).await,
+        "a,c"
+    );
+    let err = api
+        .list(&ListParams::default().fields("spec.holderIdentity=a"))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(400));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_replays_from_resource_version_and_expires() -> Result {
+    let sim = Sim::builder().history(20).start().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let first = api
+        .create(&PostParams::default(), &lease("w", json!({})))
+        .await?;
+    let rv = first.metadata.resource_version.clone().unwrap();
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"leaseTransitions": 1}})),
+    )
+    .await?;
+    api.delete("w", &DeleteParams::default()).await?;
+    let stream = api
+        .watch(&WatchParams::default().disable_bookmarks().timeout(1), &rv)
+        .await?;
+    let events: Vec<_> = stream.try_collect().await?;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Added(_) => "ADDED",
+            _ => "OTHER",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec!["MODIFIED", "DELETED"],
+        "replayed after rv, then ended at timeoutSeconds"
+    );
+
+    for i in 0..30 {
+        api.create(&PostParams::default(), &lease(&format!("n{i}"), json!({})))
+            .await?;
+    }
+    let mut stream = api.watch(&WatchParams::default(), &rv).await?.boxed();
+    match stream.try_next().await? {
+        Some(WatchEvent::Error(status)) => {
+            assert_eq!(status.code, 410);
+            assert_eq!(status.reason, "Expired");
+        }
+        other => anyhow::bail!("expected a 410 ERROR event, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_sends_bookmarks_and_selector_transitions() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &lease("x", json!({"app": "a"})))
+        .await?;
+    let rv = sim.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=a"), &rv)
+        .await?
+        .boxed();
+    match tokio::time::timeout(WAIT, stream.try_next()).await?? {
+        Some(WatchEvent::Bookmark(b)) => assert_eq!(b.metadata.resource_version, rv),
+        other => anyhow::bail!("expected a bookmark, got {other:?}"),
+    }
+    api.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "b"}}})),
+    )
+    .await?;
+    loop {
+        match tokio::time::timeout(WAIT, stream.try_next()).await?? {
+            Some(WatchEvent::Bookmark(_)) => continue,
+            Some(WatchEvent::Deleted(l)) => {
+                assert_eq!(l.metadata.name.as_deref(), Some("x"));
+                break;
+            }
+            other => {
+                anyhow::bail!("expected DELETED for an object leaving the selector, got {other:?}")
+            }
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_with_initial_events_ends_them_with_a_bookmark() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &lease("a", json!({})))
+        .await?;
+    let mut stream = api
+        .watch(&WatchParams::streaming_lists(), "")
+        .await?
+        .boxed();
+    assert!(matches!(
+        stream.try_next().await?,
+        Some(WatchEvent::Added(_))
+    ));
+    match stream.try_next().await? {
+        Some(WatchEvent::Bookmark(b)) => {
+            assert_eq!(
+                b.metadata
+                    .annotations
+                    .get("k8s.io/initial-events-end")
+                    .map(String::as_str),
+                Some("true")
+            )
+        }
+        other => anyhow::bail!("expected the initial-events-end bookmark, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_watcher_sees_changes_cluster_wide() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let all: Api<Deployment> = Api::all(client.clone());
+    let mut events = watcher(all, watcher::Config::default()).boxed();
+    let api: Api<Deployment> = Api::default_namespaced(client);
+    let mut seen_init_done = false;
+    while !seen_init_done {
+        if let Some(watcher::Event::InitDone) =
+            tokio::time::timeout(WAIT, events.try_next()).await??
+        {
+            seen_init_done = true;
+        }
+    }
+    api.create(&PostParams::default(), &deployment("watched", 1, "i"))
+        .await?;
+    loop {
+        if let Some(watcher::Event::Apply(d)) =
+            tokio::time::timeout(WAIT, events.try_next()).await??
+            && d.metadata.name.as_deref() == Some("watched")
+        {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_and_json_patches() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let pp = PatchParams::default();
+    let merged = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"annotations": {"a": "b"}}})),
+        )
+        .await?;
+    assert_eq!(
+        merged
+            .metadata
+            .annotations
+            .unwrap()
+            .get("a")
+            .map(String::as_str),
+        Some("b")
+    );
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/replicas", "value": 1},
+        {"op": "copy", "from": "/metadata/labels/app", "path": "/metadata/labels/copied"},
+        {"op": "move", "from": "/metadata/labels/copied", "path": "/metadata/labels/moved"},
+        {"op": "replace", "path": "/spec/replicas", "value": 3}
+    ]))?;
+    let patched = api.patch("web", &pp, &Patch::Json::<()>(ops)).await?;
+    assert_eq!(patched.spec.unwrap().replicas, Some(3));
+    let labels = patched.metadata.labels.unwrap();
+    assert_eq!(labels.get("moved").map(String::as_str), Some("web"));
+    assert!(!labels.contains_key("copied"));
+
+    let before = sim.get("deployments", Some("default"), "web").unwrap();
+    let failing: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec/replicas", "value": 9},
+        {"op": "test", "path": "/spec/replicas", "value": 1}
+    ]))?;
+    let err = api
+        .patch("web", &pp, &Patch::Json::<()>(failing))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (api_code(&err), api_reason(&err).as_str()),
+        (Some(422), "Invalid")
+    );
+    assert_eq!(
+        sim.get("deployments", Some("default"), "web").unwrap(),
+        before,
+        "failed patch leaves state alone"
+    );
+
+    let err = api
+        .patch("missing", &pp, &Patch::Merge(json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(404));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategic_merge_patch_uses_list_keys() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let pp = PatchParams::default();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "app", "image": "nginx:2", "env": [{"name": "B", "value": "2"}]}]}}}});
+    let patched = api.patch("web", &pp, &Patch::Strategic(patch)).await?;
+    let containers = patched.spec.unwrap().template.spec.unwrap().containers;
+    assert_eq!(containers.len(), 2, "merged by name, sidecar kept");
+    assert_eq!(containers[0].image.as_deref(), Some("nginx:2"));
+    assert_eq!(
+        containers[0].env.as_ref().unwrap().len(),
+        2,
+        "env merged by name"
+    );
+
+    let delete = json!({"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}}});
+    let patched = api.patch("web", &pp, &Patch::Strategic(delete)).await?;
+    let containers = patched.spec.unwrap().template.spec.unwrap().containers;
+    assert_eq!(
+        containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["app"]
+    );
+
+    let err = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Strategic(json!({"spec": {"$patch": "explode"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(400));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_tracks_owners() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    let config = |replicas: i64, image: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": image}]}}}})
+    };
+    let created = api
+        .patch(
+            "web",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(config(1, "a:1")),
+        )
+        .await?;
+    assert_eq!(
+        created.metadata.generation,
+        Some(1),
+        "apply creates the object"
+    );
+    let managers: Vec<String> = created
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, vec!["alice".to_string()]);
+
+    let err = api
+        .patch(
+            "web",
+            &PatchParams::apply("bob"),
+            &Patch::Apply(config(3, "a:1")),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(409));
+    assert!(err.to_string().contains("conflict with \"alice\""), "{err}");
+    assert!(err.to_string().contains(".spec.replicas"), "{err}");
+
+    let forced = api
+        .patch(
+            "web",
+            &PatchParams::apply("bob").force(),
+            &Patch::Apply(config(3, "a:1")),
+        )
+        .await?;
+    assert_eq!(forced.spec.unwrap().replicas, Some(3));
+
+    let err = api
+        .patch(
+            "web",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(config(1, "a:1")),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("conflict with \"bob\""),
+        "ownership moved to bob: {err}"
+    );
+
+    let err = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Apply(config(1, "a:1")),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(422), "fieldManager required");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_subresource() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 2, "i"))
+        .await?;
+    let scale = api.get_scale("web").await?;
+    assert_eq!(scale.spec.as_ref().unwrap().replicas, Some(2));
+    assert_eq!(
+        scale.status.as_ref().unwrap().selector.as_deref(),
+        Some("app=web")
+    );
+    api.patch_scale(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 4}})),
+    )
+    .await?;
+    assert_eq!(api.get("web").await?.spec.unwrap().replicas, Some(4));
+    let mut scale = api.get_scale("web").await?;
+    scale.spec.as_mut().unwrap().replicas = Some(6);
+    let replaced = api
+        .replace_scale("web", &PostParams::default(), &scale)
+        .await?;
+    assert_eq!(replaced.spec.unwrap().replicas, Some(6));
+    let err = api
+        .replace_scale("web", &PostParams::default(), &scale)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(409), "stale Scale resourceVersion");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_status_reaches_readiness() -> Result {
+    let sim = Sim::builder()
+        .status_delay(Duration::from_millis(100))
+        .start()
+        .await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 3, "i"))
+        .await?;
+    let immediately = api.get("web").await?;
+    assert!(
+        immediately
+            .status
+            .is_none_or(|s| s.available_replicas.is_none()),
+        "not ready before the delay"
+    );
+    let ready = eventually("deployment available", || async {
+        let d = api.get("web").await.ok()?;
+        let s = d.status.clone()?;
+        (s.available_replicas == Some(3) && s.observed_generation == d.metadata.generation)
+            .then_some(s)
+    })
+    .await?;
+    assert_eq!(ready.ready_replicas, Some(3));
+    assert_eq!(ready.updated_replicas, Some(3));
+    let conditions = ready.conditions.unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Available" && c.status == "True")
+    );
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Progressing" && c.status == "True")
+    );
+
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await?;
+    eventually("rescaled", || async {
+        let d = api.get("web").await.ok()?;
+        let s = d.status?;
+        (s.available_replicas == Some(5) && s.observed_generation == Some(2)).then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_kinds_from_crd_yaml() -> Result {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("crd.yaml");
+    std::fs::write(&path, CRD)?;
+    let sim = Sim::builder().crd_file(&path).start().await?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(sim.client()?, "default", &resource);
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 1}, "status": {"ok": true}
+    }))?;
+    let created = api.create(&PostParams::default(), &widget).await?;
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(
+        created.data.get("status").is_none(),
+        "status subresource: status dropped on create"
+    );
+    let status = api
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ok": true}, "spec": {"size": 9}})),
+        )
+        .await?;
+    assert_eq!(status.data["status"]["ok"], true);
+    assert_eq!(status.data["spec"]["size"], 1);
+    let listed = api.list(&ListParams::default()).await?;
+    assert_eq!(listed.items.len(), 1);
+    let err = api
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_code(&err),
+        Some(415),
+        "no strategic merge patch for custom kinds"
+    );
+    assert!(
+        sim.get("customresourcedefinitions", None, "widgets.example.com")
+            .is_some()
+    );
+    let (code, _, body) = raw(&sim, "GET", "/apis/example.com/v1", "application/json", "").await?;
+    assert_eq!(code, 200);
+    assert!(body.contains("widgets/status"), "{body}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifests_load_at_start_and_from_yaml() -> Result {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("crd.yaml"), CRD)?;
+    std::fs::write(
+        dir.path().join("objects.yaml"),
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: from-dir, namespace: team}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d1}\nspec: {replicas: 2, selector: {matchLabels: {app: d1}}, template: {metadata: {labels: {app: d1}}, spec: {containers: [{name: c, image: i}]}}}\n",
+    )?;
+    std::fs::write(dir.path().join("ignored.txt"), "not yaml: [")?;
+    let sim = Sim::builder()
+        .load_dir(dir.path())
+        .manifest("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: seeded}\n")
+        .start()
+        .await?;
+    assert!(sim.get("widgets", Some("team"), "from-dir").is_some());
+    assert!(sim.get("deployments", Some("default"), "d1").is_some());
+    assert!(sim.get("leases", None, "seeded").is_some());
+    assert!(sim.get("namespaces", None, "kube-system").is_some());
+    let seeded = sim.apply_yaml("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d2, namespace: extra}\nspec: {replicas: 1}\n")?;
+    assert_eq!(seeded.len(), 1);
+    let api: Api<Deployment> = Api::namespaced(sim.client()?, "extra");
+    assert_eq!(api.get("d2").await?.spec.unwrap().replicas, Some(1));
+    assert!(
+        Sim::builder()
+            .manifest("kind: Nope\napiVersion: v9\nmetadata: {name: x}\n")
+            .start()
+            .await
+            .is_err()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_drop_watches_ends_open_watches() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let rv = sim.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default().disable_bookmarks(), &rv)
+        .await?
+        .boxed();
+    sim.faults().drop_watches();
+    let next = tokio::time::timeout(WAIT, stream.try_next()).await??;
+    assert!(next.is_none(), "stream ended, got {next:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_gone_on_next_watches() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let rv = sim.resource_version().to_string();
+    sim.faults().gone_next_watches(1);
+    let mut stream = api.watch(&WatchParams::default(), &rv).await?.boxed();
+    assert!(matches!(stream.try_next().await?, Some(WatchEvent::Error(s)) if s.code == 410));
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(1).disable_bookmarks(), &rv)
+        .await?
+        .boxed();
+    assert!(
+        stream.try_next().await?.is_none(),
+        "only the next watch failed"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_errors_every_nth_and_by_verb() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    sim.faults().inject_errors(
+        ErrorFault::every_nth(500, 2)
+            .verbs(["list"])
+            .resources(["leases"]),
+    );
+    let results: Vec<bool> = futures::future::join_all(
+        (0..4).map(|_| async { api.list(&ListParams::default()).await.is_ok() }),
+    )
+    .await;
+    assert_eq!(results.iter().filter(|ok| !**ok).count(), 2);
+    assert!(api.get_opt("nothing").await.is_ok(), "get not affected");
+    sim.faults().clear_errors();
+    assert!(api.list(&ListParams::default()).await.is_ok());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_429_carries_retry_after_and_kube_retries() -> Result {
+    let sim = sim().await?;
+    sim.faults()
+        .inject_errors(ErrorFault::every_nth(429, 1).retry_after(2).times(1));
+    let (code, head, body) = raw(
+        &sim,
+        "GET",
+        "/api/v1/namespaces/default/pods",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 429);
+    assert!(head.contains("retry-after: 2"), "{head}");
+    assert!(body.contains("\"reason\":\"TooManyRequests\""), "{body}");
+
+    sim.faults()
+        .inject_errors(ErrorFault::ratio(503, 1.0, 7).times(1));
+    let pods: Api<Pod> = Api::default_namespaced(sim.client()?);
+    let cursor = sim.requests().cursor();
+    pods.list(&ListParams::default()).await?;
+    let statuses: Vec<u16> = sim
+        .requests()
+        .since(cursor)
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, vec![503, 200], "kube retried the injected 503");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_conflicts_and_latency() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &lease("c", json!({})))
+        .await?;
+    sim.faults().conflict_next_writes(1);
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}));
+    let err = api
+        .patch("c", &PatchParams::default(), &patch)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(409));
+    api.patch("c", &PatchParams::default(), &patch).await?;
+
+    sim.faults().set_latency(Duration::from_millis(150));
+    let start = Instant::now();
+    api.get("c").await?;
+    assert!(start.elapsed() >= Duration::from_millis(150));
+    sim.faults().reset();
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_admin_endpoint() -> Result {
+    let sim = sim().await?;
+    let (code, _, body) = raw(
+        &sim,
+        "POST",
+        "/sim/faults",
+        "application/json",
+        r#"{"conflicts": 2, "error": {"status": 503, "everyNth": 3}}"#,
+    )
+    .await?;
+    assert_eq!(code, 200);
+    let state: Value = serde_json::from_str(&body)?;
+    assert_eq!(state["conflicts"], 2);
+    assert_eq!(state["error"]["status"], 503);
+    assert_eq!(sim.faults().state().conflicts, 2);
+    let (code, _, _) = raw(&sim, "POST", "/sim/faults", "application/json", "{not json").await?;
+    assert_eq!(code, 400);
+    let (code, _, _) = raw(&sim, "DELETE", "/sim/faults", "application/json", "").await?;
+    assert_eq!(code, 200);
+    assert_eq!(sim.faults().state(), Default::default());
+    let (code, _, body) = raw(&sim, "GET", "/sim/requests", "application/json", "").await?;
+    assert_eq!(code, 200);
+    assert!(serde_json::from_str::<Vec<Value>>(&body).is_ok());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_log_records_what_the_client_did() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "i"))
+        .await?;
+    sim.requests().clear();
+    api.get("web").await?;
+    api.patch("web", &PatchParams::apply("tester").force(), &Patch::Apply(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 2}}))).await?;
+    api.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {}})),
+    )
+    .await?;
+    let _ = api.get("nope").await;
+    let log = sim.requests().records();
+    let summary: Vec<String> = log
+        .iter()
+        .map(|r| {
+            let name = r.name.as_deref().unwrap_or("-");
+            let sub = r.subresource.as_deref().unwrap_or("-");
+            let patch = r.patch_type.as_deref().unwrap_or("-");
+            format!("{} {name} {sub} {patch} {}", r.verb, r.status)
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            "get web - - 200",
+            "patch web - apply 200",
+            "patch web status merge 200",
+            "get nope - - 404"
+        ]
+    );
+    assert_eq!(log[1].field_manager.as_deref(), Some("tester"));
+    assert_eq!(log[0].resource, "deployments");
+    assert_eq!(log[0].group, "apps");
+    assert_eq!(log[0].namespace.as_deref(), Some("default"));
+    assert_eq!(
+        log[0].path,
+        "/apis/apps/v1/namespaces/default/deployments/web"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_status_objects_and_do_not_corrupt_state() -> Result {
+    let sim = sim().await?;
+    let (code, _, body) = raw(
+        &sim,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        "application/json",
+        "{bad",
+    )
+    .await?;
+    assert_eq!(code, 400);
+    let status: Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        (status["kind"].as_str(), status["reason"].as_str()),
+        (Some("Status"), Some("BadRequest"))
+    );
+    let (code, _, body) = raw(
+        &sim,
+        "GET",
+        "/apis/apps/v1/namespaces/default/gizmos",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 404);
+    assert!(body.contains("\"reason\":\"NotFound\""));
+    let wrong_ns = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"other"}}"#;
+    let (code, _, _) = raw(
+        &sim,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        "application/json",
+        wrong_ns,
+    )
+    .await?;
+    assert_eq!(code, 400);
+    let (code, _, _) = raw(
+        &sim,
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/x",
+        "text/plain",
+        "{}",
+    )
+    .await?;
+    assert_eq!(code, 415);
+    let rv = sim.resource_version();
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("ok", 1, "i"))
+        .await?;
+    let (code, _, _) = raw(
+        &sim,
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/ok",
+        "application/merge-patch+json",
+        r#"{"metadata":{"name":"renamed"}}"#,
+    )
+    .await?;
+    assert_eq!(code, 400);
+    assert!(sim.get("deployments", None, "ok").is_some());
+    assert_eq!(sim.count("deployments", None), 1);
+    assert!(sim.resource_version() > rv);
+    let (code, _, body) = raw(&sim, "GET", "/version", "application/json", "").await?;
+    assert_eq!(code, 200);
+    assert!(body.contains("gitVersion"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_yields_a_working_client() -> Result {
+    let sim = sim().await?;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&path)?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let client = kube::Client::try_from(config)?;
+    let namespaces: Api<Namespace> = Api::all(client);
+    let names: Vec<String> = namespaces
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["default".to_string(), "kube-system".to_string()]
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_is_refused_rather_than_executed() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let err = api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &lease("dry", json!({})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(400));
+    assert!(sim.get("leases", None, "dry").is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structurally_invalid_objects_are_refused() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "i"))
+        .await?;
+    let before = sim.get("deployments", None, "web");
+    for patch in [
+        json!({"spec": "not an object"}),
+        json!({"metadata": {"labels": {"a": 1}}}),
+        json!({"spec": {"replicas": -1}}),
+        json!({"metadata": {"finalizers": [1]}}),
+    ] {
+        let err = api
+            .patch("web", &PatchParams::default(), &Patch::Merge(patch.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (api_code(&err), api_reason(&err).as_str()),
+            (Some(422), "Invalid"),
+            "{patch}"
+        );
+    }
+    assert_eq!(sim.get("deployments", None, "web"), before);
+    let (code, _, _) = raw(
+        &sim,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 200, "server still healthy");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_in_both_groups() -> Result {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let sim = sim().await?;
+    let core: Api<CoreEvent> = Api::default_namespaced(sim.client()?);
+    let event: CoreEvent = serde_json::from_value(json!({
+        "metadata": {"name": "web.1"}, "involvedObject": {"kind": "Deployment", "name": "web"},
+        "reason": "Reconciled", "message": "ok", "type": "Normal"
+    }))?;
+    core.create(&PostParams::default(), &event).await?;
+    let events: Api<Event> = Api::default_namespaced(sim.client()?);
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "web.2"}, "regarding": {"kind": "Deployment", "name": "web"},
+        "reason": "Reconciled", "note": "ok", "type": "Normal", "action": "Reconcile",
+        "reportingController": "kubeplug", "reportingInstance": "kubeplug-0", "eventTime": "2026-01-01T00:00:00.000000Z"
+    }))?;
+    events.create(&PostParams::default(), &event).await?;
+    assert_eq!(core.list(&ListParams::default()).await?.items.len(), 1);
+    assert_eq!(events.list(&ListParams::default()).await?.items.len(), 1);
+    assert_eq!(sim.count("events", None), 1);
+    assert_eq!(sim.count("events.events.k8s.io", None), 1);
+    Ok(())
+}
