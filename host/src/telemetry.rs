@@ -5,11 +5,11 @@ use crate::contract::LogLevel;
 /// Emits a plugin's log line as a tracing event with `plugin` and `key` fields.
 pub fn plugin_log(plugin: &str, key: &str, level: LogLevel, message: &str) {
     match level {
-        LogLevel::Trace => tracing::trace!(plugin, key, "{message}"),
-        LogLevel::Debug => tracing::debug!(plugin, key, "{message}"),
-        LogLevel::Info => tracing::info!(plugin, key, "{message}"),
-        LogLevel::Warn => tracing::warn!(plugin, key, "{message}"),
-        LogLevel::Error => tracing::error!(plugin, key, "{message}"),
+        LogLevel::Trace => tracing::trace!(target: "kubeplug::plugin", plugin, key, "{message}"),
+        LogLevel::Debug => tracing::debug!(target: "kubeplug::plugin", plugin, key, "{message}"),
+        LogLevel::Info => tracing::info!(target: "kubeplug::plugin", plugin, key, "{message}"),
+        LogLevel::Warn => tracing::warn!(target: "kubeplug::plugin", plugin, key, "{message}"),
+        LogLevel::Error => tracing::error!(target: "kubeplug::plugin", plugin, key, "{message}"),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `kubeplug run`: the controller host, against a cluster or the embedded API server.
 
 use crate::cluster::{ClusterArgs, connect};
-use crate::controller::{Controller, ControllerConfig};
+use crate::controller::{Controller, ControllerConfig, PluginInstance};
 use crate::plugin::{Limits, Plugin, PluginRuntime, RuntimeConfig};
 use crate::queue::{QueueConfig, RateLimitConfig};
 use anyhow::{Context, bail};
@@ -73,9 +73,11 @@ pub async fn load_plugins(runtime: &PluginRuntime, dir: &Path) -> anyhow::Result
         .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
         .collect();
     paths.sort();
+    // Compile in parallel (each load compiles on a blocking thread), report in file order.
+    let loads = futures::future::join_all(paths.iter().map(|p| runtime.load_file(p))).await;
     let mut plugins: Vec<Arc<Plugin>> = Vec::new();
-    for path in paths {
-        match runtime.load_file(&path).await {
+    for (path, loaded) in paths.iter().zip(loads) {
+        match loaded {
             Ok(p) if plugins.iter().any(|q| q.name() == p.name()) => {
                 tracing::warn!(path = %path.display(), plugin = p.name(), "skipped: another file already provides a plugin with this name");
             }
@@ -146,7 +148,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
         instance: hostname(),
     };
-    let controller = Controller::start(client, config, plugins).await?;
+    let instances = plugins.into_iter().map(PluginInstance::new).collect();
+    let controller = Controller::start(client, config, instances).await?;
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), "running; stop with Ctrl-C");
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight reconciles");

@@ -20,7 +20,8 @@ pub struct ClusterArgs {
     pub namespace: Option<String>,
 }
 
-/// A client for the cluster the flags name; errors say which source failed and why.
+/// A client for the cluster the flags name, checked to answer; errors say which source
+/// failed and why.
 pub async fn connect(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
@@ -41,5 +42,12 @@ pub async fn connect(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("no cluster configured: no $KUBECONFIG, ~/.kube/config or in-cluster service account (try --embedded)")?,
     };
-    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+    let url = config.cluster_url.to_string();
+    let url = url.trim_end_matches('/');
+    let client = kube::Client::try_from(config).context("cannot build a Kubernetes client")?;
+    client
+        .apiserver_version()
+        .await
+        .with_context(|| format!("cannot reach the API server at {url}"))?;
+    Ok(client)
 }

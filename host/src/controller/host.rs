@@ -8,7 +8,8 @@ use super::unit::PluginUnit;
 use crate::actions::Executor;
 use crate::cluster::{KindCache, KindRegistry, WatchHandle, spawn_watch};
 use crate::contract::{KindRef, Reason};
-use crate::plugin::{CallContext, Plugin};
+use super::instance::PluginInstance;
+use crate::plugin::CallContext;
 use crate::queue::{QueueMetrics, WorkQueue};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -29,17 +30,22 @@ impl Controller {
     pub async fn start(
         client: kube::Client,
         config: ControllerConfig,
-        plugins: Vec<Arc<Plugin>>,
+        instances: Vec<PluginInstance>,
     ) -> anyhow::Result<Self> {
         let kinds = Arc::new(KindRegistry::new(client.clone()));
         let executor = Arc::new(Executor::new(kinds.clone(), config.instance.clone()));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watches: BTreeMap<KindRef, WatchHandle> = BTreeMap::new();
-        let mut registry = prometheus_client::registry::Registry::with_prefix("kubeplug");
+        let mut registry = prometheus_client::registry::Registry::default();
         let metrics = QueueMetrics::new(&mut registry);
         let mut units = Vec::new();
-        'plugins: for plugin in plugins {
-            let meta = plugin.metadata().clone();
+        'plugins: for instance in instances {
+            if units.iter().any(|u: &Arc<PluginUnit>| *u.name == instance.name) {
+                tracing::error!(plugin = %instance.name, "plugin not started: another plugin has the same name");
+                continue;
+            }
+            let meta = instance.plugin.metadata().clone();
+            let name = instance.name.as_str();
             let mut caches: Vec<Arc<KindCache>> = Vec::new();
             for kind in std::iter::once(&meta.reconciles).chain(&meta.owns) {
                 if let Some(w) = watches.get(kind) {
@@ -58,24 +64,25 @@ impl Controller {
                         watches.insert(kind.clone(), handle);
                     }
                     Err(err) => {
-                        tracing::error!(plugin = %meta.name, %kind, "plugin not started: the API server does not serve its kind: {err}");
+                        tracing::error!(plugin = name, %kind, "plugin not started: the API server does not serve its kind: {err}");
                         continue 'plugins;
                     }
                 }
             }
-            let queue = WorkQueue::new(meta.name.clone(), &config.queue, &metrics)?;
+            let queue = WorkQueue::new(name, &config.queue, &metrics)?;
             let ctx = CallContext::new(config.limits, Arc::new(CacheObjects::new(caches.clone())));
             let primary = caches[0].clone();
             units.push(Arc::new(PluginUnit::new(
-                plugin,
+                name,
+                instance.plugin.clone(),
                 queue,
                 primary,
                 caches,
                 ctx,
                 executor.clone(),
-                None,
+                instance.config.clone(),
             )));
-            tracing::info!(plugin = %meta.name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), "plugin started");
+            tracing::info!(plugin = name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), "plugin started");
         }
         drop(tx);
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];

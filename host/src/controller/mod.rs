@@ -5,9 +5,11 @@
 mod cache_objects;
 mod config;
 mod host;
+mod instance;
 mod router;
 mod unit;
 
 pub use cache_objects::CacheObjects;
 pub use config::ControllerConfig;
 pub use host::Controller;
+pub use instance::PluginInstance;

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 /// A plugin with its queue and the state its workers share.
 pub(crate) struct PluginUnit {
+    pub name: Arc<str>,
     pub plugin: Arc<Plugin>,
     pub queue: WorkQueue<ObjKey>,
     /// The cache of the kind it reconciles.
@@ -32,6 +33,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl PluginUnit {
     pub(crate) fn new(
+        name: &str,
         plugin: Arc<Plugin>,
         queue: WorkQueue<ObjKey>,
         primary: Arc<KindCache>,
@@ -41,6 +43,7 @@ impl PluginUnit {
         config: Option<Arc<str>>,
     ) -> Self {
         PluginUnit {
+            name: name.into(),
             plugin,
             queue,
             primary,
@@ -101,7 +104,7 @@ impl PluginUnit {
     /// One reconcile: call the plugin off the async runtime, execute its actions, and tell
     /// the queue what to do with the key.
     async fn process(&self, key: &ObjKey) {
-        let name = self.plugin.name().to_string();
+        let name = &*self.name;
         let request = self.request(key);
         let (plugin, ctx, req) = (self.plugin.clone(), self.ctx.clone(), request.clone());
         let handle = tokio::runtime::Handle::current();
@@ -112,7 +115,7 @@ impl PluginUnit {
         {
             Ok(report) => report,
             Err(err) => {
-                tracing::error!(plugin = %name, %key, "plugin call task failed: {err}");
+                tracing::error!(plugin = name, %key, "plugin call task failed: {err}");
                 self.queue.add_rate_limited(key.clone());
                 return;
             }
@@ -120,12 +123,12 @@ impl PluginUnit {
         let actions = match report.outcome {
             Ok(actions) => actions,
             Err(err) if err.is_transient() => {
-                tracing::warn!(plugin = %name, %key, attempt = request.attempt, error = err.kind(), "reconcile failed, will retry: {err}");
+                tracing::warn!(plugin = name, %key, attempt = request.attempt, error = err.kind(), "reconcile failed, will retry: {err}");
                 self.queue.add_rate_limited(key.clone());
                 return;
             }
             Err(err) => {
-                tracing::error!(plugin = %name, %key, error = err.kind(), "reconcile failed, not retried until the object changes: {err}");
+                tracing::error!(plugin = name, %key, error = err.kind(), "reconcile failed, not retried until the object changes: {err}");
                 self.queue.forget(key);
                 return;
             }
@@ -151,6 +154,6 @@ impl PluginUnit {
                 }
             }
         }
-        tracing::debug!(plugin = %name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled");
+        tracing::debug!(plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled");
     }
 }

@@ -1,0 +1,423 @@
+//! The controller end to end: the host's controller, the built plugins and the embedded API
+//! server over HTTP, with the sim's request log as the record of what was done.
+
+mod common;
+
+use common::{plugin, test_plugin};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
+use kubeplug::plugin::{Limits, Plugin, PluginRuntime, RuntimeConfig};
+use kubeplug::queue::{QueueConfig, RateLimitConfig};
+use kubeplug::sim::{ErrorFault, Sim};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+type Result<T = ()> = anyhow::Result<T>;
+
+/// Log lines written through tracing by every test in this binary.
+fn captured_logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info,kubeplug=debug")
+            .with_ansi(false)
+            .with_writer(move || Capture(writer.clone()))
+            .try_init();
+        buf
+    })
+}
+
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_lines_with(needle: &str) -> Vec<String> {
+    let buf = captured_logs().lock().unwrap();
+    String::from_utf8_lossy(&buf)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+async fn load(path: &Path) -> Arc<Plugin> {
+    static RUNTIME: OnceLock<PluginRuntime> = OnceLock::new();
+    let runtime = RUNTIME.get_or_init(|| {
+        let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+        PluginRuntime::new(RuntimeConfig {
+            cache_dir: Some(cache),
+            ..RuntimeConfig::default()
+        })
+        .unwrap()
+    });
+    runtime.load_file(path).await.unwrap()
+}
+
+fn fast_config() -> ControllerConfig {
+    ControllerConfig {
+        queue: QueueConfig {
+            rate_limit: RateLimitConfig {
+                base_delay: Duration::from_millis(5),
+                max_delay: Duration::from_secs(1),
+                qps: 200.0,
+                burst: 200,
+            },
+            ..QueueConfig::default()
+        },
+        ..ControllerConfig::default()
+    }
+}
+
+async fn sim() -> Result<Sim> {
+    captured_logs();
+    Ok(Sim::builder()
+        .status_delay(Duration::from_millis(20))
+        .auto_create_namespaces(true)
+        .start()
+        .await?)
+}
+
+fn deployment(name: &str, replicas: i32, image: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": image}]}}}
+    }))
+    .unwrap()
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> Result {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    Ok(())
+}
+
+fn image_of(sim: &Sim, ns: &str, name: &str) -> Option<String> {
+    let d = sim.get("deployments", Some(ns), name)?;
+    d.pointer("/spec/template/spec/containers/0/image")?.as_str().map(str::to_string)
+}
+
+/// Polls `check` until it holds, failing after `limit` with `what`.
+async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Patches sent by a field manager, per object name.
+fn patches_by(sim: &Sim, manager: &str) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for r in sim.requests().records() {
+        if r.verb == "patch" && r.field_manager.as_deref() == Some(manager) && r.status < 300 {
+            *counts.entry(r.name.clone().unwrap_or_default()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn metric(controller: &Controller, name: &str, plugin: &str) -> f64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, controller.metrics()).unwrap();
+    let prefix = format!("{name}{{name=\"{plugin}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_pinner_converges_with_one_patch_per_deployment() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let names = ["web", "api", "worker"];
+    for ns in ["team-a", "team-b"] {
+        create_namespace(&client, ns).await?;
+        let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+        for name in names {
+            api.create(&PostParams::default(), &deployment(name, 1, "alpine")).await?;
+        }
+    }
+    let pinner = PluginInstance::new(load(&plugin("image-pinner")).await);
+    let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
+    let all_pinned = || {
+        ["team-a", "team-b"]
+            .iter()
+            .all(|ns| names.iter().all(|n| image_of(&sim, ns, n).as_deref() == Some("nginx:1.13")))
+    };
+    eventually(Duration::from_secs(20), "every Deployment at nginx:1.13", all_pinned).await;
+    // Let the plugin see its own writes come back: it must not patch again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let patches = patches_by(&sim, "kubeplug/image-pinner");
+    assert_eq!(patches.len(), names.len(), "{patches:?}");
+    let total: usize = patches.values().sum();
+    assert_eq!(total, 6, "exactly one patch per Deployment: {patches:?}");
+    for r in sim.requests().records().iter().filter(|r| r.verb == "patch") {
+        assert_eq!(r.patch_type.as_deref(), Some("application/strategic-merge-patch+json"));
+    }
+
+    // A manual change back to alpine is corrected again, with one more patch.
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "team-a");
+    let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back)).await?;
+    eventually(Duration::from_secs(10), "web corrected again", || {
+        patches_by(&sim, "kubeplug/image-pinner").get("web") == Some(&3)
+            && image_of(&sim, "team-a", "web").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_logger_reports_scaling_images_and_deletion() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    create_namespace(&client, "logged").await?;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "logged");
+    api.create(&PostParams::default(), &deployment("shop", 1, "alpine")).await?;
+    let logger = PluginInstance::new(load(&plugin("change-logger")).await);
+    let controller = Controller::start(client.clone(), fast_config(), vec![logger]).await?;
+    let has_line = |text: &'static str| move || !log_lines_with(text).is_empty();
+    eventually(Duration::from_secs(20), "the added line", has_line("Deployment shop added - Replicas: 1, Image: alpine")).await;
+
+    api.patch("shop", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await?;
+    eventually(Duration::from_secs(10), "the replicas line", has_line("Deployment shop updated - Replicas changed: 1 -> 3")).await;
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.25"}]}}}});
+    api.patch("shop", &PatchParams::default(), &Patch::Strategic(image)).await?;
+    eventually(Duration::from_secs(10), "the image line", has_line("Deployment shop updated - Image changed: alpine -> nginx:1.25")).await;
+    api.delete("shop", &DeleteParams::default()).await?;
+    eventually(Duration::from_secs(10), "the deleted line", has_line("Deployment logged/shop has been deleted")).await;
+    let line = &log_lines_with("Replicas changed: 1 -> 3")[0];
+    assert!(line.contains("plugin=\"change-logger\"") && line.contains("key=\"logged/shop\""), "{line}");
+
+    // Every line is also a Kubernetes Event reported by the plugin.
+    let events: Api<Event> = Api::namespaced(client.clone(), "logged");
+    let notes: Vec<(String, String)> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|e| {
+            assert_eq!(e.reporting_controller.as_deref(), Some("kubeplug/change-logger"));
+            (e.reason.unwrap_or_default(), e.note.unwrap_or_default())
+        })
+        .collect();
+    for (reason, note) in [
+        ("Added", "Deployment shop added - Replicas: 1, Image: alpine"),
+        ("ReplicasChanged", "Deployment shop updated - Replicas changed: 1 -> 3"),
+        ("ImageChanged", "Deployment shop updated - Image changed: alpine -> nginx:1.25"),
+        ("Deleted", "Deployment logged/shop has been deleted"),
+    ] {
+        assert!(notes.contains(&(reason.to_string(), note.to_string())), "missing {reason}: {notes:?}");
+    }
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_200_deployments_under_faults() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    create_namespace(&client, "load").await?;
+    let pinner = PluginInstance::new(load(&plugin("image-pinner")).await);
+    let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
+    eventually(Duration::from_secs(10), "caches synced", || controller.is_synced()).await;
+
+    // From now on the controller's reads and writes fail often; the test's own creates don't.
+    let faults = sim.faults();
+    faults.inject_errors(ErrorFault::ratio(500, 0.2, 7).verbs(["patch", "list", "watch", "get"]));
+    faults.inject_errors(ErrorFault::every_nth(429, 7).verbs(["patch"]).retry_after(1));
+    faults.conflict_next_writes(20);
+    faults.gone_next_watches(2);
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "load");
+    let creates = (0..200).map(|i| {
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &deployment(&format!("d{i}"), 1, "alpine")).await }
+    });
+    for created in futures::future::join_all(creates).await {
+        created?;
+    }
+    faults.drop_watches();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    faults.drop_watches();
+    let converged = || (0..200).all(|i| image_of(&sim, "load", &format!("d{i}")).as_deref() == Some("nginx:1.13"));
+    eventually(Duration::from_secs(90), "all 200 Deployments at nginx:1.13", converged).await;
+    let records = sim.requests().records();
+    let failed = records.iter().filter(|r| r.fault.is_some()).count();
+    assert!(failed > 20, "the faults were not exercised ({failed} failed requests)");
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    create_namespace(&client, "iso").await?;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "iso");
+    for i in 0..10 {
+        api.create(&PostParams::default(), &deployment(&format!("d{i}"), 1, "alpine")).await?;
+    }
+    let hostile = load(&test_plugin("hostile")).await;
+    let instances = vec![
+        PluginInstance::named(hostile.clone(), "looper", Some(r#"{"mode": "loop"}"#)),
+        PluginInstance::named(hostile, "crasher", Some(r#"{"mode": "panic"}"#)),
+        PluginInstance::new(load(&plugin("image-pinner")).await),
+    ];
+    let config = ControllerConfig {
+        limits: Limits {
+            timeout: Duration::from_millis(150),
+            ..Limits::default()
+        },
+        ..fast_config()
+    };
+    let started = Instant::now();
+    let controller = Controller::start(client.clone(), config, instances).await?;
+    let converged = || (0..10).all(|i| image_of(&sim, "iso", &format!("d{i}")).as_deref() == Some("nginx:1.13"));
+    eventually(Duration::from_secs(20), "image-pinner converging beside failing plugins", converged).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let crasher = metric(&controller, "workqueue_retries_total", "crasher");
+    let looper = metric(&controller, "workqueue_retries_total", "looper");
+    // Both are retried, with per-key exponential backoff (5 ms doubling): over a few seconds
+    // that is about a dozen retries per key, where a hot loop would be thousands.
+    let ceiling = 10.0 * (elapsed / 0.005).log2().ceil() + 10.0;
+    assert!(crasher >= 10.0 && crasher <= ceiling, "crasher retried {crasher} times in {elapsed:.1}s (ceiling {ceiling})");
+    assert!(looper >= 10.0 && looper <= ceiling, "looper retried {looper} times in {elapsed:.1}s (ceiling {ceiling})");
+    assert!(!log_lines_with("panicked: hostile plugin panicked on purpose").is_empty());
+    assert!(!log_lines_with("timed out after 150ms").is_empty());
+    controller.shutdown().await;
+    Ok(())
+}
+
+mod binary {
+    //! `kubeplug run` as a process: bad input gets one clear line, and the rest keeps working.
+
+    use super::common::plugin;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    fn kubeplug() -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubeplug"));
+        cmd.env("KUBEPLUG_LOG", "info").env_remove("KUBECONFIG");
+        cmd
+    }
+
+    fn run_to_end(args: &[&str]) -> (bool, String) {
+        let out = kubeplug().args(args).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    #[test]
+    fn missing_plugins_directory_is_one_clear_error() {
+        let (ok, err) = run_to_end(&["run", "--embedded", "--plugins", "/nonexistent/plugins"]);
+        assert!(!ok);
+        assert!(err.contains("plugins directory /nonexistent/plugins does not exist"), "{err}");
+    }
+
+    #[test]
+    fn bad_kubeconfig_is_one_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let kc = dir.path().join("kubeconfig");
+        std::fs::write(&kc, "clusters: [this is not: a kubeconfig").unwrap();
+        let (ok, err) = run_to_end(&["run", "--plugins", dir.path().to_str().unwrap(), "--kubeconfig", kc.to_str().unwrap()]);
+        assert!(!ok);
+        assert!(err.contains(&format!("cannot read kubeconfig {}", kc.display())), "{err}");
+    }
+
+    #[test]
+    fn unreachable_api_server_is_one_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let kc = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kc,
+            "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n\
+             users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+        )
+        .unwrap();
+        let (ok, err) = run_to_end(&["run", "--plugins", dir.path().to_str().unwrap(), "--kubeconfig", kc.to_str().unwrap()]);
+        assert!(!ok);
+        assert!(err.contains("cannot reach the API server at http://127.0.0.1:9"), "{err}");
+    }
+
+    /// Runs `kubeplug run --embedded` until a stderr line contains `until`, then SIGTERMs it;
+    /// returns whether it exited 0 and its stderr.
+    fn run_embedded_until(plugins: &std::path::Path, until: &str) -> (bool, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = kubeplug()
+            .args(["run", "--embedded", "--plugins", plugins.to_str().unwrap()])
+            .arg("--kubeconfig-out")
+            .arg(dir.path().join("kc"))
+            .env("KUBEPLUG_CACHE_DIR", dir.path().join("cache"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut seen = String::new();
+        let start = Instant::now();
+        while !seen.contains(until) {
+            assert!(start.elapsed() < Duration::from_secs(60), "never saw {until:?}:\n{seen}");
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+        }
+        let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        (status.success(), seen)
+    }
+
+    #[test]
+    fn empty_plugins_directory_warns_and_keeps_serving() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, err) = run_embedded_until(dir.path(), "running; stop with Ctrl-C");
+        assert!(ok, "did not exit 0 on SIGTERM:\n{err}");
+        assert!(err.contains("no plugins loaded"), "{err}");
+    }
+
+    #[test]
+    fn a_non_wasm_file_is_skipped_with_a_warning_and_the_rest_works() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(plugin("image-pinner"), dir.path().join("image-pinner.wasm")).unwrap();
+        std::fs::write(dir.path().join("notes.wasm"), "not a plugin").unwrap();
+        let (ok, err) = run_embedded_until(dir.path(), "pinning images of demo/web");
+        assert!(ok, "did not exit 0 on SIGTERM:\n{err}");
+        let warning: Vec<_> = err.lines().filter(|l| l.contains("notes.wasm")).collect();
+        assert_eq!(warning.len(), 1, "{err}");
+        assert!(warning[0].contains("is not a WebAssembly file"), "{err}");
+        assert!(err.contains("shutting down"), "{err}");
+    }
+}
