@@ -244,12 +244,18 @@ pub(super) mod tests {
                 1.0,
             ),
             ("workqueue_unfinished_work_seconds{name=\"a\"}", 1.5),
-            ("workqueue_longest_running_processor_seconds{name=\"a\"}", 1.0),
+            (
+                "workqueue_longest_running_processor_seconds{name=\"a\"}",
+                1.0,
+            ),
         ];
         for (series, value) in expected {
             assert_eq!(sample(&text, series), Some(value), "{series} in\n{text}");
         }
-        assert!(text.contains("le=\"1e-8\"") || text.contains("le=\"1.0e-8\""), "{text}");
+        assert!(
+            text.contains("le=\"1e-8\"") || text.contains("le=\"1.0e-8\""),
+            "{text}"
+        );
     }
 
     #[test]
@@ -261,6 +267,9 @@ pub(super) mod tests {
         metrics.remove_queue("gone");
         let text = scrape(&registry);
         assert_eq!(sample(&text, "workqueue_adds_total{name=\"gone\"}"), None);
-        assert_eq!(sample(&text, "workqueue_adds_total{name=\"kept\"}"), Some(1.0));
+        assert_eq!(
+            sample(&text, "workqueue_adds_total{name=\"kept\"}"),
+            Some(1.0)
+        );
     }
 }

@@ -203,8 +203,7 @@ impl<K: QueueKey> WorkQueue<K> {
         let receiver = {
             let mut state = self.inner.lock();
             if let Some(key) = state.queue.pop_front() {
-                self.inner
-                    .hand_out(&mut state, key.clone(), Instant::now());
+                self.inner.hand_out(&mut state, key.clone(), Instant::now());
                 return Some(key);
             }
             if state.shutting_down {

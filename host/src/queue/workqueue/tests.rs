@@ -336,7 +336,10 @@ async fn metrics_follow_a_scenario() {
     assert_eq!(value("workqueue_depth{name=\"plugin-a\"}"), Some(2.0));
     q.add_rate_limited("a");
     q.add_rate_limited("c");
-    assert_eq!(value("workqueue_retries_total{name=\"plugin-a\"}"), Some(2.0));
+    assert_eq!(
+        value("workqueue_retries_total{name=\"plugin-a\"}"),
+        Some(2.0)
+    );
 
     // `a` in flight since 0.3 s, `b` since 1.3 s; the periodic refresh at 2.3 s sees both.
     sleep(Duration::from_secs(1)).await;
