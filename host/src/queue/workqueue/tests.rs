@@ -377,6 +377,8 @@ async fn metrics_follow_a_scenario() {
 async fn dropping_the_queue_stops_its_background_task() {
     let q = queue();
     q.add_after("a", HOUR);
+    // Let the task park on its one-hour timer before the queue goes away.
+    sleep(ms(1)).await;
     let task_alive = Arc::downgrade(&q.inner.wake);
     drop(q);
     sleep(ms(1)).await;
