@@ -107,20 +107,27 @@ fn deployment(name: &str, replicas: i32, image: &str) -> Deployment {
 
 async fn create_namespace(client: &kube::Client, name: &str) -> Result {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
     Ok(())
 }
 
 fn image_of(sim: &Sim, ns: &str, name: &str) -> Option<String> {
     let d = sim.get("deployments", Some(ns), name)?;
-    d.pointer("/spec/template/spec/containers/0/image")?.as_str().map(str::to_string)
+    d.pointer("/spec/template/spec/containers/0/image")?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// Polls `check` until it holds, failing after `limit` with `what`.
 async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -130,7 +137,9 @@ fn patches_by(sim: &Sim, manager: &str) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
     for r in sim.requests().records() {
         if r.verb == "patch" && r.field_manager.as_deref() == Some(manager) && r.status < 300 {
-            *counts.entry(r.name.clone().unwrap_or_default()).or_insert(0) += 1;
+            *counts
+                .entry(r.name.clone().unwrap_or_default())
+                .or_insert(0) += 1;
         }
     }
     counts
@@ -155,31 +164,45 @@ async fn image_pinner_converges_with_one_patch_per_deployment() -> Result {
         create_namespace(&client, ns).await?;
         let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
         for name in names {
-            api.create(&PostParams::default(), &deployment(name, 1, "alpine")).await?;
+            api.create(&PostParams::default(), &deployment(name, 1, "alpine"))
+                .await?;
         }
     }
     let pinner = PluginInstance::new(load(&plugin("image-pinner")).await);
     let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
     let all_pinned = || {
-        ["team-a", "team-b"]
-            .iter()
-            .all(|ns| names.iter().all(|n| image_of(&sim, ns, n).as_deref() == Some("nginx:1.13")))
+        ["team-a", "team-b"].iter().all(|ns| {
+            names
+                .iter()
+                .all(|n| image_of(&sim, ns, n).as_deref() == Some("nginx:1.13"))
+        })
     };
-    eventually(Duration::from_secs(20), "every Deployment at nginx:1.13", all_pinned).await;
+    eventually(
+        Duration::from_secs(20),
+        "every Deployment at nginx:1.13",
+        all_pinned,
+    )
+    .await;
     // Let the plugin see its own writes come back: it must not patch again.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let patches = patches_by(&sim, "kubeplug/image-pinner");
     assert_eq!(patches.len(), names.len(), "{patches:?}");
     let total: usize = patches.values().sum();
     assert_eq!(total, 6, "exactly one patch per Deployment: {patches:?}");
-    for r in sim.requests().records().iter().filter(|r| r.verb == "patch") {
-        assert_eq!(r.patch_type.as_deref(), Some("application/strategic-merge-patch+json"));
+    for r in sim
+        .requests()
+        .records()
+        .iter()
+        .filter(|r| r.verb == "patch")
+    {
+        assert_eq!(r.patch_type.as_deref(), Some("strategic"));
     }
 
     // A manual change back to alpine is corrected again, with one more patch.
     let api: Api<Deployment> = Api::namespaced(client.clone(), "team-a");
     let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
-    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back)).await?;
+    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back))
+        .await?;
     eventually(Duration::from_secs(10), "web corrected again", || {
         patches_by(&sim, "kubeplug/image-pinner").get("web") == Some(&3)
             && image_of(&sim, "team-a", "web").as_deref() == Some("nginx:1.13")
@@ -195,21 +218,51 @@ async fn change_logger_reports_scaling_images_and_deletion() -> Result {
     let client = sim.client()?;
     create_namespace(&client, "logged").await?;
     let api: Api<Deployment> = Api::namespaced(client.clone(), "logged");
-    api.create(&PostParams::default(), &deployment("shop", 1, "alpine")).await?;
+    api.create(&PostParams::default(), &deployment("shop", 1, "alpine"))
+        .await?;
     let logger = PluginInstance::new(load(&plugin("change-logger")).await);
     let controller = Controller::start(client.clone(), fast_config(), vec![logger]).await?;
     let has_line = |text: &'static str| move || !log_lines_with(text).is_empty();
-    eventually(Duration::from_secs(20), "the added line", has_line("Deployment shop added - Replicas: 1, Image: alpine")).await;
+    eventually(
+        Duration::from_secs(20),
+        "the added line",
+        has_line("Deployment shop added - Replicas: 1, Image: alpine"),
+    )
+    .await;
 
-    api.patch("shop", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await?;
-    eventually(Duration::from_secs(10), "the replicas line", has_line("Deployment shop updated - Replicas changed: 1 -> 3")).await;
+    api.patch(
+        "shop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await?;
+    eventually(
+        Duration::from_secs(10),
+        "the replicas line",
+        has_line("Deployment shop updated - Replicas changed: 1 -> 3"),
+    )
+    .await;
     let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.25"}]}}}});
-    api.patch("shop", &PatchParams::default(), &Patch::Strategic(image)).await?;
-    eventually(Duration::from_secs(10), "the image line", has_line("Deployment shop updated - Image changed: alpine -> nginx:1.25")).await;
+    api.patch("shop", &PatchParams::default(), &Patch::Strategic(image))
+        .await?;
+    eventually(
+        Duration::from_secs(10),
+        "the image line",
+        has_line("Deployment shop updated - Image changed: alpine -> nginx:1.25"),
+    )
+    .await;
     api.delete("shop", &DeleteParams::default()).await?;
-    eventually(Duration::from_secs(10), "the deleted line", has_line("Deployment logged/shop has been deleted")).await;
+    eventually(
+        Duration::from_secs(10),
+        "the deleted line",
+        has_line("Deployment logged/shop has been deleted"),
+    )
+    .await;
     let line = &log_lines_with("Replicas changed: 1 -> 3")[0];
-    assert!(line.contains("plugin=\"change-logger\"") && line.contains("key=\"logged/shop\""), "{line}");
+    assert!(
+        line.contains("plugin=\"change-logger\"") && line.contains("key=\"logged/shop\""),
+        "{line}"
+    );
 
     // Every line is also a Kubernetes Event reported by the plugin.
     let events: Api<Event> = Api::namespaced(client.clone(), "logged");
@@ -219,17 +272,32 @@ async fn change_logger_reports_scaling_images_and_deletion() -> Result {
         .items
         .into_iter()
         .map(|e| {
-            assert_eq!(e.reporting_controller.as_deref(), Some("kubeplug/change-logger"));
+            assert_eq!(
+                e.reporting_controller.as_deref(),
+                Some("kubeplug/change-logger")
+            );
             (e.reason.unwrap_or_default(), e.note.unwrap_or_default())
         })
         .collect();
     for (reason, note) in [
-        ("Added", "Deployment shop added - Replicas: 1, Image: alpine"),
-        ("ReplicasChanged", "Deployment shop updated - Replicas changed: 1 -> 3"),
-        ("ImageChanged", "Deployment shop updated - Image changed: alpine -> nginx:1.25"),
+        (
+            "Added",
+            "Deployment shop added - Replicas: 1, Image: alpine",
+        ),
+        (
+            "ReplicasChanged",
+            "Deployment shop updated - Replicas changed: 1 -> 3",
+        ),
+        (
+            "ImageChanged",
+            "Deployment shop updated - Image changed: alpine -> nginx:1.25",
+        ),
         ("Deleted", "Deployment logged/shop has been deleted"),
     ] {
-        assert!(notes.contains(&(reason.to_string(), note.to_string())), "missing {reason}: {notes:?}");
+        assert!(
+            notes.contains(&(reason.to_string(), note.to_string())),
+            "missing {reason}: {notes:?}"
+        );
     }
     controller.shutdown().await;
     Ok(())
@@ -242,18 +310,31 @@ async fn converges_200_deployments_under_faults() -> Result {
     create_namespace(&client, "load").await?;
     let pinner = PluginInstance::new(load(&plugin("image-pinner")).await);
     let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
-    eventually(Duration::from_secs(10), "caches synced", || controller.is_synced()).await;
+    eventually(Duration::from_secs(10), "caches synced", || {
+        controller.is_synced()
+    })
+    .await;
 
     // From now on the controller's reads and writes fail often; the test's own creates don't.
     let faults = sim.faults();
     faults.inject_errors(ErrorFault::ratio(500, 0.2, 7).verbs(["patch", "list", "watch", "get"]));
-    faults.inject_errors(ErrorFault::every_nth(429, 7).verbs(["patch"]).retry_after(1));
+    faults.inject_errors(
+        ErrorFault::every_nth(429, 7)
+            .verbs(["patch"])
+            .retry_after(1),
+    );
     faults.conflict_next_writes(20);
     faults.gone_next_watches(2);
     let api: Api<Deployment> = Api::namespaced(client.clone(), "load");
     let creates = (0..200).map(|i| {
         let api = api.clone();
-        async move { api.create(&PostParams::default(), &deployment(&format!("d{i}"), 1, "alpine")).await }
+        async move {
+            api.create(
+                &PostParams::default(),
+                &deployment(&format!("d{i}"), 1, "alpine"),
+            )
+            .await
+        }
     });
     for created in futures::future::join_all(creates).await {
         created?;
@@ -261,11 +342,21 @@ async fn converges_200_deployments_under_faults() -> Result {
     faults.drop_watches();
     tokio::time::sleep(Duration::from_millis(300)).await;
     faults.drop_watches();
-    let converged = || (0..200).all(|i| image_of(&sim, "load", &format!("d{i}")).as_deref() == Some("nginx:1.13"));
-    eventually(Duration::from_secs(90), "all 200 Deployments at nginx:1.13", converged).await;
+    let converged = || {
+        (0..200).all(|i| image_of(&sim, "load", &format!("d{i}")).as_deref() == Some("nginx:1.13"))
+    };
+    eventually(
+        Duration::from_secs(90),
+        "all 200 Deployments at nginx:1.13",
+        converged,
+    )
+    .await;
     let records = sim.requests().records();
     let failed = records.iter().filter(|r| r.fault.is_some()).count();
-    assert!(failed > 20, "the faults were not exercised ({failed} failed requests)");
+    assert!(
+        failed > 20,
+        "the faults were not exercised ({failed} failed requests)"
+    );
     controller.shutdown().await;
     Ok(())
 }
@@ -277,7 +368,11 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
     create_namespace(&client, "iso").await?;
     let api: Api<Deployment> = Api::namespaced(client.clone(), "iso");
     for i in 0..10 {
-        api.create(&PostParams::default(), &deployment(&format!("d{i}"), 1, "alpine")).await?;
+        api.create(
+            &PostParams::default(),
+            &deployment(&format!("d{i}"), 1, "alpine"),
+        )
+        .await?;
     }
     let hostile = load(&test_plugin("hostile")).await;
     let instances = vec![
@@ -294,8 +389,15 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
     };
     let started = Instant::now();
     let controller = Controller::start(client.clone(), config, instances).await?;
-    let converged = || (0..10).all(|i| image_of(&sim, "iso", &format!("d{i}")).as_deref() == Some("nginx:1.13"));
-    eventually(Duration::from_secs(20), "image-pinner converging beside failing plugins", converged).await;
+    let converged = || {
+        (0..10).all(|i| image_of(&sim, "iso", &format!("d{i}")).as_deref() == Some("nginx:1.13"))
+    };
+    eventually(
+        Duration::from_secs(20),
+        "image-pinner converging beside failing plugins",
+        converged,
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let elapsed = started.elapsed().as_secs_f64();
     let crasher = metric(&controller, "workqueue_retries_total", "crasher");
@@ -303,8 +405,14 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
     // Both are retried, with per-key exponential backoff (5 ms doubling): over a few seconds
     // that is about a dozen retries per key, where a hot loop would be thousands.
     let ceiling = 10.0 * (elapsed / 0.005).log2().ceil() + 10.0;
-    assert!(crasher >= 10.0 && crasher <= ceiling, "crasher retried {crasher} times in {elapsed:.1}s (ceiling {ceiling})");
-    assert!(looper >= 10.0 && looper <= ceiling, "looper retried {looper} times in {elapsed:.1}s (ceiling {ceiling})");
+    assert!(
+        crasher >= 10.0 && crasher <= ceiling,
+        "crasher retried {crasher} times in {elapsed:.1}s (ceiling {ceiling})"
+    );
+    assert!(
+        looper >= 10.0 && looper <= ceiling,
+        "looper retried {looper} times in {elapsed:.1}s (ceiling {ceiling})"
+    );
     assert!(!log_lines_with("panicked: hostile plugin panicked on purpose").is_empty());
     assert!(!log_lines_with("timed out after 150ms").is_empty());
     controller.shutdown().await;
@@ -327,14 +435,20 @@ mod binary {
 
     fn run_to_end(args: &[&str]) -> (bool, String) {
         let out = kubeplug().args(args).output().unwrap();
-        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     #[test]
     fn missing_plugins_directory_is_one_clear_error() {
         let (ok, err) = run_to_end(&["run", "--embedded", "--plugins", "/nonexistent/plugins"]);
         assert!(!ok);
-        assert!(err.contains("plugins directory /nonexistent/plugins does not exist"), "{err}");
+        assert!(
+            err.contains("plugins directory /nonexistent/plugins does not exist"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -342,9 +456,18 @@ mod binary {
         let dir = tempfile::tempdir().unwrap();
         let kc = dir.path().join("kubeconfig");
         std::fs::write(&kc, "clusters: [this is not: a kubeconfig").unwrap();
-        let (ok, err) = run_to_end(&["run", "--plugins", dir.path().to_str().unwrap(), "--kubeconfig", kc.to_str().unwrap()]);
+        let (ok, err) = run_to_end(&[
+            "run",
+            "--plugins",
+            dir.path().to_str().unwrap(),
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ]);
         assert!(!ok);
-        assert!(err.contains(&format!("cannot read kubeconfig {}", kc.display())), "{err}");
+        assert!(
+            err.contains(&format!("cannot read kubeconfig {}", kc.display())),
+            "{err}"
+        );
     }
 
     #[test]
@@ -357,9 +480,18 @@ mod binary {
              users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
         )
         .unwrap();
-        let (ok, err) = run_to_end(&["run", "--plugins", dir.path().to_str().unwrap(), "--kubeconfig", kc.to_str().unwrap()]);
+        let (ok, err) = run_to_end(&[
+            "run",
+            "--plugins",
+            dir.path().to_str().unwrap(),
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ]);
         assert!(!ok);
-        assert!(err.contains("cannot reach the API server at http://127.0.0.1:9"), "{err}");
+        assert!(
+            err.contains("cannot reach the API server at http://127.0.0.1:9"),
+            "{err}"
+        );
     }
 
     /// Runs `kubeplug run --embedded` until a stderr line contains `until`, then SIGTERMs it;
@@ -384,13 +516,19 @@ mod binary {
         let mut seen = String::new();
         let start = Instant::now();
         while !seen.contains(until) {
-            assert!(start.elapsed() < Duration::from_secs(60), "never saw {until:?}:\n{seen}");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "never saw {until:?}:\n{seen}"
+            );
             if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
                 seen.push_str(&line);
                 seen.push('\n');
             }
         }
-        let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        let killed = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
         assert!(killed.success());
         let status = child.wait().unwrap();
         while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {

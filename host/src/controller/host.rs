@@ -3,12 +3,12 @@
 
 use super::cache_objects::CacheObjects;
 use super::config::ControllerConfig;
+use super::instance::PluginInstance;
 use super::router;
 use super::unit::PluginUnit;
 use crate::actions::Executor;
 use crate::cluster::{KindCache, KindRegistry, WatchHandle, spawn_watch};
 use crate::contract::{KindRef, Reason};
-use super::instance::PluginInstance;
 use crate::plugin::CallContext;
 use crate::queue::{QueueMetrics, WorkQueue};
 use std::collections::{BTreeMap, HashMap};
@@ -40,7 +40,10 @@ impl Controller {
         let metrics = QueueMetrics::new(&mut registry);
         let mut units = Vec::new();
         'plugins: for instance in instances {
-            if units.iter().any(|u: &Arc<PluginUnit>| *u.name == instance.name) {
+            if units
+                .iter()
+                .any(|u: &Arc<PluginUnit>| *u.name == instance.name)
+            {
                 tracing::error!(plugin = %instance.name, "plugin not started: another plugin has the same name");
                 continue;
             }
