@@ -117,3 +117,21 @@ mod tests {
         assert_eq!(o, serde_json::json!({"metadata": {"name": "a"}}));
     }
 }
+
+#[cfg(test)]
+mod deploy_manifests {
+    use super::*;
+
+    #[test]
+    fn deploy_manifests_parse_and_grant_what_the_reference_plugins_use() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let rbac = read_file(&dir.join("rbac.yaml")).unwrap();
+        let role = rbac.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+        let rules = role["rules"].to_string();
+        for verb in ["watch", "patch", "create"] {
+            assert!(rules.contains(verb), "ClusterRole lacks {verb}: {rules}");
+        }
+        let deploy = read_file(&dir.join("deployment.yaml")).unwrap();
+        assert_eq!(deploy[0]["spec"]["template"]["spec"]["serviceAccountName"], "kubeplug");
+    }
+}
