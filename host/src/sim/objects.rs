@@ -7,7 +7,7 @@
 
 use super::errors::ApiError;
 use super::kinds::ResourceKind;
-use super::patch::apply::{ApplyRequest, apply};
+use super::patch::apply::{ApplyRequest, Conflict, apply};
 use super::patch::fields::{Part, now, track_update};
 use super::patch::{self, PatchType};
 use super::state::Shared;
@@ -705,14 +705,9 @@ impl Shared {
         apply(live, config, request).map_err(|conflicts| {
             let causes: Vec<Value> = conflicts
                 .iter()
-                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", c.who()), "field": c.field}))
                 .collect();
-            let list: Vec<String> = conflicts.iter().map(|c| format!("- conflict with \"{}\": {}", c.manager, c.field)).collect();
-            ApiError::new(
-                409,
-                "Conflict",
-                format!("Apply failed with {} conflict{}: {}", conflicts.len(), if conflicts.len() == 1 { "" } else { "s" }, list.join("\n")),
-            )
+            ApiError::new(409, "Conflict", conflict_message(&conflicts))
             .with_details(json!({"name": name, "group": kind.group, "kind": kind.plural, "causes": causes}))
         })
     }
@@ -911,6 +906,40 @@ impl Shared {
         }
         Err(ApiError::conflict(&kind.resource_name(), name))
     }
+}
+
+/// The real server's wording: `Apply failed with 1 conflict: conflict with "a": .spec.x`, or
+/// for several, one `conflicts with "a":` block per manager listing `- .spec.x` lines.
+fn conflict_message(conflicts: &[Conflict]) -> String {
+    if let [c] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.who(),
+            c.field
+        );
+    }
+    let mut managers: Vec<String> = Vec::new();
+    for c in conflicts {
+        if !managers.contains(&c.who()) {
+            managers.push(c.who());
+        }
+    }
+    let blocks: Vec<String> = managers
+        .iter()
+        .map(|who| {
+            let fields: Vec<String> = conflicts
+                .iter()
+                .filter(|c| c.who() == *who)
+                .map(|c| format!("- {}", c.field))
+                .collect();
+            format!("conflicts with {who}:\n{}", fields.join("\n"))
+        })
+        .collect();
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        blocks.join("\n")
+    )
 }
 
 /// Removes the ownerReference to `uid`.
