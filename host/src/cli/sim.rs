@@ -120,6 +120,9 @@ mod tests {
         assert_eq!(w.args.load, Some(PathBuf::from("dir")));
         assert!(w.args.auto_create_namespaces);
         let defaults = Wrapper::try_parse_from(["sim"]).unwrap();
-        assert_eq!(defaults.args.kubeconfig_out, PathBuf::from("kubeplug-sim.kubeconfig"));
+        assert_eq!(
+            defaults.args.kubeconfig_out,
+            PathBuf::from("kubeplug-sim.kubeconfig")
+        );
     }
 }
