@@ -409,7 +409,7 @@ impl Sim {
     }
 
     /// An object by resource (`deployments`, `deployments.apps`, `deploy`, kind name),
-    /// namespace (ignored for cluster-scoped kinds) and name.
+    /// namespace (`None` means `default`; ignored for cluster-scoped kinds) and name.
     pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let kind = self.shared.registry().by_name(resource)?;
         let ns = if kind.namespaced {
