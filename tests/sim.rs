@@ -635,6 +635,31 @@ async fn runtime_watcher_sees_changes_cluster_wide() -> Result {
             break;
         }
     }
+
+    // Dropped watches and a forced 410 make the watcher re-watch and relist; it keeps
+    // delivering changes.
+    sim.faults().drop_watches();
+    sim.faults().gone_next_watches(1);
+    api.create(&PostParams::default(), &deployment("after-faults", 1, "i"))
+        .await?;
+    loop {
+        match tokio::time::timeout(WAIT, events.next()).await? {
+            Some(Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)))
+                if d.metadata.name.as_deref() == Some("after-faults") =>
+            {
+                break;
+            }
+            Some(_) => continue,
+            None => anyhow::bail!("watcher stream ended"),
+        }
+    }
+    let watches = sim
+        .requests()
+        .records()
+        .iter()
+        .filter(|r| r.verb == "watch")
+        .count();
+    assert!(watches >= 2, "the watcher re-watched ({watches} watches)");
     Ok(())
 }
 
@@ -855,7 +880,7 @@ async fn scale_subresource() -> Result {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployment_status_reaches_readiness() -> Result {
     let sim = Sim::builder()
-        .status_delay(Duration::from_millis(100))
+        .status_delay(Duration::from_millis(1000))
         .start()
         .await?;
     let api: Api<Deployment> = Api::default_namespaced(sim.client()?);

@@ -85,3 +85,44 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: SimArgs,
+    }
+
+    #[test]
+    fn flags_parse() {
+        let w = Wrapper::try_parse_from([
+            "sim",
+            "--port",
+            "0",
+            "--crd",
+            "a.yaml,b.yaml",
+            "--crd",
+            "c.yaml",
+            "--status-delay",
+            "5",
+            "--load",
+            "dir",
+            "--auto-create-namespaces",
+        ])
+        .unwrap();
+        assert_eq!(w.args.port, 0);
+        assert_eq!(w.args.crd.len(), 3);
+        assert_eq!(w.args.status_delay, 5);
+        assert_eq!(w.args.load, Some(PathBuf::from("dir")));
+        assert!(w.args.auto_create_namespaces);
+        let defaults = Wrapper::try_parse_from(["sim"]).unwrap();
+        assert_eq!(
+            defaults.args.kubeconfig_out,
+            PathBuf::from("kubeplug-sim.kubeconfig")
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! background (or just lose the dangling reference when another owner still exists).
 //! `propagationPolicy=Orphan` is handled at delete time by removing the references first.
 
-use super::objects::{DeleteOptions, remove_owner};
+use super::delete::{DeleteOptions, remove_owner};
 use super::state::Shared;
 use super::store::EventType;
 use std::collections::HashSet;

@@ -17,6 +17,7 @@
 //! # let _ = client; Ok(()) }
 //! ```
 
+mod delete;
 pub mod discovery;
 pub mod errors;
 pub mod faults;
@@ -31,10 +32,12 @@ pub mod request_log;
 mod scale;
 pub mod selectors;
 mod server;
+mod server_side_apply;
 mod state;
 mod status_sim;
 pub mod store;
 mod table;
+mod validation;
 mod watch;
 
 pub use errors::ApiError;
@@ -406,7 +409,7 @@ impl Sim {
     }
 
     /// An object by resource (`deployments`, `deployments.apps`, `deploy`, kind name),
-    /// namespace (ignored for cluster-scoped kinds) and name.
+    /// namespace (`None` means `default`; ignored for cluster-scoped kinds) and name.
     pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let kind = self.shared.registry().by_name(resource)?;
         let ns = if kind.namespaced {

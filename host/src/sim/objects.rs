@@ -7,15 +7,15 @@
 
 use super::errors::ApiError;
 use super::kinds::ResourceKind;
-use super::patch::apply::{ApplyRequest, apply};
 use super::patch::fields::{Part, now, track_update};
 use super::patch::{self, PatchType};
 use super::state::Shared;
 use super::store::{CommitError, Precondition, object_rv};
+use super::validation::{check_type, set_defaults, valid_name, validate};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-const RETRIES: usize = 16;
+pub(super) const RETRIES: usize = 16;
 
 /// Which part of the object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,19 +26,7 @@ pub enum Sub {
     Status,
 }
 
-/// Options of a delete.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    /// `Orphan` leaves dependents (their ownerReference to this object is removed);
-    /// `Background` and `Foreground` both delete them in the background.
-    pub propagation: Option<String>,
-    /// Precondition on the resourceVersion.
-    pub resource_version: Option<String>,
-    /// Precondition on the uid.
-    pub uid: Option<String>,
-}
-
-fn part(kind: &ResourceKind, sub: Sub) -> Part {
+pub(super) fn part(kind: &ResourceKind, sub: Sub) -> Part {
     match (sub, kind.status_subresource) {
         (Sub::Status, _) => Part::Status,
         (Sub::Main, true) => Part::Main,
@@ -46,7 +34,7 @@ fn part(kind: &ResourceKind, sub: Sub) -> Part {
     }
 }
 
-fn sub_name(sub: Sub) -> &'static str {
+pub(super) fn sub_name(sub: Sub) -> &'static str {
     match sub {
         Sub::Main => "",
         Sub::Status => "status",
@@ -61,108 +49,8 @@ fn commit_error(kind: &ResourceKind, name: &str, err: CommitError) -> ApiError {
     }
 }
 
-fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+pub(super) fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     object.get("metadata")?.get(field)?.as_str()
-}
-
-/// Checks `apiVersion`/`kind` of a body and fills them in when absent.
-fn check_type(kind: &ResourceKind, body: &mut Value) -> Result<(), ApiError> {
-    let Some(map) = body.as_object_mut() else {
-        return Err(ApiError::bad_request(
-            "the body of the request must be a JSON object",
-        ));
-    };
-    let api_version = kind.api_version();
-    match map.get("apiVersion").and_then(Value::as_str) {
-        Some(v) if v != api_version => {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({v}) does not match the expected API version ({api_version})"
-            )));
-        }
-        _ => {}
-    }
-    match map.get("kind").and_then(Value::as_str) {
-        Some(k) if k != kind.kind => {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                kind.kind
-            )));
-        }
-        _ => {}
-    }
-    map.insert("apiVersion".into(), Value::String(api_version));
-    map.insert("kind".into(), Value::String(kind.kind.clone()));
-    if !map.get("metadata").is_some_and(Value::is_object) {
-        map.insert("metadata".into(), Value::Object(Map::new()));
-    }
-    Ok(())
-}
-
-/// The structural checks a real server's validation would fail: metadata field types,
-/// object-valued `spec`/`status` for built-in kinds, non-negative Deployment replicas.
-fn validate(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
-    let name = meta_str(object, "name").unwrap_or_default();
-    let invalid = |field: &str, why: &str| {
-        ApiError::invalid(format!(
-            "{}.{} \"{name}\" is invalid: {field}: Invalid value: {why}",
-            kind.kind,
-            if kind.group.is_empty() {
-                "core"
-            } else {
-                &kind.group
-            }
-        ))
-    };
-    let meta = &object["metadata"];
-    for field in ["labels", "annotations"] {
-        match &meta[field] {
-            Value::Null => {}
-            Value::Object(m) if m.values().all(Value::is_string) => {}
-            _ => {
-                return Err(invalid(
-                    &format!("metadata.{field}"),
-                    "must be a map of strings",
-                ));
-            }
-        }
-    }
-    match &meta["finalizers"] {
-        Value::Null => {}
-        Value::Array(a) if a.iter().all(Value::is_string) => {}
-        _ => return Err(invalid("metadata.finalizers", "must be a list of strings")),
-    }
-    match &meta["ownerReferences"] {
-        Value::Null => {}
-        Value::Array(refs)
-            if refs.iter().all(|r| {
-                ["apiVersion", "kind", "name", "uid"]
-                    .iter()
-                    .all(|f| r[*f].is_string())
-            }) => {}
-        _ => {
-            return Err(invalid(
-                "metadata.ownerReferences",
-                "each needs apiVersion, kind, name and uid strings",
-            ));
-        }
-    }
-    if kind.builtin {
-        for field in ["spec", "status"] {
-            if !matches!(object.get(field), None | Some(Value::Object(_))) {
-                return Err(invalid(field, "must be an object"));
-            }
-        }
-    }
-    if kind.builtin && kind.kind == "Deployment" {
-        match &object["spec"]["replicas"] {
-            Value::Null => {}
-            v if v
-                .as_i64()
-                .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r)) => {}
-            _ => return Err(invalid("spec.replicas", "must be a non-negative integer")),
-        }
-    }
-    Ok(())
 }
 
 fn random_suffix() -> String {
@@ -194,30 +82,6 @@ fn without_managed(object: &Value) -> Value {
         meta.remove("resourceVersion");
     }
     o
-}
-
-fn set_defaults(kind: &ResourceKind, object: &mut Value) {
-    match (kind.group.as_str(), kind.kind.as_str()) {
-        ("apps", "Deployment") => {
-            let spec = object
-                .as_object_mut()
-                .and_then(|m| m.entry("spec").or_insert_with(|| json!({})).as_object_mut());
-            if let Some(spec) = spec {
-                spec.entry("replicas").or_insert(json!(1));
-                spec.entry("revisionHistoryLimit").or_insert(json!(10));
-                spec.entry("progressDeadlineSeconds").or_insert(json!(600));
-                spec.entry("strategy")
-                    .or_insert(json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
-            }
-        }
-        ("", "Namespace") => {
-            object["status"] = json!({"phase": "Active"});
-        }
-        ("", "Pod") if object.get("status").is_none() => {
-            object["status"] = json!({"phase": "Pending"});
-        }
-        _ => {}
-    }
 }
 
 impl Shared {
@@ -374,7 +238,7 @@ impl Shared {
         self.commit(kind, &ns, &name, Precondition::Absent, Some(body))
     }
 
-    fn commit(
+    pub(super) fn commit(
         &self,
         kind: &ResourceKind,
         ns: &str,
@@ -661,214 +525,6 @@ impl Shared {
         Err(ApiError::conflict(&kind.resource_name(), name))
     }
 
-    fn check_applied(name: &str, config: &Value) -> Result<(), ApiError> {
-        let api_version = config.get("apiVersion").and_then(Value::as_str);
-        let k = config.get("kind").and_then(Value::as_str);
-        if api_version.is_none() || k.is_none() {
-            return Err(ApiError::bad_request(
-                "apiVersion and kind must be set in an apply configuration",
-            ));
-        }
-        if meta_str(config, "name").is_some_and(|n| n != name) || meta_str(config, "name").is_none()
-        {
-            return Err(ApiError::bad_request(format!(
-                "metadata.name of the apply configuration must be {name:?}"
-            )));
-        }
-        Ok(())
-    }
-
-    fn apply_to(
-        &self,
-        kind: &ResourceKind,
-        live: Option<&Value>,
-        config: &Value,
-        sub: Sub,
-        manager: &str,
-        force: bool,
-    ) -> Result<Value, ApiError> {
-        let name = live
-            .and_then(|l| meta_str(l, "name"))
-            .or_else(|| meta_str(config, "name"))
-            .unwrap_or_default()
-            .to_string();
-        Self::check_applied(&name, config)?;
-        let api_version = kind.api_version();
-        let request = ApplyRequest {
-            manager,
-            force,
-            builtin: kind.builtin,
-            part: part(kind, sub),
-            api_version: &api_version,
-            subresource: sub_name(sub),
-        };
-        apply(live, config, request).map_err(|conflicts| {
-            let causes: Vec<Value> = conflicts
-                .iter()
-                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
-                .collect();
-            let list: Vec<String> = conflicts.iter().map(|c| format!("- conflict with \"{}\": {}", c.manager, c.field)).collect();
-            ApiError::new(
-                409,
-                "Conflict",
-                format!("Apply failed with {} conflict{}: {}", conflicts.len(), if conflicts.len() == 1 { "" } else { "s" }, list.join("\n")),
-            )
-            .with_details(json!({"name": name, "group": kind.group, "kind": kind.plural, "causes": causes}))
-        })
-    }
-
-    fn apply_create(
-        &self,
-        kind: &ResourceKind,
-        ns: &str,
-        name: &str,
-        config: &Value,
-        manager: &str,
-    ) -> Result<Arc<Value>, ApiError> {
-        Self::check_applied(name, config)?;
-        let mut body = self.apply_to(kind, None, config, Sub::Main, manager, false)?;
-        if kind.namespaced {
-            body["metadata"]["namespace"] = Value::String(ns.to_string());
-        }
-        self.create(
-            kind,
-            if kind.namespaced { Some(ns) } else { None },
-            body,
-            manager,
-            true,
-        )
-    }
-
-    /// Deletes an object: with finalizers it only gets a deletionTimestamp; otherwise it is
-    /// removed and its dependents are collected in the background (or orphaned).
-    pub(crate) fn delete(
-        &self,
-        kind: &ResourceKind,
-        ns: &str,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> Result<Arc<Value>, ApiError> {
-        for _ in 0..RETRIES {
-            let old = self.get_object(kind, ns, name)?;
-            if opts
-                .resource_version
-                .as_deref()
-                .is_some_and(|rv| rv != object_rv(&old).to_string())
-                || opts
-                    .uid
-                    .as_deref()
-                    .is_some_and(|uid| Some(uid) != meta_str(&old, "uid"))
-            {
-                return Err(ApiError::conflict(&kind.resource_name(), name));
-            }
-            let uid = meta_str(&old, "uid").unwrap_or_default().to_string();
-            if opts.propagation.as_deref() == Some("Orphan") {
-                self.orphan_dependents(&uid);
-            }
-            let has_finalizers = old["metadata"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty());
-            let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
-            let result = if has_finalizers || is_namespace {
-                if meta_str(&old, "deletionTimestamp").is_some() {
-                    return Ok(old);
-                }
-                let mut next = (*old).clone();
-                next["metadata"]["deletionTimestamp"] = Value::String(now());
-                next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                if is_namespace {
-                    next["status"] = json!({"phase": "Terminating"});
-                }
-                self.commit(
-                    kind,
-                    ns,
-                    name,
-                    Precondition::ResourceVersion(object_rv(&old)),
-                    Some(next),
-                )
-            } else {
-                self.commit(
-                    kind,
-                    ns,
-                    name,
-                    Precondition::ResourceVersion(object_rv(&old)),
-                    None,
-                )
-                .inspect(|removed| self.after_removal(kind, removed))
-            };
-            match result {
-                Err(e) if e.reason == "Conflict" => continue,
-                Ok(o) if is_namespace => {
-                    self.empty_namespace(name);
-                    return Ok(o);
-                }
-                other => return other,
-            }
-        }
-        Err(ApiError::conflict(&kind.resource_name(), name))
-    }
-
-    /// Hook after an object left the store: a terminating namespace that became empty goes.
-    fn after_removal(&self, kind: &ResourceKind, removed: &Value) {
-        if kind.namespaced
-            && let Some(ns) = meta_str(removed, "namespace")
-        {
-            self.finish_namespace(ns);
-        }
-    }
-
-    /// Deletes everything in a terminating namespace.
-    fn empty_namespace(&self, namespace: &str) {
-        for (resource, object) in self.store.all() {
-            if meta_str(&object, "namespace") != Some(namespace) {
-                continue;
-            }
-            let Some(kind) = self.registry().by_resource(&resource) else {
-                continue;
-            };
-            let name = meta_str(&object, "name").unwrap_or_default().to_string();
-            if let Err(err) = self.delete(&kind, namespace, &name, &DeleteOptions::default())
-                && err.code != 404
-            {
-                tracing::warn!(namespace, name, %err, "namespace deletion: could not delete object");
-            }
-        }
-        self.finish_namespace(namespace);
-    }
-
-    /// Removes a terminating namespace once nothing is left in it.
-    pub(crate) fn finish_namespace(&self, namespace: &str) {
-        let Some(ns) = self.store.get("namespaces", "", namespace) else {
-            return;
-        };
-        if meta_str(&ns, "deletionTimestamp").is_none() {
-            return;
-        }
-        if self.store.count_in_namespace(namespace) == 0 {
-            let _ = self.store.commit(
-                "namespaces",
-                "",
-                namespace,
-                Precondition::ResourceVersion(object_rv(&ns)),
-                None,
-            );
-        }
-    }
-
-    /// Removes ownerReferences to `uid` from every object (propagationPolicy=Orphan).
-    fn orphan_dependents(&self, uid: &str) {
-        for (resource, object) in self.store.dependents(uid) {
-            let Some(kind) = self.registry().by_resource(&resource) else {
-                continue;
-            };
-            let (ns, name) = super::store::key_of(&object);
-            let _ = self.modify(&kind, &ns, &name, "kube-controller-manager", |o| {
-                remove_owner(o, uid);
-                true
-            });
-        }
-    }
-
     /// Internal read-modify-write of the main resource by a simulated controller: `f` edits
     /// a copy and returns whether to store it.
     pub(crate) fn modify(
@@ -911,27 +567,4 @@ impl Shared {
         }
         Err(ApiError::conflict(&kind.resource_name(), name))
     }
-}
-
-/// Removes the ownerReference to `uid`.
-pub(crate) fn remove_owner(object: &mut Value, uid: &str) {
-    if let Some(refs) = object["metadata"]["ownerReferences"].as_array_mut() {
-        refs.retain(|r| r["uid"].as_str() != Some(uid));
-        if refs.is_empty()
-            && let Some(meta) = object["metadata"].as_object_mut()
-        {
-            meta.remove("ownerReferences");
-        }
-    }
-}
-
-/// RFC 1123 subdomain check of object names.
-fn valid_name(name: &str) -> bool {
-    name.len() <= 253
-        && !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }

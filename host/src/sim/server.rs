@@ -2,12 +2,13 @@
 //! faults, and dispatches to list/watch/get/create/update/patch/delete; plus the admin
 //! endpoints `/sim/faults` and `/sim/requests`.
 
+use super::delete::DeleteOptions;
 use super::discovery;
 use super::errors::{ApiError, success_status};
 use super::faults::FaultRequest;
 use super::kinds::{ResourceKind, kinds_from_crd};
 use super::list::{ListParams, encode_list, page};
-use super::objects::{DeleteOptions, Sub};
+use super::objects::Sub;
 use super::patch::PatchType;
 use super::patch::fields::now;
 use super::request_log::RequestRecord;

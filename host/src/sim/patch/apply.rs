@@ -14,8 +14,20 @@ use serde_json::{Map, Value};
 pub struct Conflict {
     /// The other manager.
     pub manager: String,
+    /// The apiVersion of the other manager's `Update` entry; `None` for an `Apply` entry.
+    pub using: Option<String>,
     /// The field, as `.spec.replicas`.
     pub field: String,
+}
+
+impl Conflict {
+    /// `"alice"` or `"kubectl" using apps/v1`, as the real server names managers.
+    pub fn who(&self) -> String {
+        match &self.using {
+            Some(version) => format!("\"{}\" using {version}", self.manager),
+            None => format!("\"{}\"", self.manager),
+        }
+    }
 }
 
 /// What an apply request needs besides the objects.
@@ -45,7 +57,7 @@ pub fn apply(
     let applied = restrict(applied, req.part);
     let mut entries = live.map(read_managed).unwrap_or_default();
     let applied_set = field_set(&applied, req.builtin, req.part);
-    let is_self = |e: &Managed| e.manager == req.manager;
+    let is_self = |e: &Managed| e.manager == req.manager && e.operation == "Apply";
     let mut conflicts = Vec::new();
     let mut conflicting = FieldSet::new();
     if let Some(live) = live {
@@ -59,6 +71,7 @@ pub fn apply(
                 if leaf && old != new {
                     conflicts.push(Conflict {
                         manager: e.manager.clone(),
+                        using: (e.operation != "Apply").then(|| e.api_version.clone()),
                         field: display_path(path),
                     });
                     conflicting.insert(path.clone());
@@ -91,23 +104,19 @@ pub fn apply(
     merge_applied(&mut result, &applied, req.builtin, true);
     let previous: FieldSet = entries
         .iter()
-        .filter(|e| is_self(e) && e.operation == "Apply" && e.subresource == req.subresource)
+        .filter(|e| is_self(e) && e.subresource == req.subresource)
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
     let mut removed: Vec<_> = previous
         .difference(&applied_set)
-        .filter(|p| {
-            !entries
-                .iter()
-                .any(|e| !(is_self(e) && e.operation == "Apply") && e.fields.contains(*p))
-        })
+        .filter(|p| !entries.iter().any(|e| !is_self(e) && e.fields.contains(*p)))
         .cloned()
         .collect();
     removed.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for path in &removed {
         remove_at(&mut result, path);
     }
-    entries.retain(|e| !(is_self(e) && e.operation == "Apply" && e.subresource == req.subresource));
+    entries.retain(|e| !(is_self(e) && e.subresource == req.subresource));
     entries.push(Managed {
         manager: req.manager.into(),
         operation: "Apply".into(),
@@ -242,6 +251,7 @@ mod tests {
             conflicts,
             vec![Conflict {
                 manager: "alice".into(),
+                using: None,
                 field: ".spec.replicas".into()
             }]
         );
@@ -289,5 +299,23 @@ mod tests {
         c["status"] = json!({"replicas": 9});
         let out = apply(None, &c, req("alice", false)).unwrap();
         assert!(out.get("status").is_none());
+    }
+
+    #[test]
+    fn own_update_entries_conflict_like_other_managers() {
+        let mut live = apply(None, &config(1, "a"), req("kubectl", false)).unwrap();
+        live["spec"]["replicas"] = serde_json::json!(5);
+        let old = apply(None, &config(1, "a"), req("kubectl", false)).unwrap();
+        super::super::fields::track_update(
+            Some(&old),
+            &mut live,
+            "kubectl",
+            true,
+            Part::Main,
+            "apps/v1",
+            "",
+        );
+        let conflicts = apply(Some(&live), &config(1, "a"), req("kubectl", false)).unwrap_err();
+        assert_eq!(conflicts[0].who(), "\"kubectl\" using apps/v1");
     }
 }
