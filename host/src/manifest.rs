@@ -132,6 +132,9 @@ mod deploy_manifests {
             assert!(rules.contains(verb), "ClusterRole lacks {verb}: {rules}");
         }
         let deploy = read_file(&dir.join("deployment.yaml")).unwrap();
-        assert_eq!(deploy[0]["spec"]["template"]["spec"]["serviceAccountName"], "kubeplug");
+        assert_eq!(
+            deploy[0]["spec"]["template"]["spec"]["serviceAccountName"],
+            "kubeplug"
+        );
     }
 }
