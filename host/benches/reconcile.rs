@@ -109,9 +109,12 @@ fn main() {
     assert_eq!(fresh.len(), native.len());
     assert_eq!(reused, fresh);
 
-    let (mut n_iters, mut f_iters, mut w_iters) = (100, 100, 100);
-    let (mut n, mut f, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut n_iters, mut f_iters, mut w_iters, mut i_iters) = (100, 100, 100, 100);
+    let (mut n, mut f, mut w, mut i) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..SAMPLES {
+        i.push(sample(&mut i_iters, || {
+            black_box(rt.block_on(plugin.warm(&ctx)).unwrap());
+        }));
         n.push(sample(&mut n_iters, || {
             black_box(image_pinner::ImagePinner::reconcile(black_box(native_request())).unwrap());
         }));
@@ -130,7 +133,7 @@ fn main() {
             );
         }));
     }
-    let (n, f, w) = (median(n), median(f), median(w));
+    let (n, f, w, i) = (median(n), median(f), median(w), median(i));
     println!(
         "image-pinner reconcile, {} byte Deployment, median of {SAMPLES} interleaved samples",
         object.len()
@@ -140,6 +143,7 @@ fn main() {
         ("native (same Rust code)", n),
         ("wasm, fresh instance", f),
         ("wasm, warm instance", w),
+        ("instantiation alone", i),
     ] {
         println!("{name:<28} {:>10.1} {:>8.2}", t * 1e6, t / n);
     }
