@@ -1482,3 +1482,33 @@ async fn custom_kind_registered_in_code() -> Result {
     assert_eq!(code, 404, "cluster-scoped kind has no namespaced path");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_one_is_chunked_json_lines_and_delete_returns_the_object() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &lease("a", json!({})))
+        .await?;
+    let (code, head, body) = raw(
+        &sim,
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases?watch=1&timeoutSeconds=1",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 200);
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let line = body
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("an event line");
+    let event: Value = serde_json::from_str(line)?;
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "a");
+
+    let deleted = api.delete("a", &DeleteParams::default()).await?;
+    let object = deleted.left().expect("the deleted object, not a Status");
+    assert_eq!(object.metadata.name.as_deref(), Some("a"));
+    Ok(())
+}
