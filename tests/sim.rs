@@ -1385,3 +1385,130 @@ async fn events_in_both_groups() -> Result {
     assert_eq!(sim.count("events.events.k8s.io", None), 1);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_accepts_yaml_and_status_subresource() -> Result {
+    let sim = Sim::builder()
+        .status_delay(Duration::from_secs(3600))
+        .start()
+        .await?;
+    let yaml = "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: from-yaml\nspec:\n  holderIdentity: me\n";
+    let (code, _, body) = raw(
+        &sim,
+        "PATCH",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases/from-yaml?fieldManager=yaml-user",
+        "application/apply-patch+yaml",
+        yaml,
+    )
+    .await?;
+    assert_eq!(code, 201, "{body}");
+    let lease = sim.get("leases", None, "from-yaml").unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "me");
+    assert_eq!(
+        lease["metadata"]["managedFields"][0]["manager"],
+        "yaml-user"
+    );
+
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 2, "i"))
+        .await?;
+    let status = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 9}, "status": {"readyReplicas": 1}});
+    let applied = api
+        .patch_status(
+            "web",
+            &PatchParams::apply("status-writer"),
+            &Patch::Apply(status),
+        )
+        .await?;
+    assert_eq!(applied.status.unwrap().ready_replicas, Some(1));
+    assert_eq!(
+        applied.spec.unwrap().replicas,
+        Some(2),
+        "spec ignored on status apply"
+    );
+    let entry = applied
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("status-writer"))
+        .expect("status-writer entry");
+    assert_eq!(entry.subresource.as_deref(), Some("status"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_kind_registered_in_code() -> Result {
+    use kubeplug::sim::ResourceKind;
+    let sim = Sim::builder()
+        .kind(ResourceKind::custom(
+            "example.com",
+            "v1alpha1",
+            "Gadget",
+            "gadgets",
+            false,
+        ))
+        .start()
+        .await?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1alpha1", "Gadget"),
+        "gadgets",
+    );
+    let api: Api<DynamicObject> = Api::all_with(sim.client()?, &resource);
+    let gadget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "g"},
+        "spec": {"n": 1}, "status": {"kept": true}
+    }))?;
+    let created = api.create(&PostParams::default(), &gadget).await?;
+    assert_eq!(created.metadata.namespace, None, "cluster-scoped");
+    assert_eq!(
+        created.data["status"]["kept"], true,
+        "no status subresource: status stored"
+    );
+    let err = api
+        .patch_status("g", &PatchParams::default(), &Patch::Merge(json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(404), "no status subresource served");
+    let (code, _, _) = raw(
+        &sim,
+        "GET",
+        "/apis/example.com/v1alpha1/namespaces/default/gadgets",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 404, "cluster-scoped kind has no namespaced path");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_one_is_chunked_json_lines_and_delete_returns_the_object() -> Result {
+    let sim = sim().await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &lease("a", json!({})))
+        .await?;
+    let (code, head, body) = raw(
+        &sim,
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases?watch=1&timeoutSeconds=1",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 200);
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let line = body
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("an event line");
+    let event: Value = serde_json::from_str(line)?;
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "a");
+
+    let deleted = api.delete("a", &DeleteParams::default()).await?;
+    let object = deleted.left().expect("the deleted object, not a Status");
+    assert_eq!(object.metadata.name.as_deref(), Some("a"));
+    Ok(())
+}
