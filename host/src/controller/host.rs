@@ -74,16 +74,12 @@ impl Controller {
             }
             let queue = WorkQueue::new(name, &config.queue, &metrics)?;
             let ctx = CallContext::new(config.limits, Arc::new(CacheObjects::new(caches.clone())));
-            let primary = caches[0].clone();
             units.push(Arc::new(PluginUnit::new(
-                name,
-                instance.plugin.clone(),
+                &instance,
                 queue,
-                primary,
                 caches,
                 ctx,
                 executor.clone(),
-                instance.config.clone(),
             )));
             tracing::info!(plugin = name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), "plugin started");
         }

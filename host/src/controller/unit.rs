@@ -1,5 +1,6 @@
 //! One plugin inside the controller: its workqueue, its workers, what it reconciled last.
 
+use super::instance::PluginInstance;
 use crate::actions::Executor;
 use crate::cluster::{KindCache, ObjKey};
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
@@ -32,25 +33,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl PluginUnit {
+    /// A unit for `instance`; `caches` lists the reconciled kind's cache first, then the
+    /// owned kinds'.
     pub(crate) fn new(
-        name: &str,
-        plugin: Arc<Plugin>,
+        instance: &PluginInstance,
         queue: WorkQueue<ObjKey>,
-        primary: Arc<KindCache>,
         caches: Vec<Arc<KindCache>>,
         ctx: CallContext,
         executor: Arc<Executor>,
-        config: Option<Arc<str>>,
     ) -> Self {
         PluginUnit {
-            name: name.into(),
-            plugin,
+            name: instance.name.as_str().into(),
+            plugin: instance.plugin.clone(),
             queue,
-            primary,
+            primary: caches[0].clone(),
             caches,
             ctx,
             executor,
-            config,
+            config: instance.config.clone(),
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
         }
@@ -135,7 +135,7 @@ impl PluginUnit {
         };
         let execution = self
             .executor
-            .execute(&name, &key.to_string(), &actions)
+            .execute(name, &key.to_string(), &actions)
             .await;
         match execution.failure() {
             Some(f) if f.transient => self.queue.add_rate_limited(key.clone()),

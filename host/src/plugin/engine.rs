@@ -202,16 +202,17 @@ impl PluginRuntime {
                 message,
             })?;
         tracing::debug!(plugin = %metadata.name, %origin, ?cache_outcome, contract, "plugin loaded");
-        Ok(Arc::new(Plugin::new(
-            self.engine.clone(),
+        Ok(Arc::new(Plugin {
+            engine: self.engine.clone(),
             pre,
+            name: metadata.name.as_str().into(),
             metadata,
             digest,
             contract,
             cache_outcome,
-            self.config.max_memory_bytes,
-            self.config.epoch_tick,
-        )))
+            max_memory: self.config.max_memory_bytes,
+            epoch_tick: self.config.epoch_tick,
+        }))
     }
 }
 

@@ -44,12 +44,12 @@ pub struct CallReport {
 pub struct Plugin {
     pub(super) engine: Engine,
     pub(super) pre: v0_1_0::PluginPre<SandboxState>,
-    metadata: PluginMetadata,
+    pub(super) metadata: PluginMetadata,
     pub(super) name: Arc<str>,
-    digest: String,
-    contract: &'static str,
-    cache_outcome: CacheOutcome,
-    max_memory: usize,
+    pub(super) digest: String,
+    pub(super) contract: &'static str,
+    pub(super) cache_outcome: CacheOutcome,
+    pub(super) max_memory: usize,
     pub(super) epoch_tick: Duration,
 }
 
@@ -63,29 +63,6 @@ impl std::fmt::Debug for Plugin {
 }
 
 impl Plugin {
-    pub(crate) fn new(
-        engine: Engine,
-        pre: v0_1_0::PluginPre<SandboxState>,
-        metadata: PluginMetadata,
-        digest: String,
-        contract: &'static str,
-        cache_outcome: CacheOutcome,
-        max_memory: usize,
-        epoch_tick: Duration,
-    ) -> Self {
-        Plugin {
-            engine,
-            pre,
-            name: metadata.name.as_str().into(),
-            metadata,
-            digest,
-            contract,
-            cache_outcome,
-            max_memory,
-            epoch_tick,
-        }
-    }
-
     /// What the plugin said about itself when it loaded.
     pub fn metadata(&self) -> &PluginMetadata {
         &self.metadata
