@@ -2,13 +2,13 @@
 
 use super::unit::PluginUnit;
 use crate::cluster::{Change, ChangeType, ObjKey};
-use crate::contract::Reason;
+use crate::contract::{PluginMetadata, Reason};
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// The key and reason a change means for one plugin, if it means anything.
-pub(crate) fn route(unit: &PluginUnit, change: &Change) -> Option<(ObjKey, Reason)> {
-    let meta = unit.plugin.metadata();
+/// The key and reason a change means for a plugin described by `meta`, if anything: its own
+/// key for the kind it reconciles, its controller owner's key for a kind it owns.
+pub(crate) fn route(meta: &PluginMetadata, change: &Change) -> Option<(ObjKey, Reason)> {
     if change.kind == meta.reconciles {
         let reason = match change.change {
             ChangeType::Added => Reason::Added,
@@ -31,9 +31,102 @@ pub(crate) fn route(unit: &PluginUnit, change: &Change) -> Option<(ObjKey, Reaso
 pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, units: Vec<Arc<PluginUnit>>) {
     while let Some(change) = changes.recv().await {
         for unit in &units {
-            if let Some((key, reason)) = route(unit, &change) {
+            if let Some((key, reason)) = route(unit.plugin.metadata(), &change) {
                 unit.enqueue(key, reason);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{CachedObject, OwnerRef};
+    use crate::contract::KindRef;
+    use std::sync::Arc;
+
+    fn meta() -> PluginMetadata {
+        PluginMetadata {
+            name: "p".into(),
+            version: "1".into(),
+            reconciles: KindRef::deployment(),
+            owns: vec![KindRef::new("v1", "Pod")],
+            wants_previous: false,
+        }
+    }
+
+    fn change(kind: KindRef, change: ChangeType, owner: Option<OwnerRef>) -> Change {
+        Change {
+            kind,
+            change,
+            object: Arc::new(CachedObject {
+                key: ObjKey::new(Some("ns"), "obj"),
+                json: "{}".into(),
+                resource_version: "1".into(),
+                labels: Default::default(),
+                controller: owner,
+            }),
+        }
+    }
+
+    fn owner(kind: KindRef) -> Option<OwnerRef> {
+        Some(OwnerRef {
+            kind,
+            name: "parent".into(),
+        })
+    }
+
+    #[test]
+    fn primary_objects_route_to_their_own_key_with_the_reason() {
+        let m = meta();
+        for (c, r) in [
+            (ChangeType::Added, Reason::Added),
+            (ChangeType::Changed, Reason::Changed),
+            (ChangeType::Deleted, Reason::Deleted),
+        ] {
+            let routed = route(&m, &change(KindRef::deployment(), c, None));
+            assert_eq!(routed, Some((ObjKey::new(Some("ns"), "obj"), r)));
+        }
+    }
+
+    #[test]
+    fn owned_objects_route_to_their_controller_owner() {
+        let m = meta();
+        let pod = KindRef::new("v1", "Pod");
+        let routed = route(
+            &m,
+            &change(
+                pod.clone(),
+                ChangeType::Deleted,
+                owner(KindRef::deployment()),
+            ),
+        );
+        assert_eq!(
+            routed,
+            Some((ObjKey::new(Some("ns"), "parent"), Reason::Changed))
+        );
+        assert_eq!(
+            route(&m, &change(pod.clone(), ChangeType::Changed, None)),
+            None,
+            "no owner"
+        );
+        let other = owner(KindRef::new("apps/v1", "StatefulSet"));
+        assert_eq!(
+            route(&m, &change(pod, ChangeType::Changed, other)),
+            None,
+            "owned by another kind"
+        );
+    }
+
+    #[test]
+    fn other_kinds_route_nowhere() {
+        let lease = KindRef::new("coordination.k8s.io/v1", "Lease");
+        assert_eq!(
+            route(
+                &meta(),
+                &change(lease, ChangeType::Added, owner(KindRef::deployment()))
+            ),
+            None
+        );
     }
 }
