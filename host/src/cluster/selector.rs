@@ -1,11 +1,12 @@
-//! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`), parsed once and
-//! matched against an object's labels.
+//! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`): parsed once, matched
+//! against an object's labels. Shared by the cache's list import and the embedded API server.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// One requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Requirement {
+pub enum Requirement {
     Equals(String, String),
     NotEquals(String, String),
     In(String, Vec<String>),
@@ -16,103 +17,39 @@ enum Requirement {
 
 /// A parsed label selector; the empty selector matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelSelector(Vec<Requirement>);
+pub struct LabelSelector(pub Vec<Requirement>);
 
-/// A selector that does not parse, with the offending part.
+/// A selector term that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid label selector {selector:?}: {reason}")]
+#[error("unable to parse requirement: invalid label selector term {term:?}")]
 pub struct SelectorError {
-    pub selector: String,
-    pub reason: String,
-}
-
-/// Splits on commas outside parentheses.
-fn split_top(s: &str) -> Vec<&str> {
-    let (mut parts, mut depth, mut start) = (Vec::new(), 0i32, 0);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&s[start..]);
-    parts
-}
-
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+    pub term: String,
 }
 
 impl LabelSelector {
-    /// Parses the selector syntax of `kubectl -l` and the API's `labelSelector` parameter.
-    pub fn parse(selector: &str) -> Result<Self, SelectorError> {
-        let err = |reason: String| SelectorError {
-            selector: selector.to_string(),
-            reason,
-        };
+    /// Parses the syntax of `kubectl -l` and of the API's `labelSelector` parameter.
+    pub fn parse(input: &str) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
-        for part in split_top(selector).into_iter().map(str::trim) {
-            if part.is_empty() {
-                if selector.trim().is_empty() {
-                    continue;
-                }
-                return Err(err("empty requirement".into()));
+        for term in split_terms(input) {
+            let term = term.trim();
+            if term.is_empty() {
+                continue;
             }
-            let req = if let Some(key) = part.strip_prefix('!') {
-                Requirement::NotExists(key.trim().to_string())
-            } else if let Some((k, v)) = part.split_once("!=") {
-                Requirement::NotEquals(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
-                Requirement::Equals(k.trim().into(), v.trim().into())
-            } else if let Some((k, rest)) = part
-                .split_once(" notin ")
-                .or_else(|| part.split_once(" in "))
-            {
-                let values = rest
-                    .trim()
-                    .strip_prefix('(')
-                    .and_then(|r| r.strip_suffix(')'))
-                    .ok_or_else(|| err(format!("{part:?}: values must be in parentheses")))?;
-                let values = values.split(',').map(|v| v.trim().to_string()).collect();
-                if part.contains(" notin ") {
-                    Requirement::NotIn(k.trim().into(), values)
-                } else {
-                    Requirement::In(k.trim().into(), values)
-                }
-            } else {
-                Requirement::Exists(part.to_string())
-            };
-            let key = match &req {
-                Requirement::Equals(k, _)
-                | Requirement::NotEquals(k, _)
-                | Requirement::In(k, _)
-                | Requirement::NotIn(k, _)
-                | Requirement::Exists(k)
-                | Requirement::NotExists(k) => k,
-            };
-            if !valid_key(key) {
-                return Err(err(format!("invalid label key {key:?}")));
-            }
-            reqs.push(req);
+            reqs.push(parse_requirement(term)?);
         }
-        Ok(LabelSelector(reqs))
+        Ok(Self(reqs))
     }
 
     /// Whether an object (its `metadata.labels`) satisfies every requirement.
     pub fn matches(&self, object: &Value) -> bool {
-        let labels = object.pointer("/metadata/labels");
+        let labels = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object);
         self.matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
     }
 
     /// Whether a label map satisfies every requirement.
-    pub fn matches_labels(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
+    pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
         self.matches_with(|k| labels.get(k).map(String::as_str))
     }
 
@@ -121,11 +58,107 @@ impl LabelSelector {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
             Requirement::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
-            Requirement::NotIn(k, vs) => get(k).is_none_or(|x| vs.iter().all(|v| v != x)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|x| !vs.iter().any(|v| v == x)),
             Requirement::Exists(k) => get(k).is_some(),
             Requirement::NotExists(k) => get(k).is_none(),
         })
     }
+
+    /// Whether the selector has no requirements.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Splits on commas outside parentheses.
+fn split_terms(input: &str) -> Vec<&str> {
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in input.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                terms.push(&input[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&input[start..]);
+    terms
+}
+
+fn bad(term: &str) -> SelectorError {
+    SelectorError {
+        term: term.to_string(),
+    }
+}
+
+fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+fn parse_set(term: &str, rest: &str) -> Result<Vec<String>, SelectorError> {
+    let inner = rest
+        .trim()
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| bad(term))?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
+}
+
+fn parse_requirement(term: &str) -> Result<Requirement, SelectorError> {
+    if let Some(key) = term.strip_prefix('!') {
+        let key = key.trim();
+        return if valid_key(key) {
+            Ok(Requirement::NotExists(key.into()))
+        } else {
+            Err(bad(term))
+        };
+    }
+    if let Some((k, v)) = term.split_once("!=") {
+        return checked(term, k, v, Requirement::NotEquals);
+    }
+    if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+        return checked(term, k, v, Requirement::Equals);
+    }
+    let mut words = term.splitn(2, char::is_whitespace);
+    let key = words.next().unwrap_or_default().trim();
+    let rest = words.next().unwrap_or_default().trim();
+    if !valid_key(key) {
+        return Err(bad(term));
+    }
+    if rest.is_empty() {
+        return Ok(Requirement::Exists(key.into()));
+    }
+    if let Some(set) = rest.strip_prefix("notin") {
+        return Ok(Requirement::NotIn(key.into(), parse_set(term, set)?));
+    }
+    if let Some(set) = rest.strip_prefix("in") {
+        return Ok(Requirement::In(key.into(), parse_set(term, set)?));
+    }
+    Err(bad(term))
+}
+
+fn checked(
+    term: &str,
+    key: &str,
+    value: &str,
+    make: fn(String, String) -> Requirement,
+) -> Result<Requirement, SelectorError> {
+    let (key, value) = (key.trim(), value.trim());
+    if !valid_key(key) || value.contains(['(', ')', ' ', '=', '!']) {
+        return Err(bad(term));
+    }
+    Ok(make(key.into(), value.into()))
 }
 
 #[cfg(test)]
@@ -134,40 +167,47 @@ mod tests {
     use serde_json::json;
 
     fn obj(labels: Value) -> Value {
-        json!({"metadata": {"labels": labels}})
+        json!({"metadata": {"name": "a", "namespace": "ns", "labels": labels}})
     }
 
     #[test]
-    fn equality_and_inequality() {
-        let s = LabelSelector::parse("app=web,tier!=db").unwrap();
-        assert!(s.matches(&obj(json!({"app": "web", "tier": "fe"}))));
-        assert!(s.matches(&obj(json!({"app": "web"}))));
-        assert!(!s.matches(&obj(json!({"app": "web", "tier": "db"}))));
-        assert!(!s.matches(&obj(json!({"app": "api"}))));
+    fn operators() {
+        let o = obj(json!({"app": "web", "tier": "front"}));
+        let m = |s: &str| LabelSelector::parse(s).unwrap().matches(&o);
+        assert!(m("app=web"));
+        assert!(m("app==web"));
+        assert!(!m("app!=web"));
+        assert!(m("app in (web, api)"));
+        assert!(!m("app notin (web,api)"));
+        assert!(m("tier"));
+        assert!(!m("!tier"));
+        assert!(m("!missing"));
+        assert!(m("missing!=x"));
+        assert!(m("missing notin (x)"));
+        assert!(!m("missing in (x)"));
+        assert!(m("app=web,tier in (front)"));
+        assert!(!m("app=web,tier=back"));
+        assert!(m(""));
+    }
+
+    #[test]
+    fn label_maps_match_like_objects() {
+        let labels: BTreeMap<String, String> = [("env".to_string(), "qa".to_string())].into();
+        let s = LabelSelector::parse("env in (dev, qa),!legacy").unwrap();
+        assert!(s.matches_labels(&labels));
         assert!(
-            LabelSelector::parse("app==web")
+            !LabelSelector::parse("env=prod")
                 .unwrap()
-                .matches(&obj(json!({"app": "web"})))
+                .matches_labels(&labels)
         );
     }
 
     #[test]
-    fn set_based_and_existence() {
-        let s = LabelSelector::parse("env in (dev, qa),!legacy,team").unwrap();
-        assert!(s.matches(&obj(json!({"env": "qa", "team": "a"}))));
-        assert!(!s.matches(&obj(json!({"env": "prod", "team": "a"}))));
-        assert!(!s.matches(&obj(json!({"env": "qa", "team": "a", "legacy": "y"}))));
-        assert!(!s.matches(&obj(json!({"env": "qa"}))));
-        let n = LabelSelector::parse("env notin (prod)").unwrap();
-        assert!(n.matches(&obj(json!({}))));
-        assert!(!n.matches(&obj(json!({"env": "prod"}))));
-    }
-
-    #[test]
-    fn empty_matches_all_and_garbage_is_rejected() {
-        assert!(LabelSelector::parse("").unwrap().matches(&json!({})));
-        assert!(LabelSelector::parse("a=b,,c").is_err());
-        assert!(LabelSelector::parse("env in dev").is_err());
+    fn parse_errors_name_the_term() {
+        assert!(LabelSelector::parse("a b c").is_err());
+        assert!(LabelSelector::parse("=x").is_err());
         assert!(LabelSelector::parse("bad key=x").is_err());
+        let err = LabelSelector::parse("app=web,env in dev").unwrap_err();
+        assert_eq!(err.term, "env in dev");
     }
 }

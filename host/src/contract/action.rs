@@ -19,6 +19,29 @@ pub enum PatchType {
 }
 
 impl PatchType {
+    /// The patch type a request's Content-Type names (apply accepts YAML, JSON and CBOR).
+    pub fn from_content_type(content_type: &str) -> Option<Self> {
+        match content_type.split(';').next().unwrap_or("").trim() {
+            "application/merge-patch+json" => Some(Self::Merge),
+            "application/json-patch+json" => Some(Self::Json),
+            "application/strategic-merge-patch+json" => Some(Self::Strategic),
+            "application/apply-patch+yaml"
+            | "application/apply-patch+json"
+            | "application/apply-patch+cbor" => Some(Self::Apply),
+            _ => None,
+        }
+    }
+
+    /// A short name: `merge`, `json`, `strategic`, `apply`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Merge => "merge",
+            Self::Json => "json",
+            Self::Strategic => "strategic",
+            Self::Apply => "apply",
+        }
+    }
+
     /// The Content-Type the Kubernetes API expects for this patch type.
     pub fn content_type(self) -> &'static str {
         match self {

@@ -152,6 +152,13 @@ pub fn success_status(details: Value) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
+/// A label selector that does not parse is a 400, as on a real API server.
+impl From<crate::cluster::selector::SelectorError> for ApiError {
+    fn from(err: crate::cluster::selector::SelectorError) -> Self {
+        ApiError::bad_request(err.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

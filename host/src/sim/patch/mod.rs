@@ -9,43 +9,7 @@ pub mod strategic;
 use super::errors::ApiError;
 use serde_json::Value;
 
-/// The patch formats, by `Content-Type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchType {
-    /// `application/merge-patch+json` (RFC 7386).
-    Merge,
-    /// `application/json-patch+json` (RFC 6902).
-    Json,
-    /// `application/strategic-merge-patch+json`.
-    Strategic,
-    /// `application/apply-patch+yaml` (server-side apply).
-    Apply,
-}
-
-impl PatchType {
-    /// Parses a `Content-Type` header value (parameters ignored).
-    pub fn from_content_type(content_type: &str) -> Option<Self> {
-        match content_type.split(';').next().unwrap_or("").trim() {
-            "application/merge-patch+json" => Some(Self::Merge),
-            "application/json-patch+json" => Some(Self::Json),
-            "application/strategic-merge-patch+json" => Some(Self::Strategic),
-            "application/apply-patch+yaml"
-            | "application/apply-patch+json"
-            | "application/apply-patch+cbor" => Some(Self::Apply),
-            _ => None,
-        }
-    }
-
-    /// Short name for the request log (`merge`, `json`, `strategic`, `apply`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Merge => "merge",
-            Self::Json => "json",
-            Self::Strategic => "strategic",
-            Self::Apply => "apply",
-        }
-    }
-}
+pub use crate::contract::PatchType;
 
 /// Applies a merge, JSON or strategic patch to a copy of `current`.
 pub fn patch(
