@@ -1,12 +1,30 @@
 //! One plugin inside the controller: its workqueue, its workers, what it reconciled last.
 
-use crate::actions::Executor;
+use crate::actions::{ActionResult, Execution, Executor};
 use crate::cluster::{KindCache, ObjKey};
-use crate::contract::{ObjectRef, Reason, ReconcileRequest};
+use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::plugin::{CallContext, Plugin};
+use crate::policy::{
+    AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
+    is_write,
+};
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+/// What a unit is made of (see [`PluginUnit`]'s fields).
+pub(crate) struct UnitParts {
+    pub name: Arc<str>,
+    pub plugin: Arc<Plugin>,
+    pub queue: WorkQueue<ObjKey>,
+    pub primary: Arc<KindCache>,
+    pub caches: Vec<Arc<KindCache>>,
+    pub ctx: CallContext,
+    pub executor: Arc<Executor>,
+    pub config: Option<Arc<str>>,
+    pub policy: Arc<Policy>,
+    pub audit: AuditSink,
+}
 
 /// A plugin with its queue and the state its workers share.
 pub(crate) struct PluginUnit {
@@ -15,11 +33,18 @@ pub(crate) struct PluginUnit {
     pub queue: WorkQueue<ObjKey>,
     /// The cache of the kind it reconciles.
     pub primary: Arc<KindCache>,
-    /// Every cache it depends on (reconciled and owned kinds): workers wait for all to sync.
+    /// Every cache it depends on (reconciled, owned and policy-granted read kinds): workers
+    /// wait for all to sync.
     pub caches: Vec<Arc<KindCache>>,
     pub ctx: CallContext,
     pub executor: Arc<Executor>,
     pub config: Option<Arc<str>>,
+    /// What the operator granted it.
+    pub policy: Arc<Policy>,
+    /// Its own write budget, awaited by its workers before each API write.
+    budget: WriteBudget,
+    audit: AuditSink,
+    identity: PluginIdentity,
     /// Why each queued key was queued (advisory, for the request).
     reasons: Mutex<HashMap<ObjKey, Reason>>,
     /// The object version each key was last reconciled successfully at (when the plugin
@@ -32,32 +57,41 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl PluginUnit {
-    pub(crate) fn new(
-        name: &str,
-        plugin: Arc<Plugin>,
-        queue: WorkQueue<ObjKey>,
-        primary: Arc<KindCache>,
-        caches: Vec<Arc<KindCache>>,
-        ctx: CallContext,
-        executor: Arc<Executor>,
-        config: Option<Arc<str>>,
-    ) -> Self {
+    pub(crate) fn new(parts: UnitParts) -> Self {
+        let identity = PluginIdentity {
+            name: parts.name.to_string(),
+            version: parts.plugin.metadata().version.clone(),
+            digest: parts.plugin.digest().to_string(),
+        };
         PluginUnit {
-            name: name.into(),
-            plugin,
-            queue,
-            primary,
-            caches,
-            ctx,
-            executor,
-            config,
+            name: parts.name,
+            budget: parts.policy.write_budget(),
+            plugin: parts.plugin,
+            queue: parts.queue,
+            primary: parts.primary,
+            caches: parts.caches,
+            ctx: parts.ctx,
+            executor: parts.executor,
+            config: parts.config,
+            policy: parts.policy,
+            audit: parts.audit,
+            identity,
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
         }
     }
 
-    /// Queues `key`, remembering why (the latest reason wins).
+    /// Queues `key`, remembering why (the latest reason wins). Keys outside the namespaces
+    /// the policy grants are never queued.
     pub(crate) fn enqueue(&self, key: ObjKey, reason: Reason) {
+        if !self
+            .policy
+            .grants
+            .namespaces
+            .allows(key.namespace.as_deref())
+        {
+            return;
+        }
         lock(&self.reasons).insert(key.clone(), reason);
         self.queue.add(key);
     }
@@ -133,10 +167,7 @@ impl PluginUnit {
                 return;
             }
         };
-        let execution = self
-            .executor
-            .execute(&name, &key.to_string(), &actions)
-            .await;
+        let execution = self.execute(&key.to_string(), &actions).await;
         match execution.failure() {
             Some(f) if f.transient => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),
@@ -155,5 +186,65 @@ impl PluginUnit {
             }
         }
         tracing::debug!(plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled");
+    }
+
+    /// Checks the call's actions against the policy (all-or-nothing), then executes what may
+    /// run: in dry-run only logs and requeues; in enforce every action in order, each API
+    /// write after a token of the plugin's write budget. Every action gets an audit record.
+    async fn execute(&self, key: &str, actions: &[Action]) -> Execution {
+        let checks = check_call(&self.policy.grants, actions);
+        let dry_run = self.policy.mode == Mode::DryRun;
+        let mut execution = Execution::default();
+        let mut failed = false;
+        for (action, check) in actions.iter().zip(checks) {
+            let decision = match check {
+                Err(denial) => Decision::Denied(denial),
+                Ok(()) if dry_run && is_write(action) => Decision::DryRun,
+                Ok(()) if failed => Decision::Skipped,
+                Ok(()) => {
+                    if is_write(action) {
+                        let waited = self.budget.acquire().await;
+                        if !waited.is_zero() {
+                            tracing::debug!(
+                                plugin = &*self.name,
+                                key,
+                                waited_ms = waited.as_millis() as u64,
+                                "write waited for the plugin's write budget"
+                            );
+                        }
+                    }
+                    let mut one = self
+                        .executor
+                        .execute(&self.name, key, std::slice::from_ref(action))
+                        .await;
+                    if let Some(delay) = one.requeue_after {
+                        execution.requeue_after =
+                            Some(execution.requeue_after.map_or(delay, |d| d.min(delay)));
+                    }
+                    let record = one.records.pop();
+                    let decision = match record.as_ref().map(|r| &r.result) {
+                        Some(ActionResult::AlreadyDone(why)) => Decision::AlreadyDone {
+                            reason: why.clone(),
+                        },
+                        Some(ActionResult::Failed(f)) => {
+                            failed = true;
+                            Decision::Failed {
+                                error: f.message.clone(),
+                                transient: f.transient,
+                            }
+                        }
+                        Some(ActionResult::Skipped) => Decision::Skipped,
+                        Some(ActionResult::Executed) | None => Decision::Executed,
+                    };
+                    execution.records.extend(record);
+                    self.audit
+                        .record(AuditRecord::new(&self.identity, key, action, decision));
+                    continue;
+                }
+            };
+            self.audit
+                .record(AuditRecord::new(&self.identity, key, action, decision));
+        }
+        execution
     }
 }

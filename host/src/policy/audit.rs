@@ -158,12 +158,17 @@ impl AuditSink {
     /// A sink whose counter `kubeplug_actions_total` is registered in `registry`.
     pub fn new(registry: &mut Registry) -> Self {
         let sink = AuditSink::default();
+        sink.register(registry);
+        sink
+    }
+
+    /// Registers the counter `kubeplug_actions_total` in `registry` (once per registry).
+    pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "kubeplug_actions",
             "Plugin actions by plugin, action kind and policy decision",
-            sink.actions.clone(),
+            self.actions.clone(),
         );
-        sink
     }
 
     /// Receives every record from now on (a slow receiver loses the oldest: `Lagged`).
@@ -233,11 +238,24 @@ mod tests {
         let mut registry = Registry::default();
         let sink = AuditSink::new(&mut registry);
         let mut rx = sink.subscribe();
-        sink.record(AuditRecord::new(&identity(), "a/web", &patch(), Decision::DryRun));
-        sink.record(AuditRecord::new(&identity(), "a/web", &patch(), Decision::Executed));
+        sink.record(AuditRecord::new(
+            &identity(),
+            "a/web",
+            &patch(),
+            Decision::DryRun,
+        ));
+        sink.record(AuditRecord::new(
+            &identity(),
+            "a/web",
+            &patch(),
+            Decision::Executed,
+        ));
         let dry = rx.try_recv().unwrap();
         assert_eq!(dry.body, Some(json!({"spec": {"replicas": 1}})));
-        assert_eq!(dry.body_digest, Some(digest(&json!({"spec": {"replicas": 1}}))));
+        assert_eq!(
+            dry.body_digest,
+            Some(digest(&json!({"spec": {"replicas": 1}})))
+        );
         assert!(dry.body_digest.as_ref().unwrap().starts_with("sha256:"));
         let done = rx.try_recv().unwrap();
         assert_eq!(done.body, None);
@@ -247,7 +265,9 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(
-            text.contains(r#"kubeplug_actions_total{plugin="p",action="patch",decision="dry-run"} 1"#),
+            text.contains(
+                r#"kubeplug_actions_total{plugin="p",action="patch",decision="dry-run"} 1"#
+            ),
             "{text}"
         );
     }

@@ -22,7 +22,8 @@ pub struct WriteBudget {
 }
 
 impl WriteBudget {
-    /// A full bucket of `burst` tokens refilled at `per_second` (at least one token).
+    /// A full bucket of `burst` tokens refilled at `per_second` (at least one token); an
+    /// infinite rate never waits.
     pub fn new(per_second: f64, burst: u32) -> Self {
         let burst = f64::from(burst.max(1));
         WriteBudget {
@@ -34,6 +35,9 @@ impl WriteBudget {
 
     /// Takes one token, waiting until one is available; returns how long it waited.
     pub async fn acquire(&self) -> Duration {
+        if self.rate.is_infinite() {
+            return Duration::ZERO;
+        }
         let start = Instant::now();
         let mut state = self.state.lock().await;
         let (tokens, last) = &mut *state;
@@ -87,6 +91,14 @@ mod tests {
         }
         // One from the burst, twenty at 10/s.
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_infinite_rate_never_waits() {
+        let b = WriteBudget::new(f64::INFINITY, 1);
+        for _ in 0..100 {
+            assert_eq!(b.acquire().await, Duration::ZERO);
+        }
     }
 
     #[tokio::test(start_paused = true)]

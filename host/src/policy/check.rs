@@ -61,14 +61,17 @@ impl Grants {
             } => {
                 self.check_namespace(target.namespace.as_deref())?;
                 let status = subresource.as_deref() == Some("status");
-                let verb = if status { Verb::PatchStatus } else { Verb::Patch };
+                let verb = if status {
+                    Verb::PatchStatus
+                } else {
+                    Verb::Patch
+                };
                 let touched = match patch_type {
                     PatchType::Merge => paths::merge_patch_paths(body),
-                    PatchType::Json => paths::json_patch_paths(body)
-                        .map_err(|e| Denial {
-                            grant: Grant::Fields,
-                            reason: format!("unreadable JSON patch: {e}"),
-                        })?,
+                    PatchType::Json => paths::json_patch_paths(body).map_err(|e| Denial {
+                        grant: Grant::Fields,
+                        reason: format!("unreadable JSON patch: {e}"),
+                    })?,
                     PatchType::Strategic => paths::strategic_patch_paths(body),
                     PatchType::Apply => paths::apply_paths(body),
                 };
@@ -206,22 +209,31 @@ mod tests {
     #[test]
     fn namespaces_are_checked_for_every_write() {
         let g = grants();
-        let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}});
-        assert_eq!(grant_of(g.check(&patch("a", PatchType::Strategic, image.clone()))), None);
+        let image =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}});
+        assert_eq!(
+            grant_of(g.check(&patch("a", PatchType::Strategic, image.clone()))),
+            None
+        );
         assert_eq!(
             grant_of(g.check(&patch("b", PatchType::Strategic, image))),
             Some(Grant::Namespaces)
         );
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "c", "namespace": "b"}, "data": {"k": "v"}});
-        assert_eq!(grant_of(g.check(&Action::Create { manifest: cm })), Some(Grant::Namespaces));
+        assert_eq!(
+            grant_of(g.check(&Action::Create { manifest: cm })),
+            Some(Grant::Namespaces)
+        );
     }
 
     #[test]
     fn verbs_are_checked_per_kind() {
         let g = grants();
         assert_eq!(
-            grant_of(g.check(&Action::Delete { target: deploy("a") })),
+            grant_of(g.check(&Action::Delete {
+                target: deploy("a")
+            })),
             Some(Grant::Verbs)
         );
         let cm = ObjectRef {
@@ -230,7 +242,10 @@ mod tests {
             namespace: Some("a".into()),
             name: "c".into(),
         };
-        assert_eq!(grant_of(g.check(&Action::Delete { target: cm.clone() })), None);
+        assert_eq!(
+            grant_of(g.check(&Action::Delete { target: cm.clone() })),
+            None
+        );
         let event = |regarding| Action::Event {
             regarding,
             event_type: EventType::Normal,
@@ -253,7 +268,13 @@ mod tests {
     fn fields_are_checked_for_every_patch_type_and_create() {
         let g = grants();
         let check = |t, body| grant_of(g.check(&patch("a", t, body)));
-        assert_eq!(check(PatchType::Merge, json!({"metadata": {"labels": {"x": null}}})), None);
+        assert_eq!(
+            check(
+                PatchType::Merge,
+                json!({"metadata": {"labels": {"x": null}}})
+            ),
+            None
+        );
         assert_eq!(
             check(PatchType::Merge, json!({"spec": {"replicas": 0}})),
             Some(Grant::Fields)
@@ -272,7 +293,10 @@ mod tests {
             ),
             Some(Grant::Fields)
         );
-        assert_eq!(check(PatchType::Json, json!({"op": "add"})), Some(Grant::Fields));
+        assert_eq!(
+            check(PatchType::Json, json!({"op": "add"})),
+            Some(Grant::Fields)
+        );
         assert_eq!(
             check(
                 PatchType::Strategic,
@@ -289,7 +313,10 @@ mod tests {
             None
         );
         assert_eq!(
-            check(PatchType::Apply, json!({"metadata": {"annotations": {"a": "b"}}})),
+            check(
+                PatchType::Apply,
+                json!({"metadata": {"annotations": {"a": "b"}}})
+            ),
             Some(Grant::Fields)
         );
         let cm = |data: Value| Action::Create {
@@ -308,12 +335,20 @@ mod tests {
     fn one_denied_action_denies_every_write_of_the_call() {
         let g = grants();
         let actions = [
-            patch("a", PatchType::Merge, json!({"metadata": {"labels": {"x": "y"}}})),
+            patch(
+                "a",
+                PatchType::Merge,
+                json!({"metadata": {"labels": {"x": "y"}}}),
+            ),
             Action::Log {
                 level: LogLevel::Info,
                 message: "hi".into(),
             },
-            patch("b", PatchType::Merge, json!({"metadata": {"labels": {"x": "y"}}})),
+            patch(
+                "b",
+                PatchType::Merge,
+                json!({"metadata": {"labels": {"x": "y"}}}),
+            ),
         ];
         let results = check_call(&g, &actions);
         assert_eq!(grant_of(results[0].clone()), Some(Grant::Call));
@@ -326,6 +361,11 @@ mod tests {
     #[test]
     fn unconfigured_grants_allow_everything_for_dry_run() {
         let g = Grants::unconfigured();
-        assert!(g.check(&Action::Delete { target: deploy("any") }).is_ok());
+        assert!(
+            g.check(&Action::Delete {
+                target: deploy("any")
+            })
+            .is_ok()
+        );
     }
 }

@@ -270,10 +270,9 @@ spec:
 
     #[test]
     fn defaults_are_safe() {
-        let doc = parse(
-            "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: x}\n",
-        )
-        .unwrap();
+        let doc =
+            parse("apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: x}\n")
+                .unwrap();
         assert_eq!(doc.spec.mode, Mode::DryRun);
         assert!(!doc.spec.namespaces.all && doc.spec.namespaces.names.is_empty());
         assert!(doc.spec.rules.is_empty() && doc.spec.reads.is_empty());
@@ -337,6 +336,9 @@ spec:
         let err = parse("apiVersion: v1\nkind: PluginPolicy\nmetadata: {name: x}\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("line 1") && err.contains("apiVersion"), "{err}");
+        assert!(
+            err.contains("line 1") && err.contains("apiVersion"),
+            "{err}"
+        );
     }
 }

@@ -63,6 +63,19 @@ impl Default for Policy {
 }
 
 impl Policy {
+    /// Full trust, as before policies existed: enforce, every namespace, every verb and
+    /// field, no write budget. For single-tenant hosts and tests, never a default.
+    pub fn trusted() -> Self {
+        Policy {
+            mode: Mode::Enforce,
+            limits: LimitsSpec {
+                writes_per_second: Some(f64::INFINITY),
+                ..LimitsSpec::default()
+            },
+            ..Policy::default()
+        }
+    }
+
     /// The policy of a parsed document for the plugin instance `name`.
     pub fn from_document(
         doc: &PolicyDocument,
@@ -146,8 +159,13 @@ spec:
         );
         assert_eq!(p.config.as_deref(), Some(r#"{"image":"x"}"#));
         assert_eq!(p.mode, Mode::DryRun);
-        let err = Policy::from_document(&doc, "b", file).unwrap_err().to_string();
-        assert!(err.contains("a.policy.yaml") && err.contains("metadata.name"), "{err}");
+        let err = Policy::from_document(&doc, "b", file)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a.policy.yaml") && err.contains("metadata.name"),
+            "{err}"
+        );
         let default = Policy::default().call_limits(Limits::default());
         assert_eq!(default.timeout, Limits::default().timeout);
     }

@@ -341,7 +341,10 @@ mod tests {
         let replace = json!({"spec": {"template": {"$patch": "replace", "spec": {}}}});
         assert!(strs(&strategic_patch_paths(&replace)).contains(&"/spec/template".to_string()));
         let delete_item = json!({"spec": {"containers": [{"$patch": "delete", "name": "x"}]}});
-        assert_eq!(strs(&strategic_patch_paths(&delete_item)), ["/spec/containers"]);
+        assert_eq!(
+            strs(&strategic_patch_paths(&delete_item)),
+            ["/spec/containers"]
+        );
         let retain = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
         assert_eq!(
             strs(&strategic_patch_paths(&retain)),
