@@ -63,6 +63,7 @@ impl std::fmt::Debug for Plugin {
 }
 
 impl Plugin {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         engine: Engine,
         pre: v0_1_0::PluginPre<SandboxState>,

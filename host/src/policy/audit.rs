@@ -176,7 +176,8 @@ impl AuditSink {
         self.sender.subscribe()
     }
 
-    /// Records one decision: log line, counter, broadcast.
+    /// Records one decision: log line (denied and failed at warn, dry-run at info, the rest
+    /// at debug), counter, broadcast.
     pub fn record(&self, record: AuditRecord) {
         self.actions
             .get_or_create(&ActionLabels {
@@ -199,7 +200,11 @@ impl AuditSink {
             Decision::Failed { error, transient } => {
                 tracing::warn!(plugin, key, action, decision, %target, transient, digest, "action failed: {error}")
             }
-            _ => tracing::info!(plugin, key, action, decision, %target, digest, "audit"),
+            Decision::DryRun => {
+                tracing::info!(plugin, key, action, decision, %target, digest, "dry-run: not sent")
+            }
+            // The busy path: at debug, beside the executor's own line.
+            _ => tracing::debug!(plugin, key, action, decision, %target, digest, "audit"),
         }
         let _ = self.sender.send(Arc::new(record));
     }
