@@ -548,3 +548,49 @@ async fn a_malformed_policy_stops_only_its_plugin() -> Result {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_plugin_limits_come_from_the_policy() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let hostile = load(&test_plugin("hostile")).await;
+    let limited = |name: &str, config: serde_json::Value, limits: &str| {
+        PluginInstance::named(hostile.clone(), name, Some(&config.to_string())).with_policy(
+            policy(
+                name,
+                &format!("mode: enforce\nnamespaces: {{names: [team-a]}}\nlimits: {limits}"),
+            ),
+        )
+    };
+    let instances = vec![
+        limited(
+            "few-actions",
+            json!({"mode": "many-actions", "count": 6}),
+            "{maxActions: 5}",
+        ),
+        limited(
+            "enough-actions",
+            json!({"mode": "many-actions", "count": 6}),
+            "{maxActions: 6}",
+        ),
+        limited("short-timeout", json!({"mode": "sleep"}), "{timeoutMs: 120}"),
+    ];
+    let controller = Controller::start(client.clone(), fast_config(), instances).await?;
+    eventually(Duration::from_secs(20), "limit errors", || {
+        let by = |p: &str, needle: &str| {
+            log_lines_with(&format!("plugin=\"{p}\""))
+                .iter()
+                .any(|l| l.contains(needle))
+        };
+        by("few-actions", "more than the limit of 5") && by("short-timeout", "120ms")
+    })
+    .await;
+    let over = |p: &str| {
+        log_lines_with(&format!("plugin=\"{p}\""))
+            .iter()
+            .any(|l| l.contains("more than the limit"))
+    };
+    assert!(!over("enough-actions"), "maxActions 6 allows 6 actions");
+    controller.shutdown().await;
+    Ok(())
+}
