@@ -555,12 +555,10 @@ async fn per_plugin_limits_come_from_the_policy() -> Result {
     let client = sim.client()?;
     let hostile = load(&test_plugin("hostile")).await;
     let limited = |name: &str, config: serde_json::Value, limits: &str| {
-        PluginInstance::named(hostile.clone(), name, Some(&config.to_string())).with_policy(
-            policy(
-                name,
-                &format!("mode: enforce\nnamespaces: {{names: [team-a]}}\nlimits: {limits}"),
-            ),
-        )
+        PluginInstance::named(hostile.clone(), name, Some(&config.to_string())).with_policy(policy(
+            name,
+            &format!("mode: enforce\nnamespaces: {{names: [team-a]}}\nlimits: {limits}"),
+        ))
     };
     let instances = vec![
         limited(
@@ -573,7 +571,11 @@ async fn per_plugin_limits_come_from_the_policy() -> Result {
             json!({"mode": "many-actions", "count": 6}),
             "{maxActions: 6}",
         ),
-        limited("short-timeout", json!({"mode": "sleep"}), "{timeoutMs: 120}"),
+        limited(
+            "short-timeout",
+            json!({"mode": "sleep"}),
+            "{timeoutMs: 120}",
+        ),
     ];
     let controller = Controller::start(client.clone(), fast_config(), instances).await?;
     eventually(Duration::from_secs(20), "limit errors", || {

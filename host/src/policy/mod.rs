@@ -141,6 +141,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sample_policies_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+        for name in ["image-pinner", "change-logger"] {
+            let p = Policy::read(&dir.join(format!("{name}.policy.yaml")), name).unwrap();
+            assert_eq!(p.mode, Mode::Enforce, "{name}");
+        }
+    }
+
+    #[test]
     fn limits_override_the_host_and_name_must_match() {
         let text = "apiVersion: kubeplug.dev/v1alpha1
 kind: PluginPolicy
