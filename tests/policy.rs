@@ -596,3 +596,51 @@ async fn per_plugin_limits_come_from_the_policy() -> Result {
     controller.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_granted_by_label_follow_the_labels() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let label =
+        |tenant: &str| kube::api::Patch::Merge(json!({"metadata": {"labels": {"tenant": tenant}}}));
+    let params = kube::api::PatchParams::default();
+    namespaces.patch("team-a", &params, &label("a")).await?;
+    namespaces.patch("team-b", &params, &label("b")).await?;
+    let hostile = load(&test_plugin("hostile")).await;
+    let labeller = PluginInstance::named(hostile, "by-label", Some(r#"{"mode": "label"}"#))
+        .with_policy(policy(
+            "by-label",
+            "mode: enforce
+namespaces: {selector: {matchLabels: {tenant: a}}}
+rules:
+  - {apiVersion: apps/v1, kind: Deployment, verbs: [patch], fields: [/metadata/labels]}",
+        ));
+    let controller = Controller::start(client.clone(), fast_config(), vec![labeller]).await?;
+    let labelled = |ns: &str| {
+        ["web", "api"].iter().all(|n| {
+            sim.get("deployments", Some(ns), n)
+                .and_then(|d| d.pointer("/metadata/labels/hostile").cloned())
+                .is_some()
+        })
+    };
+    eventually(Duration::from_secs(20), "team-a labelled", || {
+        labelled("team-a")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let in_b = |sim: &Sim| {
+        writes_by(sim, "kubeplug/by-label")
+            .iter()
+            .any(|w| w.1.as_deref() == Some("team-b"))
+    };
+    assert!(!in_b(&sim), "team-b is not selected");
+    // Relabelling team-b grants it: its keys are queued again.
+    namespaces.patch("team-b", &params, &label("a")).await?;
+    eventually(Duration::from_secs(20), "team-b labelled", || {
+        labelled("team-b")
+    })
+    .await;
+    controller.shutdown().await;
+    Ok(())
+}

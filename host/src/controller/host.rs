@@ -90,6 +90,31 @@ impl Controller {
                 CacheObjects::scoped(caches.iter().cloned(), policy.grants.namespaces.clone());
             let ctx = CallContext::new(policy.call_limits(config.limits), Arc::new(objects));
             let primary = caches[0].clone();
+            if let Some(selector) = policy.grants.namespaces.selector() {
+                // Namespaces granted by label: look them up in a shared Namespace watch (not
+                // readable by the plugin); workers wait for it to sync.
+                let kind = KindRef::new("v1", "Namespace");
+                let cache = match watches.get(&kind) {
+                    Some(w) => w.cache.clone(),
+                    None => match kinds.resolve(&kind).await {
+                        Ok(resolved) => {
+                            let handle = spawn_watch(client.clone(), &resolved, None, tx.clone());
+                            let cache = handle.cache.clone();
+                            watches.insert(kind, handle);
+                            cache
+                        }
+                        Err(err) => {
+                            tracing::error!(
+                                plugin = name,
+                                "plugin not started: its policy selects namespaces by label, but Namespaces cannot be watched: {err}"
+                            );
+                            continue 'plugins;
+                        }
+                    },
+                };
+                selector.attach(cache.clone());
+                caches.push(cache);
+            }
             units.push(Arc::new(PluginUnit::new(UnitParts {
                 name: name.into(),
                 plugin: instance.plugin.clone(),

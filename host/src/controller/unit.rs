@@ -96,10 +96,29 @@ impl PluginUnit {
         self.queue.add(key);
     }
 
+    /// Queues this plugin's keys in `namespace` (its labels changed: a label selector in the
+    /// policy may now grant or refuse it).
+    pub(crate) fn namespace_changed(&self, namespace: &str) {
+        if self.policy.grants.namespaces.selector().is_none() {
+            return;
+        }
+        for key in self.primary.keys() {
+            if key.namespace.as_deref() == Some(namespace) {
+                self.enqueue(key, Reason::Changed);
+            }
+        }
+    }
+
     /// Works keys off the queue until it shuts down.
     pub(crate) async fn work(self: Arc<Self>) {
         for cache in &self.caches {
             cache.wait_synced().await;
+        }
+        if self.policy.grants.namespaces.selector().is_some() {
+            // Keys routed before the Namespace cache synced were not granted yet.
+            for key in self.primary.keys() {
+                self.enqueue(key, Reason::Added);
+            }
         }
         while let Some(key) = self.queue.get().await {
             self.process(&key).await;

@@ -64,7 +64,8 @@ pub enum Mode {
     DryRun,
 }
 
-/// Namespaces granted: `all: true`, or a list of `names`.
+/// Namespaces granted: `all: true`, a list of `names`, and/or namespaces whose labels match
+/// `selector.matchLabels`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespacesSpec {
@@ -72,6 +73,16 @@ pub struct NamespacesSpec {
     pub all: bool,
     #[serde(default)]
     pub names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<NamespaceSelectorSpec>,
+}
+
+/// A label selector on namespaces (`matchLabels` only).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceSelectorSpec {
+    #[serde(default)]
+    pub match_labels: std::collections::BTreeMap<String, String>,
 }
 
 /// A kind: `apiVersion` and `kind`.

@@ -3,16 +3,64 @@
 
 use super::document::{NamespacesSpec, PolicySpec, Verb};
 use super::paths::FieldPattern;
+use crate::cluster::{KindCache, ObjKey};
 use crate::contract::KindRef;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 /// Namespaces a plugin may see and touch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Namespaces {
     /// Every namespace, and cluster-scoped objects.
     All,
-    /// Only these namespaces; no cluster-scoped objects.
-    Only(BTreeSet<String>),
+    /// Only these namespaces, and those the selector matches; no cluster-scoped objects.
+    Only {
+        names: BTreeSet<String>,
+        selector: Option<Arc<NamespaceSelector>>,
+    },
+}
+
+/// Namespaces whose labels match, looked up in the host's Namespace cache. Until the
+/// controller attaches that cache, it matches nothing.
+pub struct NamespaceSelector {
+    match_labels: BTreeMap<String, String>,
+    namespaces: OnceLock<Arc<KindCache>>,
+}
+
+impl fmt::Debug for NamespaceSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamespaceSelector")
+            .field("match_labels", &self.match_labels)
+            .field("attached", &self.namespaces.get().is_some())
+            .finish()
+    }
+}
+
+impl NamespaceSelector {
+    /// A selector on `match_labels`, not yet attached.
+    pub fn new(match_labels: BTreeMap<String, String>) -> Self {
+        NamespaceSelector {
+            match_labels,
+            namespaces: OnceLock::new(),
+        }
+    }
+
+    /// Gives the selector the cache of `v1 Namespace` to look labels up in (first one wins).
+    pub fn attach(&self, namespaces: Arc<KindCache>) {
+        let _ = self.namespaces.set(namespaces);
+    }
+
+    fn matches(&self, namespace: &str) -> bool {
+        let Some(cache) = self.namespaces.get() else {
+            return false;
+        };
+        cache.get(&ObjKey::new(None, namespace)).is_some_and(|ns| {
+            self.match_labels
+                .iter()
+                .all(|(k, v)| ns.labels.get(k) == Some(v))
+        })
+    }
 }
 
 impl Namespaces {
@@ -20,16 +68,31 @@ impl Namespaces {
     pub fn allows(&self, namespace: Option<&str>) -> bool {
         match (self, namespace) {
             (Namespaces::All, _) => true,
-            (Namespaces::Only(names), Some(ns)) => names.contains(ns),
-            (Namespaces::Only(_), None) => false,
+            (Namespaces::Only { names, selector }, Some(ns)) => {
+                names.contains(ns) || selector.as_ref().is_some_and(|s| s.matches(ns))
+            }
+            (Namespaces::Only { .. }, None) => false,
+        }
+    }
+
+    /// The label selector, if namespaces are (also) granted by labels.
+    pub fn selector(&self) -> Option<&Arc<NamespaceSelector>> {
+        match self {
+            Namespaces::Only { selector, .. } => selector.as_ref(),
+            Namespaces::All => None,
         }
     }
 
     fn from_spec(spec: &NamespacesSpec) -> Self {
         if spec.all {
-            Namespaces::All
-        } else {
-            Namespaces::Only(spec.names.iter().cloned().collect())
+            return Namespaces::All;
+        }
+        Namespaces::Only {
+            names: spec.names.iter().cloned().collect(),
+            selector: spec
+                .selector
+                .as_ref()
+                .map(|s| Arc::new(NamespaceSelector::new(s.match_labels.clone()))),
         }
     }
 }
@@ -105,13 +168,45 @@ mod tests {
 
     #[test]
     fn namespace_grants() {
-        let only = Namespaces::Only(["a".to_string()].into());
+        let only = Namespaces::Only {
+            names: ["a".to_string()].into(),
+            selector: None,
+        };
         assert!(only.allows(Some("a")));
         assert!(!only.allows(Some("b")));
         assert!(!only.allows(None));
         assert!(Namespaces::All.allows(Some("b")) && Namespaces::All.allows(None));
         let none = Namespaces::from_spec(&NamespacesSpec::default());
         assert!(!none.allows(Some("default")));
+    }
+
+    #[test]
+    fn label_selected_namespaces_follow_the_namespace_cache() {
+        let spec: NamespacesSpec = serde_json::from_value(serde_json::json!({
+            "names": ["listed"], "selector": {"matchLabels": {"tenant": "a"}}
+        }))
+        .unwrap();
+        let grant = Namespaces::from_spec(&spec);
+        assert!(
+            !grant.allows(Some("team-a")),
+            "no cache attached: nothing matches"
+        );
+        let cache = Arc::new(KindCache::new(KindRef::new("v1", "Namespace")));
+        let ns = |name: &str, tenant: &str| {
+            let object: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"tenant": tenant}}
+            }))
+            .unwrap();
+            crate::cluster::CachedObject::from_object(&object)
+        };
+        cache.upsert(ns("team-a", "a"));
+        cache.upsert(ns("team-b", "b"));
+        grant.selector().unwrap().attach(cache);
+        assert!(grant.allows(Some("team-a")));
+        assert!(!grant.allows(Some("team-b")));
+        assert!(grant.allows(Some("listed")));
+        assert!(!grant.allows(Some("unknown")) && !grant.allows(None));
     }
 
     #[test]

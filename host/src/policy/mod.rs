@@ -22,10 +22,10 @@ pub use audit::{AuditRecord, AuditSink, Decision, PluginIdentity, digest};
 pub use budget::{DEFAULT_WRITE_BURST, DEFAULT_WRITES_PER_SECOND, WriteBudget};
 pub use check::{Denial, Grant, check_call, is_write};
 pub use document::{
-    API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespacesSpec, PolicyDocument, PolicyError,
-    PolicySpec, RuleSpec, Verb,
+    API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
+    PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,
 };
-pub use grants::{Grants, Namespaces, Rule, Rules};
+pub use grants::{Grants, NamespaceSelector, Namespaces, Rule, Rules};
 pub use paths::{
     FieldPath, FieldPattern, PathError, apply_paths, create_paths, json_patch_paths,
     merge_patch_paths, strategic_patch_paths,
