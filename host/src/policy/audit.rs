@@ -267,6 +267,21 @@ mod tests {
         let json = serde_json::to_value(&*done).unwrap();
         assert_eq!(json["decision"], "executed");
         assert_eq!(json["patchType"], "merge");
+        let denial = Denial {
+            grant: super::super::check::Grant::Fields,
+            reason: "field /spec/replicas of apps/v1/Deployment is not granted".into(),
+        };
+        let denied = AuditRecord::new(&identity(), "a/web", &patch(), Decision::Denied(denial));
+        let json = serde_json::to_value(&denied).unwrap();
+        assert_eq!(
+            (
+                &json["decision"],
+                &json["grant"],
+                &json["plugin"]["version"]
+            ),
+            (&json!("denied"), &json!("fields"), &json!("1.0.0"))
+        );
+        assert!(json["reason"].as_str().unwrap().contains("/spec/replicas"));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(
