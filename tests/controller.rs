@@ -10,6 +10,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
 use kubeplug::plugin::{Limits, Plugin, PluginRuntime, RuntimeConfig};
+use kubeplug::policy::Policy;
 use kubeplug::queue::{QueueConfig, RateLimitConfig};
 use kubeplug::sim::{ErrorFault, Sim};
 use serde_json::json;
@@ -168,7 +169,8 @@ async fn image_pinner_converges_with_one_patch_per_deployment() -> Result {
                 .await?;
         }
     }
-    let pinner = PluginInstance::new(load(&plugin("image-pinner")).await);
+    let pinner =
+        PluginInstance::new(load(&plugin("image-pinner")).await).with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
     let all_pinned = || {
         ["team-a", "team-b"].iter().all(|ns| {
@@ -220,7 +222,8 @@ async fn change_logger_reports_scaling_images_and_deletion() -> Result {
     let api: Api<Deployment> = Api::namespaced(client.clone(), "logged");
     api.create(&PostParams::default(), &deployment("shop", 1, "alpine"))
         .await?;
-    let logger = PluginInstance::new(load(&plugin("change-logger")).await);
+    let logger =
+        PluginInstance::new(load(&plugin("change-logger")).await).with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![logger]).await?;
     let has_line = |text: &'static str| move || !log_lines_with(text).is_empty();
     eventually(
@@ -308,7 +311,8 @@ async fn converges_200_deployments_under_faults() -> Result {
     let sim = sim().await?;
     let client = sim.client()?;
     create_namespace(&client, "load").await?;
-    let pinner = PluginInstance::new(load(&plugin("image-pinner")).await);
+    let pinner =
+        PluginInstance::new(load(&plugin("image-pinner")).await).with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
     eventually(Duration::from_secs(10), "caches synced", || {
         controller.is_synced()
@@ -376,9 +380,11 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
     }
     let hostile = load(&test_plugin("hostile")).await;
     let instances = vec![
-        PluginInstance::named(hostile.clone(), "looper", Some(r#"{"mode": "loop"}"#)),
-        PluginInstance::named(hostile, "crasher", Some(r#"{"mode": "panic"}"#)),
-        PluginInstance::new(load(&plugin("image-pinner")).await),
+        PluginInstance::named(hostile.clone(), "looper", Some(r#"{"mode": "loop"}"#))
+            .with_policy(Policy::trusted()),
+        PluginInstance::named(hostile, "crasher", Some(r#"{"mode": "panic"}"#))
+            .with_policy(Policy::trusted()),
+        PluginInstance::new(load(&plugin("image-pinner")).await).with_policy(Policy::trusted()),
     ];
     let config = ControllerConfig {
         limits: Limits {

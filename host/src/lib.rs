@@ -13,6 +13,7 @@ pub mod controller;
 pub mod fixtures;
 pub mod manifest;
 pub mod plugin;
+pub mod policy;
 pub mod queue;
 pub mod sim;
 pub mod telemetry;

@@ -3,6 +3,7 @@
 use crate::cluster::{ClusterArgs, connect};
 use crate::controller::{Controller, ControllerConfig, PluginInstance};
 use crate::plugin::{Limits, Plugin, PluginRuntime, RuntimeConfig};
+use crate::policy::Policy;
 use crate::queue::{QueueConfig, RateLimitConfig};
 use anyhow::{Context, bail};
 use clap::Args;
@@ -17,6 +18,10 @@ pub struct RunArgs {
     /// Directory of plugins: every `*.wasm` file in it is loaded.
     #[arg(long, env = "KUBEPLUG_PLUGINS")]
     pub plugins: PathBuf,
+    /// Directory of plugin policies (`<plugin>.policy.yaml`); default: beside the plugins.
+    /// A plugin without a policy runs in dry-run.
+    #[arg(long, env = "KUBEPLUG_POLICIES")]
+    pub policies: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Start the embedded API server with sample Deployments and run against it.
@@ -94,6 +99,27 @@ pub async fn load_plugins(runtime: &PluginRuntime, dir: &Path) -> anyhow::Result
     Ok(plugins)
 }
 
+/// Each plugin under its policy `<dir>/<name>.policy.yaml`; without one it runs in dry-run.
+/// A plugin whose policy cannot be read or is malformed is reported on one line and not
+/// started; the others are unaffected.
+pub fn with_policies(plugins: Vec<Arc<Plugin>>, dir: &Path) -> Vec<PluginInstance> {
+    let mut instances = Vec::new();
+    for plugin in plugins {
+        let file = dir.join(format!("{}.policy.yaml", plugin.name()));
+        let instance = PluginInstance::new(plugin);
+        if !file.exists() {
+            tracing::warn!(plugin = %instance.name, policy = %file.display(), "no policy: running in dry-run (actions are audited, not sent)");
+            instances.push(instance);
+            continue;
+        }
+        match Policy::read(&file, &instance.name) {
+            Ok(policy) => instances.push(instance.with_policy(policy)),
+            Err(err) => tracing::error!(plugin = %instance.name, "plugin not started: {err}"),
+        }
+    }
+    instances
+}
+
 /// Runs the controller until SIGINT or SIGTERM, then drains and exits 0.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !args.plugins.is_dir() {
@@ -147,8 +173,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         },
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
         instance: hostname(),
+        audit: crate::policy::AuditSink::default(),
     };
-    let instances = plugins.into_iter().map(PluginInstance::new).collect();
+    let policies = args.policies.as_deref().unwrap_or(&args.plugins);
+    let instances = with_policies(plugins, policies);
     let controller = Controller::start(client, config, instances).await?;
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), "running; stop with Ctrl-C");
     shutdown_signal().await;

@@ -1,23 +1,43 @@
 //! The host cache as plugins read it through the `get`/`list` imports: only the kinds the
-//! plugin was given, and in the controller's namespace scope.
+//! plugin was given, and only objects in the namespaces its policy grants.
 
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::{KindCache, ObjKey};
 use crate::contract::KindRef;
 use crate::plugin::ObjectSource;
+use crate::policy::Namespaces;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Read access to some kinds' caches.
 pub struct CacheObjects {
     caches: HashMap<KindRef, Arc<KindCache>>,
+    namespaces: Namespaces,
 }
 
 impl CacheObjects {
-    /// Access to exactly these caches.
+    /// Access to exactly these caches, in every namespace.
     pub fn new(caches: impl IntoIterator<Item = Arc<KindCache>>) -> Self {
+        Self::scoped(caches, Namespaces::All)
+    }
+
+    /// Access to these caches, only to objects in `namespaces`.
+    pub fn scoped(
+        caches: impl IntoIterator<Item = Arc<KindCache>>,
+        namespaces: Namespaces,
+    ) -> Self {
         CacheObjects {
             caches: caches.into_iter().map(|c| (c.kind().clone(), c)).collect(),
+            namespaces,
+        }
+    }
+
+    fn check_namespace(&self, namespace: Option<&str>) -> Result<(), String> {
+        match namespace {
+            Some(ns) if !self.namespaces.allows(Some(ns)) => {
+                Err(format!("namespace {ns} is not granted to this plugin"))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -36,8 +56,12 @@ impl ObjectSource for CacheObjects {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Arc<str>>, String> {
-        Ok(self
-            .cache(kind)?
+        let cache = self.cache(kind)?;
+        self.check_namespace(namespace)?;
+        if !self.namespaces.allows(namespace) {
+            return Ok(None);
+        }
+        Ok(cache
             .get(&ObjKey::new(namespace, name))
             .map(|o| o.json.clone()))
     }
@@ -50,10 +74,12 @@ impl ObjectSource for CacheObjects {
     ) -> Result<Vec<Arc<str>>, String> {
         let selector =
             LabelSelector::parse(label_selector.unwrap_or("")).map_err(|e| e.to_string())?;
-        Ok(self
-            .cache(kind)?
+        let cache = self.cache(kind)?;
+        self.check_namespace(namespace)?;
+        Ok(cache
             .list(namespace, &selector)
             .into_iter()
+            .filter(|o| self.namespaces.allows(o.key.namespace.as_deref()))
             .map(|o| o.json.clone())
             .collect())
     }

@@ -1,6 +1,7 @@
 //! Settings of the controller host.
 
 use crate::plugin::Limits;
+use crate::policy::AuditSink;
 use crate::queue::QueueConfig;
 use std::time::Duration;
 
@@ -19,6 +20,8 @@ pub struct ControllerConfig {
     pub resync: Option<Duration>,
     /// Names this host in Events it reports (`reportingInstance`).
     pub instance: String,
+    /// Where audit records go; subscribe before starting to see every record.
+    pub audit: AuditSink,
 }
 
 impl Default for ControllerConfig {
@@ -30,6 +33,7 @@ impl Default for ControllerConfig {
             limits: Limits::default(),
             resync: None,
             instance: "kubeplug".into(),
+            audit: AuditSink::default(),
         }
     }
 }

@@ -5,11 +5,12 @@ use super::cache_objects::CacheObjects;
 use super::config::ControllerConfig;
 use super::instance::PluginInstance;
 use super::router;
-use super::unit::PluginUnit;
+use super::unit::{PluginUnit, UnitParts};
 use crate::actions::Executor;
 use crate::cluster::{KindCache, KindRegistry, WatchHandle, spawn_watch};
 use crate::contract::{KindRef, Reason};
 use crate::plugin::CallContext;
+use crate::policy::{AuditRecord, AuditSink};
 use crate::queue::{QueueMetrics, WorkQueue};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub struct Controller {
     watches: BTreeMap<KindRef, WatchHandle>,
     background: Vec<JoinHandle<()>>,
     registry: prometheus_client::registry::Registry,
+    audit: AuditSink,
 }
 
 impl Controller {
@@ -38,6 +40,8 @@ impl Controller {
         let mut watches: BTreeMap<KindRef, WatchHandle> = BTreeMap::new();
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = QueueMetrics::new(&mut registry);
+        let audit = config.audit.clone();
+        audit.register(&mut registry);
         let mut units = Vec::new();
         'plugins: for instance in instances {
             if units
@@ -49,8 +53,17 @@ impl Controller {
             }
             let meta = instance.plugin.metadata().clone();
             let name = instance.name.as_str();
+            let policy = instance.policy.clone();
             let mut caches: Vec<Arc<KindCache>> = Vec::new();
-            for kind in std::iter::once(&meta.reconciles).chain(&meta.owns) {
+            let extra_reads = policy
+                .grants
+                .reads
+                .iter()
+                .filter(|k| **k != meta.reconciles && !meta.owns.contains(k));
+            for kind in std::iter::once(&meta.reconciles)
+                .chain(&meta.owns)
+                .chain(extra_reads)
+            {
                 if let Some(w) = watches.get(kind) {
                     caches.push(w.cache.clone());
                     continue;
@@ -73,15 +86,49 @@ impl Controller {
                 }
             }
             let queue = WorkQueue::new(name, &config.queue, &metrics)?;
-            let ctx = CallContext::new(config.limits, Arc::new(CacheObjects::new(caches.clone())));
-            units.push(Arc::new(PluginUnit::new(
-                &instance,
+            let objects =
+                CacheObjects::scoped(caches.iter().cloned(), policy.grants.namespaces.clone());
+            let ctx = CallContext::new(policy.call_limits(config.limits), Arc::new(objects));
+            let primary = caches[0].clone();
+            if let Some(selector) = policy.grants.namespaces.selector() {
+                // Namespaces granted by label: look them up in a shared Namespace watch (not
+                // readable by the plugin); workers wait for it to sync.
+                let kind = KindRef::new("v1", "Namespace");
+                let cache = match watches.get(&kind) {
+                    Some(w) => w.cache.clone(),
+                    None => match kinds.resolve(&kind).await {
+                        Ok(resolved) => {
+                            let handle = spawn_watch(client.clone(), &resolved, None, tx.clone());
+                            let cache = handle.cache.clone();
+                            watches.insert(kind, handle);
+                            cache
+                        }
+                        Err(err) => {
+                            tracing::error!(
+                                plugin = name,
+                                "plugin not started: its policy selects namespaces by label, but Namespaces cannot be watched: {err}"
+                            );
+                            continue 'plugins;
+                        }
+                    },
+                };
+                selector.attach(cache.clone());
+                caches.push(cache);
+            }
+            units.push(Arc::new(PluginUnit::new(UnitParts {
+                name: name.into(),
+                plugin: instance.plugin.clone(),
                 queue,
+                primary,
                 caches,
                 ctx,
-                executor.clone(),
-            )));
-            tracing::info!(plugin = name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), "plugin started");
+                executor: executor.clone(),
+                config: instance.config.clone(),
+                policy: policy.clone(),
+                audit: audit.clone(),
+            })));
+            let source = policy.source.as_ref().map(|p| p.display().to_string());
+            tracing::info!(plugin = name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?policy.mode, policy = source.as_deref().unwrap_or("none (dry-run default)"), "plugin started");
         }
         drop(tx);
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
@@ -98,7 +145,14 @@ impl Controller {
             watches,
             background,
             registry,
+            audit,
         })
+    }
+
+    /// Every audit record from now on: one per action, with its policy decision (to miss
+    /// none, subscribe to [`ControllerConfig::audit`] before starting).
+    pub fn audit(&self) -> tokio::sync::broadcast::Receiver<Arc<AuditRecord>> {
+        self.audit.subscribe()
     }
 
     /// Names of the plugins that are running.

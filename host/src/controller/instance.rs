@@ -2,6 +2,7 @@
 //! (its queue, metrics label and field manager) and configuration.
 
 use crate::plugin::Plugin;
+use crate::policy::Policy;
 use std::sync::Arc;
 
 /// A plugin as the controller runs it.
@@ -12,6 +13,8 @@ pub struct PluginInstance {
     pub plugin: Arc<Plugin>,
     /// The operator's configuration, handed to every call as JSON text.
     pub config: Option<Arc<str>>,
+    /// What the operator granted it; the default (no policy document) runs it in dry-run.
+    pub policy: Arc<Policy>,
 }
 
 impl PluginInstance {
@@ -21,6 +24,7 @@ impl PluginInstance {
             name: plugin.name().to_string(),
             plugin,
             config: None,
+            policy: Arc::default(),
         }
     }
 
@@ -30,6 +34,17 @@ impl PluginInstance {
             name: name.to_string(),
             plugin,
             config: config.map(Into::into),
+            policy: Arc::default(),
         }
+    }
+
+    /// The same instance under `policy`; the policy's configuration, if it has one,
+    /// replaces the instance's.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        if policy.config.is_some() {
+            self.config = policy.config.clone();
+        }
+        self.policy = Arc::new(policy);
+        self
     }
 }

@@ -29,7 +29,13 @@ pub(crate) fn route(meta: &PluginMetadata, change: &Change) -> Option<(ObjKey, R
 
 /// Routes every change to every plugin it concerns, until the watches stop.
 pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, units: Vec<Arc<PluginUnit>>) {
+    let namespace_kind = crate::contract::KindRef::new("v1", "Namespace");
     while let Some(change) = changes.recv().await {
+        if change.kind == namespace_kind {
+            for unit in &units {
+                unit.namespace_changed(&change.object.key.name);
+            }
+        }
         for unit in &units {
             if let Some((key, reason)) = route(unit.plugin.metadata(), &change) {
                 unit.enqueue(key, reason);

@@ -1,13 +1,30 @@
 //! One plugin inside the controller: its workqueue, its workers, what it reconciled last.
 
-use super::instance::PluginInstance;
-use crate::actions::Executor;
+use crate::actions::{ActionResult, Execution, Executor};
 use crate::cluster::{KindCache, ObjKey};
-use crate::contract::{ObjectRef, Reason, ReconcileRequest};
+use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::plugin::{CallContext, Plugin};
+use crate::policy::{
+    AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
+    is_write,
+};
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+/// What a unit is made of (see [`PluginUnit`]'s fields).
+pub(crate) struct UnitParts {
+    pub name: Arc<str>,
+    pub plugin: Arc<Plugin>,
+    pub queue: WorkQueue<ObjKey>,
+    pub primary: Arc<KindCache>,
+    pub caches: Vec<Arc<KindCache>>,
+    pub ctx: CallContext,
+    pub executor: Arc<Executor>,
+    pub config: Option<Arc<str>>,
+    pub policy: Arc<Policy>,
+    pub audit: AuditSink,
+}
 
 /// A plugin with its queue and the state its workers share.
 pub(crate) struct PluginUnit {
@@ -16,11 +33,18 @@ pub(crate) struct PluginUnit {
     pub queue: WorkQueue<ObjKey>,
     /// The cache of the kind it reconciles.
     pub primary: Arc<KindCache>,
-    /// Every cache it depends on (reconciled and owned kinds): workers wait for all to sync.
+    /// Every cache it depends on (reconciled, owned and policy-granted read kinds): workers
+    /// wait for all to sync.
     pub caches: Vec<Arc<KindCache>>,
     pub ctx: CallContext,
     pub executor: Arc<Executor>,
     pub config: Option<Arc<str>>,
+    /// What the operator granted it.
+    pub policy: Arc<Policy>,
+    /// Its own write budget, awaited by its workers before each API write.
+    budget: WriteBudget,
+    audit: AuditSink,
+    identity: PluginIdentity,
     /// Why each queued key was queued (advisory, for the request).
     reasons: Mutex<HashMap<ObjKey, Reason>>,
     /// The object version each key was last reconciled successfully at (when the plugin
@@ -33,39 +57,68 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl PluginUnit {
-    /// A unit for `instance`; `caches` lists the reconciled kind's cache first, then the
-    /// owned kinds'.
-    pub(crate) fn new(
-        instance: &PluginInstance,
-        queue: WorkQueue<ObjKey>,
-        caches: Vec<Arc<KindCache>>,
-        ctx: CallContext,
-        executor: Arc<Executor>,
-    ) -> Self {
+    pub(crate) fn new(parts: UnitParts) -> Self {
+        let identity = PluginIdentity {
+            name: parts.name.to_string(),
+            version: parts.plugin.metadata().version.clone(),
+            digest: parts.plugin.digest().to_string(),
+        };
         PluginUnit {
-            name: instance.name.as_str().into(),
-            plugin: instance.plugin.clone(),
-            queue,
-            primary: caches[0].clone(),
-            caches,
-            ctx,
-            executor,
-            config: instance.config.clone(),
+            name: parts.name,
+            budget: parts.policy.write_budget(),
+            plugin: parts.plugin,
+            queue: parts.queue,
+            primary: parts.primary,
+            caches: parts.caches,
+            ctx: parts.ctx,
+            executor: parts.executor,
+            config: parts.config,
+            policy: parts.policy,
+            audit: parts.audit,
+            identity,
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
         }
     }
 
-    /// Queues `key`, remembering why (the latest reason wins).
+    /// Queues `key`, remembering why (the latest reason wins). Keys outside the namespaces
+    /// the policy grants are never queued.
     pub(crate) fn enqueue(&self, key: ObjKey, reason: Reason) {
+        if !self
+            .policy
+            .grants
+            .namespaces
+            .allows(key.namespace.as_deref())
+        {
+            return;
+        }
         lock(&self.reasons).insert(key.clone(), reason);
         self.queue.add(key);
+    }
+
+    /// Queues this plugin's keys in `namespace` (its labels changed: a label selector in the
+    /// policy may now grant or refuse it).
+    pub(crate) fn namespace_changed(&self, namespace: &str) {
+        if self.policy.grants.namespaces.selector().is_none() {
+            return;
+        }
+        for key in self.primary.keys() {
+            if key.namespace.as_deref() == Some(namespace) {
+                self.enqueue(key, Reason::Changed);
+            }
+        }
     }
 
     /// Works keys off the queue until it shuts down.
     pub(crate) async fn work(self: Arc<Self>) {
         for cache in &self.caches {
             cache.wait_synced().await;
+        }
+        if self.policy.grants.namespaces.selector().is_some() {
+            // Keys routed before the Namespace cache synced were not granted yet.
+            for key in self.primary.keys() {
+                self.enqueue(key, Reason::Added);
+            }
         }
         while let Some(key) = self.queue.get().await {
             self.process(&key).await;
@@ -133,10 +186,7 @@ impl PluginUnit {
                 return;
             }
         };
-        let execution = self
-            .executor
-            .execute(name, &key.to_string(), &actions)
-            .await;
+        let execution = self.execute(&key.to_string(), &actions).await;
         match execution.failure() {
             Some(f) if f.transient => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),
@@ -155,5 +205,65 @@ impl PluginUnit {
             }
         }
         tracing::debug!(plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled");
+    }
+
+    /// Checks the call's actions against the policy (all-or-nothing), then executes what may
+    /// run: in dry-run only logs and requeues; in enforce every action in order, each API
+    /// write after a token of the plugin's write budget. Every action gets an audit record.
+    async fn execute(&self, key: &str, actions: &[Action]) -> Execution {
+        let checks = check_call(&self.policy.grants, actions);
+        let dry_run = self.policy.mode == Mode::DryRun;
+        let mut execution = Execution::default();
+        let mut failed = false;
+        for (action, check) in actions.iter().zip(checks) {
+            let decision = match check {
+                Err(denial) => Decision::Denied(denial),
+                Ok(()) if dry_run && is_write(action) => Decision::DryRun,
+                Ok(()) if failed => Decision::Skipped,
+                Ok(()) => {
+                    if is_write(action) {
+                        let waited = self.budget.acquire().await;
+                        if !waited.is_zero() {
+                            tracing::debug!(
+                                plugin = &*self.name,
+                                key,
+                                waited_ms = waited.as_millis() as u64,
+                                "write waited for the plugin's write budget"
+                            );
+                        }
+                    }
+                    let mut one = self
+                        .executor
+                        .execute(&self.name, key, std::slice::from_ref(action))
+                        .await;
+                    if let Some(delay) = one.requeue_after {
+                        execution.requeue_after =
+                            Some(execution.requeue_after.map_or(delay, |d| d.min(delay)));
+                    }
+                    let record = one.records.pop();
+                    let decision = match record.as_ref().map(|r| &r.result) {
+                        Some(ActionResult::AlreadyDone(why)) => Decision::AlreadyDone {
+                            reason: why.clone(),
+                        },
+                        Some(ActionResult::Failed(f)) => {
+                            failed = true;
+                            Decision::Failed {
+                                error: f.message.clone(),
+                                transient: f.transient,
+                            }
+                        }
+                        Some(ActionResult::Skipped) => Decision::Skipped,
+                        Some(ActionResult::Executed) | None => Decision::Executed,
+                    };
+                    execution.records.extend(record);
+                    self.audit
+                        .record(AuditRecord::new(&self.identity, key, action, decision));
+                    continue;
+                }
+            };
+            self.audit
+                .record(AuditRecord::new(&self.identity, key, action, decision));
+        }
+        execution
     }
 }

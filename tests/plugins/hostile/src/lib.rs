@@ -2,9 +2,16 @@
 //! `{"mode": "loop"}`, `"alloc"`, `"panic"`, `"recurse"`, `"recurse-in-memory"`, `"sleep"`, `"many-actions"` (with
 //! `count`), `"big-log"` (with `bytes`), `"bad-patch"`, `"files"`, `"env"`, `"socket"` (with
 //! `addr`), `"stdout"`, `"host-list"` (with `apiVersion`, `kind`), or `"behave"`.
+//!
+//! Policy probes (tests/policy.rs): `"label"` (merge-patch a label on its target),
+//! `"patch-other-namespace"` (with `namespace`), `"patch-field"` (`spec.replicas`, with
+//! `patchType`: `merge`, `json`, `json-move`, `strategic`, `strategic-replace`, `apply`),
+//! `"delete"`, `"create-in"` (a Lease, with `namespace`) and `"write-burst"` (`count`
+//! label patches in one call).
 
 use kubeplug_sdk::{Action, Error, KindRef, Metadata, PatchType, Reconciler, Request, host};
 use serde::Deserialize;
+use serde_json::json;
 use std::hint::black_box;
 
 #[derive(Debug, Default, Deserialize)]
@@ -16,6 +23,8 @@ struct Config {
     addr: String,
     api_version: String,
     kind: String,
+    namespace: String,
+    patch_type: String,
 }
 
 /// The hostile reconciler.
@@ -119,6 +128,57 @@ impl Reconciler for Hostile {
                     .collect();
                 Ok(vec![Action::info(format!("listed: {}", names.join(",")))])
             }
+            "label" => Ok(vec![Action::merge_patch(
+                &req.target,
+                json!({"metadata": {"labels": {"hostile": "was-here"}}}),
+            )]),
+            "patch-other-namespace" => {
+                let mut other = req.target.clone();
+                other.namespace = Some(config.namespace.clone());
+                Ok(vec![Action::merge_patch(
+                    &other,
+                    json!({"metadata": {"labels": {"hostile": "was-here"}}}),
+                )])
+            }
+            "patch-field" => {
+                let t = &req.target;
+                Ok(vec![match config.patch_type.as_str() {
+                    "merge" => Action::merge_patch(t, json!({"spec": {"replicas": 0}})),
+                    "json" => Action::json_patch(
+                        t,
+                        json!([{"op": "replace", "path": "/spec/replicas", "value": 0}]),
+                    ),
+                    "json-move" => Action::json_patch(
+                        t,
+                        json!([{"op": "move", "from": "/spec/replicas", "path": "/metadata/labels/stolen"}]),
+                    ),
+                    "strategic" => Action::strategic_patch(t, json!({"spec": {"replicas": 0}})),
+                    "strategic-replace" => Action::strategic_patch(
+                        t,
+                        json!({"metadata": {"$patch": "replace", "labels": {"hostile": "x"}}}),
+                    ),
+                    "apply" => Action::apply(
+                        t,
+                        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                            "metadata": {"name": t.name}, "spec": {"replicas": 0}}),
+                    ),
+                    other => return Err(Error::permanent(format!("unknown patchType {other:?}"))),
+                }])
+            }
+            "delete" => Ok(vec![Action::delete(&req.target)]),
+            "create-in" => Ok(vec![Action::create(&json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": format!("hostile-{}", req.target.name), "namespace": config.namespace},
+                "spec": {"holderIdentity": "hostile"}
+            }))]),
+            "write-burst" => Ok((0..config.count)
+                .map(|i| {
+                    Action::merge_patch(
+                        &req.target,
+                        json!({"metadata": {"labels": {"burst": i.to_string()}}}),
+                    )
+                })
+                .collect()),
             "transient" => Err(Error::transient("try again later")),
             "behave" => Ok(vec![Action::info(format!("reconciled {}", req.key()))]),
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),

@@ -1,0 +1,294 @@
+//! Audit records: one per action a plugin returned, with the decision taken on it. Each goes
+//! to the log (structured tracing fields), to `kubeplug_actions_total{plugin,action,decision}`
+//! and to an in-process broadcast channel (for the live stream).
+
+use super::check::Denial;
+use crate::contract::{Action, PatchType};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// What was decided about one action.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum Decision {
+    /// Sent and accepted, or nothing to send (log, requeue-after).
+    Executed,
+    /// Nothing needed: the object was already gone, or already existed.
+    AlreadyDone { reason: String },
+    /// Refused by the policy; never sent.
+    Denied(Denial),
+    /// Allowed, but the plugin runs in dry-run: not sent.
+    DryRun,
+    /// Sent and failed.
+    Failed { error: String, transient: bool },
+    /// Not attempted because an earlier action of the call failed.
+    Skipped,
+}
+
+impl Decision {
+    /// The name in metrics and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Executed => "executed",
+            Decision::AlreadyDone { .. } => "already-done",
+            Decision::Denied(_) => "denied",
+            Decision::DryRun => "dry-run",
+            Decision::Failed { .. } => "failed",
+            Decision::Skipped => "skipped",
+        }
+    }
+}
+
+/// The plugin an action came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginIdentity {
+    /// Instance name.
+    pub name: String,
+    pub version: String,
+    /// sha256 of the component.
+    pub digest: String,
+}
+
+/// One action and its decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRecord {
+    pub time: jiff::Timestamp,
+    pub plugin: PluginIdentity,
+    /// The key being reconciled.
+    pub key: String,
+    /// `patch`, `create`, `delete`, `event`, `log`, `requeue-after`.
+    pub action: &'static str,
+    /// The object acted on (`Deployment ns/name`).
+    pub target: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<PatchType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+    /// sha256 of the patch body or manifest, as compact JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_digest: Option<String>,
+    /// The patch body or manifest, kept for dry-run records (what would have been sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+impl AuditRecord {
+    /// A record of `action` for `key`; the body is kept only for dry-run decisions.
+    pub fn new(plugin: &PluginIdentity, key: &str, action: &Action, decision: Decision) -> Self {
+        let (target, patch_type, subresource, body) = match action {
+            Action::Patch {
+                target,
+                patch_type,
+                subresource,
+                body,
+            } => (
+                target.to_string(),
+                Some(*patch_type),
+                subresource.clone(),
+                Some(body),
+            ),
+            Action::Create { manifest } => (describe(manifest), None, None, Some(manifest)),
+            Action::Delete { target } => (target.to_string(), None, None, None),
+            Action::Event { regarding, .. } => (regarding.to_string(), None, None, None),
+            Action::Log { .. } | Action::RequeueAfter { .. } => (key.to_string(), None, None, None),
+        };
+        AuditRecord {
+            time: jiff::Timestamp::now(),
+            plugin: plugin.clone(),
+            key: key.to_string(),
+            action: action.kind(),
+            target,
+            patch_type,
+            subresource,
+            body_digest: body.map(digest),
+            body: body.filter(|_| decision == Decision::DryRun).cloned(),
+            decision,
+        }
+    }
+}
+
+fn describe(m: &Value) -> String {
+    let s = |p: &str| m.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    match m.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) => format!("{} {ns}/{}", s("/kind"), s("/metadata/name")),
+        None => format!("{} {}", s("/kind"), s("/metadata/name")),
+    }
+}
+
+/// `sha256:<hex>` of the compact JSON text of `body`.
+pub fn digest(body: &Value) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(body.to_string())))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ActionLabels {
+    plugin: String,
+    action: String,
+    decision: String,
+}
+
+/// Where audit records go: log, counters, broadcast channel. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AuditSink {
+    sender: broadcast::Sender<Arc<AuditRecord>>,
+    actions: Family<ActionLabels, Counter>,
+}
+
+impl Default for AuditSink {
+    /// A sink whose counters are not registered anywhere (tests, tools).
+    fn default() -> Self {
+        AuditSink {
+            sender: broadcast::channel(1024).0,
+            actions: Family::default(),
+        }
+    }
+}
+
+impl AuditSink {
+    /// A sink whose counter `kubeplug_actions_total` is registered in `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let sink = AuditSink::default();
+        sink.register(registry);
+        sink
+    }
+
+    /// Registers the counter `kubeplug_actions_total` in `registry` (once per registry).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kubeplug_actions",
+            "Plugin actions by plugin, action kind and policy decision",
+            self.actions.clone(),
+        );
+    }
+
+    /// Receives every record from now on (a slow receiver loses the oldest: `Lagged`).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<AuditRecord>> {
+        self.sender.subscribe()
+    }
+
+    /// Records one decision: log line (denied and failed at warn, dry-run at info, the rest
+    /// at debug), counter, broadcast.
+    pub fn record(&self, record: AuditRecord) {
+        self.actions
+            .get_or_create(&ActionLabels {
+                plugin: record.plugin.name.clone(),
+                action: record.action.to_string(),
+                decision: record.decision.as_str().to_string(),
+            })
+            .inc();
+        let (plugin, key, action, decision) = (
+            &*record.plugin.name,
+            record.key.as_str(),
+            record.action,
+            record.decision.as_str(),
+        );
+        let (target, digest) = (&record.target, record.body_digest.as_deref());
+        match &record.decision {
+            Decision::Denied(d) => {
+                tracing::warn!(plugin, key, action, decision, %target, grant = d.grant.as_str(), digest, "action denied: {}", d.reason)
+            }
+            Decision::Failed { error, transient } => {
+                tracing::warn!(plugin, key, action, decision, %target, transient, digest, "action failed: {error}")
+            }
+            Decision::DryRun => {
+                tracing::info!(plugin, key, action, decision, %target, digest, "dry-run: not sent")
+            }
+            // The busy path: at debug, beside the executor's own line.
+            _ => tracing::debug!(plugin, key, action, decision, %target, digest, "audit"),
+        }
+        let _ = self.sender.send(Arc::new(record));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ObjectRef;
+    use serde_json::json;
+
+    fn identity() -> PluginIdentity {
+        PluginIdentity {
+            name: "p".into(),
+            version: "1.0.0".into(),
+            digest: "sha256:abc".into(),
+        }
+    }
+
+    fn patch() -> Action {
+        Action::Patch {
+            target: ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("a".into()),
+                name: "web".into(),
+            },
+            patch_type: PatchType::Merge,
+            subresource: None,
+            body: json!({"spec": {"replicas": 1}}),
+        }
+    }
+
+    #[test]
+    fn records_count_broadcast_and_keep_dry_run_bodies() {
+        let mut registry = Registry::default();
+        let sink = AuditSink::new(&mut registry);
+        let mut rx = sink.subscribe();
+        sink.record(AuditRecord::new(
+            &identity(),
+            "a/web",
+            &patch(),
+            Decision::DryRun,
+        ));
+        sink.record(AuditRecord::new(
+            &identity(),
+            "a/web",
+            &patch(),
+            Decision::Executed,
+        ));
+        let dry = rx.try_recv().unwrap();
+        assert_eq!(dry.body, Some(json!({"spec": {"replicas": 1}})));
+        assert_eq!(
+            dry.body_digest,
+            Some(digest(&json!({"spec": {"replicas": 1}})))
+        );
+        assert!(dry.body_digest.as_ref().unwrap().starts_with("sha256:"));
+        let done = rx.try_recv().unwrap();
+        assert_eq!(done.body, None);
+        let json = serde_json::to_value(&*done).unwrap();
+        assert_eq!(json["decision"], "executed");
+        assert_eq!(json["patchType"], "merge");
+        let denial = Denial {
+            grant: super::super::check::Grant::Fields,
+            reason: "field /spec/replicas of apps/v1/Deployment is not granted".into(),
+        };
+        let denied = AuditRecord::new(&identity(), "a/web", &patch(), Decision::Denied(denial));
+        let json = serde_json::to_value(&denied).unwrap();
+        assert_eq!(
+            (
+                &json["decision"],
+                &json["grant"],
+                &json["plugin"]["version"]
+            ),
+            (&json!("denied"), &json!("fields"), &json!("1.0.0"))
+        );
+        assert!(json["reason"].as_str().unwrap().contains("/spec/replicas"));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                r#"kubeplug_actions_total{plugin="p",action="patch",decision="dry-run"} 1"#
+            ),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! The policy document as the operator writes it: a Kubernetes-style object
+//! (`apiVersion: kubeplug.dev/v1alpha1`, `kind: PluginPolicy`), so that it can become a
+//! custom resource later without changing shape. Parsing reports the file, line and field.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The only apiVersion this host reads.
+pub const API_VERSION: &str = "kubeplug.dev/v1alpha1";
+/// The kind of a policy document.
+pub const KIND: &str = "PluginPolicy";
+
+/// A `PluginPolicy` document.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyDocument {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: PolicyMetadata,
+    #[serde(default)]
+    pub spec: PolicySpec,
+}
+
+/// Object metadata; `name` is the plugin instance the policy is for.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyMetadata {
+    pub name: String,
+}
+
+/// What the operator grants. Every field has a safe default when absent (see the module
+/// documentation of [`crate::policy`]).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicySpec {
+    /// `enforce` or `dry-run` (default).
+    #[serde(default)]
+    pub mode: Mode,
+    /// Namespaces the plugin may see and touch (default: none).
+    #[serde(default)]
+    pub namespaces: NamespacesSpec,
+    /// Kinds it may read through the cache imports beyond those it reconciles and owns.
+    #[serde(default)]
+    pub reads: Vec<KindSpec>,
+    /// Verbs and field paths per kind (default: none).
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    /// Per-call limits and the write budget.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    /// Free JSON handed to the plugin as its configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+}
+
+/// Whether actions are sent or only recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Allowed actions are sent to the API server.
+    Enforce,
+    /// Nothing is sent; every action is checked and recorded as what would have been done.
+    #[default]
+    DryRun,
+}
+
+/// Namespaces granted: `all: true`, a list of `names`, and/or namespaces whose labels match
+/// `selector.matchLabels`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespacesSpec {
+    #[serde(default)]
+    pub all: bool,
+    #[serde(default)]
+    pub names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<NamespaceSelectorSpec>,
+}
+
+/// A label selector on namespaces (`matchLabels` only).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceSelectorSpec {
+    #[serde(default)]
+    pub match_labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A kind: `apiVersion` and `kind`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KindSpec {
+    pub api_version: String,
+    pub kind: String,
+}
+
+/// What the plugin may do to one kind.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleSpec {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub verbs: Vec<Verb>,
+    /// Field path prefixes patches and creates may set (`/spec/template/spec/containers/*/image`).
+    #[serde(default)]
+    pub fields: Vec<String>,
+}
+
+/// A write the plugin may be granted on a kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verb {
+    Patch,
+    PatchStatus,
+    Create,
+    Delete,
+    Event,
+}
+
+impl Verb {
+    /// The name used in documents, logs and audit records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Patch => "patch",
+            Verb::PatchStatus => "patch-status",
+            Verb::Create => "create",
+            Verb::Delete => "delete",
+            Verb::Event => "event",
+        }
+    }
+}
+
+/// Limits; absent ones take the host's defaults (or, for the write budget, 5 writes per
+/// second with a burst of 10).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsSpec {
+    pub memory_mib: Option<usize>,
+    pub timeout_ms: Option<u64>,
+    pub max_actions: Option<usize>,
+    pub writes_per_second: Option<f64>,
+    pub write_burst: Option<u32>,
+}
+
+/// Why a policy document cannot be used. Always names the file; `line` where known.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy {}: {source}", file.display())]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid policy {}: {message}", file.display())]
+    Syntax { file: PathBuf, message: String },
+    #[error("invalid policy {}{}: field {field}: {message}", file.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Field {
+        file: PathBuf,
+        line: Option<usize>,
+        field: String,
+        message: String,
+    },
+}
+
+impl PolicyDocument {
+    /// Parses one policy document; `file` names it in errors.
+    pub fn parse(text: &str, file: &Path) -> Result<PolicyDocument, PolicyError> {
+        let doc: PolicyDocument =
+            serde_saphyr::from_str(text).map_err(|e| PolicyError::Syntax {
+                file: file.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        let field_error = |field: &str, needle: &str, message: String| PolicyError::Field {
+            file: file.to_path_buf(),
+            line: line_of(text, needle),
+            field: field.to_string(),
+            message,
+        };
+        if doc.api_version != API_VERSION {
+            return Err(field_error(
+                "apiVersion",
+                "apiVersion",
+                format!("{:?} is not {API_VERSION:?}", doc.api_version),
+            ));
+        }
+        if doc.kind != KIND {
+            return Err(field_error(
+                "kind",
+                "kind",
+                format!("{:?} is not {KIND:?}", doc.kind),
+            ));
+        }
+        if doc.metadata.name.is_empty() {
+            return Err(field_error("metadata.name", "name", "is empty".into()));
+        }
+        for (i, rule) in doc.spec.rules.iter().enumerate() {
+            for (j, f) in rule.fields.iter().enumerate() {
+                if let Err(e) = super::paths::FieldPattern::parse(f) {
+                    return Err(field_error(
+                        &format!("spec.rules[{i}].fields[{j}]"),
+                        f,
+                        e.to_string(),
+                    ));
+                }
+            }
+        }
+        if let Some(rate) = doc.spec.limits.writes_per_second
+            && !(rate > 0.0 && rate.is_finite())
+        {
+            return Err(field_error(
+                "spec.limits.writesPerSecond",
+                "writesPerSecond",
+                format!("{rate} is not a positive number"),
+            ));
+        }
+        Ok(doc)
+    }
+
+    /// Reads and parses a policy file.
+    pub fn read(file: &Path) -> Result<PolicyDocument, PolicyError> {
+        let text = std::fs::read_to_string(file).map_err(|source| PolicyError::Read {
+            file: file.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, file)
+    }
+}
+
+/// The 1-based line of the first occurrence of `needle`, to point at a semantic error.
+fn line_of(text: &str, needle: &str) -> Option<usize> {
+    text.lines().position(|l| l.contains(needle)).map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<PolicyDocument, PolicyError> {
+        PolicyDocument::parse(text, Path::new("p.policy.yaml"))
+    }
+
+    #[test]
+    fn parses_a_full_document() {
+        let doc = parse(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata:
+  name: image-pinner
+spec:
+  mode: enforce
+  namespaces:
+    names: [team-a, team-b]
+  reads:
+    - apiVersion: v1
+      kind: ConfigMap
+  rules:
+    - apiVersion: apps/v1
+      kind: Deployment
+      verbs: [patch, patch-status, event]
+      fields: [/spec/template/spec/containers/*/image]
+  limits:
+    memoryMib: 32
+    timeoutMs: 500
+    maxActions: 10
+    writesPerSecond: 2.5
+    writeBurst: 5
+  config:
+    image: nginx:1.25
+",
+        )
+        .unwrap();
+        assert_eq!(doc.metadata.name, "image-pinner");
+        assert_eq!(doc.spec.mode, Mode::Enforce);
+        assert_eq!(doc.spec.namespaces.names, ["team-a", "team-b"]);
+        assert_eq!(
+            doc.spec.rules[0].verbs,
+            [Verb::Patch, Verb::PatchStatus, Verb::Event]
+        );
+        assert_eq!(doc.spec.limits.writes_per_second, Some(2.5));
+        assert_eq!(doc.spec.config.unwrap()["image"], "nginx:1.25");
+    }
+
+    #[test]
+    fn defaults_are_safe() {
+        let doc =
+            parse("apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: x}\n")
+                .unwrap();
+        assert_eq!(doc.spec.mode, Mode::DryRun);
+        assert!(!doc.spec.namespaces.all && doc.spec.namespaces.names.is_empty());
+        assert!(doc.spec.rules.is_empty() && doc.spec.reads.is_empty());
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_field() {
+        let err = parse(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: x}
+spec:
+  mode: enforce
+  nmespaces: {all: true}
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("p.policy.yaml"), "{err}");
+        assert!(err.contains("nmespaces"), "{err}");
+        assert!(err.contains("line 6"), "{err}");
+    }
+
+    #[test]
+    fn bad_verb_names_line_and_value() {
+        let err = parse(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: x}
+spec:
+  rules:
+    - apiVersion: v1
+      kind: Pod
+      verbs: [patch, destroy]
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("destroy") && err.contains("line 8"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_field_and_line() {
+        let err = parse(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: x}
+spec:
+  rules:
+    - apiVersion: v1
+      kind: Pod
+      fields: [spec/containers]
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("line 8") && err.contains("spec.rules[0].fields[0]"),
+            "{err}"
+        );
+        let err = parse("apiVersion: v1\nkind: PluginPolicy\nmetadata: {name: x}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 1") && err.contains("apiVersion"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! What a policy grants, compiled for checking: namespaces, kinds to read, and per kind the
+//! verbs and field paths.
+
+use super::document::{NamespacesSpec, PolicySpec, Verb};
+use super::paths::FieldPattern;
+use crate::cluster::{KindCache, ObjKey};
+use crate::contract::KindRef;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// Namespaces a plugin may see and touch.
+#[derive(Debug, Clone)]
+pub enum Namespaces {
+    /// Every namespace, and cluster-scoped objects.
+    All,
+    /// Only these namespaces, and those the selector matches; no cluster-scoped objects.
+    Only {
+        names: BTreeSet<String>,
+        selector: Option<Arc<NamespaceSelector>>,
+    },
+}
+
+/// Namespaces whose labels match, looked up in the host's Namespace cache. Until the
+/// controller attaches that cache, it matches nothing.
+pub struct NamespaceSelector {
+    match_labels: BTreeMap<String, String>,
+    namespaces: OnceLock<Arc<KindCache>>,
+}
+
+impl fmt::Debug for NamespaceSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamespaceSelector")
+            .field("match_labels", &self.match_labels)
+            .field("attached", &self.namespaces.get().is_some())
+            .finish()
+    }
+}
+
+impl NamespaceSelector {
+    /// A selector on `match_labels`, not yet attached.
+    pub fn new(match_labels: BTreeMap<String, String>) -> Self {
+        NamespaceSelector {
+            match_labels,
+            namespaces: OnceLock::new(),
+        }
+    }
+
+    /// Gives the selector the cache of `v1 Namespace` to look labels up in (first one wins).
+    pub fn attach(&self, namespaces: Arc<KindCache>) {
+        let _ = self.namespaces.set(namespaces);
+    }
+
+    fn matches(&self, namespace: &str) -> bool {
+        let Some(cache) = self.namespaces.get() else {
+            return false;
+        };
+        cache.get(&ObjKey::new(None, namespace)).is_some_and(|ns| {
+            self.match_labels
+                .iter()
+                .all(|(k, v)| ns.labels.get(k) == Some(v))
+        })
+    }
+}
+
+impl Namespaces {
+    /// Whether an object in `namespace` (`None`: cluster-scoped) is granted.
+    pub fn allows(&self, namespace: Option<&str>) -> bool {
+        match (self, namespace) {
+            (Namespaces::All, _) => true,
+            (Namespaces::Only { names, selector }, Some(ns)) => {
+                names.contains(ns) || selector.as_ref().is_some_and(|s| s.matches(ns))
+            }
+            (Namespaces::Only { .. }, None) => false,
+        }
+    }
+
+    /// The label selector, if namespaces are (also) granted by labels.
+    pub fn selector(&self) -> Option<&Arc<NamespaceSelector>> {
+        match self {
+            Namespaces::Only { selector, .. } => selector.as_ref(),
+            Namespaces::All => None,
+        }
+    }
+
+    fn from_spec(spec: &NamespacesSpec) -> Self {
+        if spec.all {
+            return Namespaces::All;
+        }
+        Namespaces::Only {
+            names: spec.names.iter().cloned().collect(),
+            selector: spec
+                .selector
+                .as_ref()
+                .map(|s| Arc::new(NamespaceSelector::new(s.match_labels.clone()))),
+        }
+    }
+}
+
+/// What a plugin may do to one kind.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub verbs: BTreeSet<Verb>,
+    pub fields: Vec<FieldPattern>,
+}
+
+/// Writes granted per kind.
+#[derive(Debug, Clone)]
+pub enum Rules {
+    /// Every verb on every kind, every field: only for plugins without a policy, which run
+    /// in dry-run, so their audit shows everything they would do.
+    Any,
+    /// Exactly these.
+    Only(HashMap<KindRef, Rule>),
+}
+
+/// The grants of one plugin.
+#[derive(Debug, Clone)]
+pub struct Grants {
+    pub namespaces: Namespaces,
+    /// Kinds readable through the cache imports beyond the reconciled and owned ones.
+    pub reads: BTreeSet<KindRef>,
+    pub rules: Rules,
+}
+
+impl Grants {
+    /// The grants of a plugin without a policy document (which runs in dry-run): it sees
+    /// every namespace of the host's scope, reads only what it reconciles and owns, and
+    /// every action it returns is checked as allowed, recorded and not sent.
+    pub fn unconfigured() -> Self {
+        Grants {
+            namespaces: Namespaces::All,
+            reads: BTreeSet::new(),
+            rules: Rules::Any,
+        }
+    }
+
+    /// Compiles a validated spec (field patterns were checked when parsing).
+    pub fn from_spec(spec: &PolicySpec) -> Result<Self, super::paths::PathError> {
+        let mut rules: HashMap<KindRef, Rule> = HashMap::new();
+        for r in &spec.rules {
+            let rule = rules
+                .entry(KindRef::new(&r.api_version, &r.kind))
+                .or_insert_with(|| Rule {
+                    verbs: BTreeSet::new(),
+                    fields: Vec::new(),
+                });
+            rule.verbs.extend(r.verbs.iter().copied());
+            for f in &r.fields {
+                rule.fields.push(FieldPattern::parse(f)?);
+            }
+        }
+        Ok(Grants {
+            namespaces: Namespaces::from_spec(&spec.namespaces),
+            reads: spec
+                .reads
+                .iter()
+                .map(|k| KindRef::new(&k.api_version, &k.kind))
+                .collect(),
+            rules: Rules::Only(rules),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_grants() {
+        let only = Namespaces::Only {
+            names: ["a".to_string()].into(),
+            selector: None,
+        };
+        assert!(only.allows(Some("a")));
+        assert!(!only.allows(Some("b")));
+        assert!(!only.allows(None));
+        assert!(Namespaces::All.allows(Some("b")) && Namespaces::All.allows(None));
+        let none = Namespaces::from_spec(&NamespacesSpec::default());
+        assert!(!none.allows(Some("default")));
+    }
+
+    #[test]
+    fn label_selected_namespaces_follow_the_namespace_cache() {
+        let spec: NamespacesSpec = serde_json::from_value(serde_json::json!({
+            "names": ["listed"], "selector": {"matchLabels": {"tenant": "a"}}
+        }))
+        .unwrap();
+        let grant = Namespaces::from_spec(&spec);
+        assert!(
+            !grant.allows(Some("team-a")),
+            "no cache attached: nothing matches"
+        );
+        let cache = Arc::new(KindCache::new(KindRef::new("v1", "Namespace")));
+        let ns = |name: &str, tenant: &str| {
+            let object: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"tenant": tenant}}
+            }))
+            .unwrap();
+            crate::cluster::CachedObject::from_object(&object)
+        };
+        cache.upsert(ns("team-a", "a"));
+        cache.upsert(ns("team-b", "b"));
+        grant.selector().unwrap().attach(cache);
+        assert!(grant.allows(Some("team-a")));
+        assert!(!grant.allows(Some("team-b")));
+        assert!(grant.allows(Some("listed")));
+        assert!(!grant.allows(Some("unknown")) && !grant.allows(None));
+    }
+
+    #[test]
+    fn rules_for_one_kind_merge() {
+        let spec: PolicySpec = serde_json::from_value(serde_json::json!({
+            "rules": [
+                {"apiVersion": "v1", "kind": "Pod", "verbs": ["patch"], "fields": ["/a"]},
+                {"apiVersion": "v1", "kind": "Pod", "verbs": ["delete"], "fields": ["/b"]}
+            ],
+            "reads": [{"apiVersion": "v1", "kind": "ConfigMap"}]
+        }))
+        .unwrap();
+        let g = Grants::from_spec(&spec).unwrap();
+        let Rules::Only(rules) = &g.rules else {
+            panic!("rules")
+        };
+        let pod = &rules[&KindRef::new("v1", "Pod")];
+        assert_eq!(pod.verbs, [Verb::Patch, Verb::Delete].into());
+        assert_eq!(pod.fields.len(), 2);
+        assert!(g.reads.contains(&KindRef::new("v1", "ConfigMap")));
+    }
+}

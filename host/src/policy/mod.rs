@@ -1,0 +1,181 @@
+//! Multi-tenant policy: what each plugin may read and write, checked before any API call,
+//! with every decision audited. See `README.md` in this folder for the document format and
+//! its defaults.
+//!
+//! Defaults, in short: a plugin **without** a policy runs in dry-run (nothing is sent, every
+//! action is audited as what would have been done), sees every namespace of the host's
+//! scope and reads only the kinds it reconciles and owns. A policy document's absent fields
+//! grant nothing: no namespaces, no extra kinds, no verbs, no field paths, dry-run, a write
+//! budget of 5 writes/s (burst 10) and the host's memory, timeout and action limits.
+//!
+//! Rule per call: **all-or-nothing**. If any action of a call is denied, none of its API
+//! actions are sent (each is recorded as denied); its logs and requeue-after still apply.
+
+mod audit;
+mod budget;
+mod check;
+mod document;
+mod grants;
+mod paths;
+
+pub use audit::{AuditRecord, AuditSink, Decision, PluginIdentity, digest};
+pub use budget::{DEFAULT_WRITE_BURST, DEFAULT_WRITES_PER_SECOND, WriteBudget};
+pub use check::{Denial, Grant, check_call, is_write};
+pub use document::{
+    API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
+    PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,
+};
+pub use grants::{Grants, NamespaceSelector, Namespaces, Rule, Rules};
+pub use paths::{
+    FieldPath, FieldPattern, PathError, apply_paths, create_paths, json_patch_paths,
+    merge_patch_paths, strategic_patch_paths,
+};
+
+use crate::plugin::Limits;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A plugin's policy, ready to enforce.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub mode: Mode,
+    pub grants: Grants,
+    pub limits: LimitsSpec,
+    /// The configuration handed to the plugin (JSON text).
+    pub config: Option<Arc<str>>,
+    /// The file it came from; `None` for the default of a plugin without a policy.
+    pub source: Option<PathBuf>,
+}
+
+impl Default for Policy {
+    /// The policy of a plugin without a document: dry-run, every namespace, reads only what
+    /// it reconciles and owns, every action checked as allowed (and so recorded as dry-run).
+    fn default() -> Self {
+        Policy {
+            mode: Mode::DryRun,
+            grants: Grants::unconfigured(),
+            limits: LimitsSpec::default(),
+            config: None,
+            source: None,
+        }
+    }
+}
+
+impl Policy {
+    /// Full trust, as before policies existed: enforce, every namespace, every verb and
+    /// field, no write budget. For single-tenant hosts and tests, never a default.
+    pub fn trusted() -> Self {
+        Policy {
+            mode: Mode::Enforce,
+            limits: LimitsSpec {
+                writes_per_second: Some(f64::INFINITY),
+                ..LimitsSpec::default()
+            },
+            ..Policy::default()
+        }
+    }
+
+    /// The policy of a parsed document for the plugin instance `name`.
+    pub fn from_document(
+        doc: &PolicyDocument,
+        name: &str,
+        file: &Path,
+    ) -> Result<Self, PolicyError> {
+        if doc.metadata.name != name {
+            return Err(PolicyError::Field {
+                file: file.to_path_buf(),
+                line: None,
+                field: "metadata.name".into(),
+                message: format!("{:?} is not the plugin's name {name:?}", doc.metadata.name),
+            });
+        }
+        let grants = Grants::from_spec(&doc.spec).map_err(|e| PolicyError::Field {
+            file: file.to_path_buf(),
+            line: None,
+            field: "spec.rules.fields".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Policy {
+            mode: doc.spec.mode,
+            grants,
+            limits: doc.spec.limits.clone(),
+            config: doc.spec.config.as_ref().map(|c| c.to_string().into()),
+            source: Some(file.to_path_buf()),
+        })
+    }
+
+    /// Reads `file` as the policy of plugin instance `name`.
+    pub fn read(file: &Path, name: &str) -> Result<Self, PolicyError> {
+        Self::from_document(&PolicyDocument::read(file)?, name, file)
+    }
+
+    /// The host's per-call limits with this policy's overrides.
+    pub fn call_limits(&self, host: Limits) -> Limits {
+        let mut limits = host;
+        if let Some(mib) = self.limits.memory_mib {
+            limits.memory_bytes = mib << 20;
+        }
+        if let Some(ms) = self.limits.timeout_ms {
+            limits.timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.limits.max_actions {
+            limits.output.max_actions = n;
+        }
+        limits
+    }
+
+    /// A fresh write budget as this policy sets it.
+    pub fn write_budget(&self) -> WriteBudget {
+        WriteBudget::new(
+            self.limits
+                .writes_per_second
+                .unwrap_or(DEFAULT_WRITES_PER_SECOND),
+            self.limits.write_burst.unwrap_or(DEFAULT_WRITE_BURST),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_policies_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+        for name in ["image-pinner", "change-logger"] {
+            let p = Policy::read(&dir.join(format!("{name}.policy.yaml")), name).unwrap();
+            assert_eq!(p.mode, Mode::Enforce, "{name}");
+        }
+    }
+
+    #[test]
+    fn limits_override_the_host_and_name_must_match() {
+        let text = "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: a}
+spec:
+  limits: {memoryMib: 8, timeoutMs: 200, maxActions: 3}
+  config: {image: x}
+";
+        let file = Path::new("a.policy.yaml");
+        let doc = PolicyDocument::parse(text, file).unwrap();
+        let p = Policy::from_document(&doc, "a", file).unwrap();
+        let l = p.call_limits(Limits::default());
+        assert_eq!(
+            (l.memory_bytes, l.timeout, l.output.max_actions),
+            (8 << 20, Duration::from_millis(200), 3)
+        );
+        assert_eq!(p.config.as_deref(), Some(r#"{"image":"x"}"#));
+        assert_eq!(p.mode, Mode::DryRun);
+        let err = Policy::from_document(&doc, "b", file)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a.policy.yaml") && err.contains("metadata.name"),
+            "{err}"
+        );
+        let default = Policy::default().call_limits(Limits::default());
+        assert_eq!(default.timeout, Limits::default().timeout);
+    }
+}

@@ -1,0 +1,646 @@
+//! Multi-tenant policy end to end: the controller, built plugins and the embedded API server
+//! over HTTP. The sim's request log is the proof of what was (and was not) sent.
+
+mod common;
+
+use common::{plugin, test_plugin};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, PostParams};
+use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
+use kubeplug::plugin::{Plugin, PluginRuntime, RuntimeConfig};
+use kubeplug::policy::{AuditRecord, Decision, Grant, Policy, PolicyDocument};
+use kubeplug::queue::{QueueConfig, RateLimitConfig};
+use kubeplug::sim::Sim;
+use serde_json::json;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+
+type Result<T = ()> = anyhow::Result<T>;
+
+/// Log lines written through tracing by every test in this binary.
+fn captured_logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_ansi(false)
+            .with_writer(move || Capture(writer.clone()))
+            .try_init();
+        buf
+    })
+}
+
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_lines_with(needle: &str) -> Vec<String> {
+    let buf = captured_logs().lock().unwrap();
+    String::from_utf8_lossy(&buf)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+async fn load(path: &Path) -> Arc<Plugin> {
+    static RUNTIME: OnceLock<PluginRuntime> = OnceLock::new();
+    let runtime = RUNTIME.get_or_init(|| {
+        let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+        PluginRuntime::new(RuntimeConfig {
+            cache_dir: Some(cache),
+            ..RuntimeConfig::default()
+        })
+        .unwrap()
+    });
+    runtime.load_file(path).await.unwrap()
+}
+
+fn fast_config() -> ControllerConfig {
+    ControllerConfig {
+        queue: QueueConfig {
+            rate_limit: RateLimitConfig {
+                base_delay: Duration::from_millis(5),
+                max_delay: Duration::from_secs(1),
+                qps: 200.0,
+                burst: 200,
+            },
+            ..QueueConfig::default()
+        },
+        ..ControllerConfig::default()
+    }
+}
+
+/// A sim with Deployments `web` and `api` (image alpine) in `team-a` and `team-b`.
+async fn sim() -> Result<Sim> {
+    captured_logs();
+    let sim = Sim::builder()
+        .status_delay(Duration::from_millis(20))
+        .auto_create_namespaces(true)
+        .start()
+        .await?;
+    let client = sim.client()?;
+    for ns in ["team-a", "team-b"] {
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await?;
+        let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+        for name in ["web", "api"] {
+            let d: Deployment = serde_json::from_value(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "labels": {"app": name}},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                        "spec": {"containers": [{"name": "app", "image": "alpine"}]}}}
+            }))?;
+            api.create(&PostParams::default(), &d).await?;
+        }
+    }
+    Ok(sim)
+}
+
+/// The policy of instance `name` from the YAML of its `spec`.
+fn policy(name: &str, spec: &str) -> Policy {
+    let indented: String = spec.lines().map(|l| format!("  {l}\n")).collect();
+    let text = format!(
+        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata:\n  name: {name}\nspec:\n{indented}"
+    );
+    let file = Path::new("test.policy.yaml");
+    let doc = PolicyDocument::parse(&text, file).unwrap();
+    Policy::from_document(&doc, name, file).unwrap()
+}
+
+const PINNER_POLICY: &str = "mode: enforce
+namespaces: {all: true}
+rules:
+  - apiVersion: apps/v1
+    kind: Deployment
+    verbs: [patch]
+    fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]";
+
+/// team-a only; patch labels of Deployments, create Leases with a spec.
+const HOSTILE_POLICY: &str = "mode: enforce
+namespaces: {names: [team-a]}
+rules:
+  - apiVersion: apps/v1
+    kind: Deployment
+    verbs: [patch]
+    fields: [/metadata/labels]
+  - apiVersion: coordination.k8s.io/v1
+    kind: Lease
+    verbs: [create]
+    fields: [/spec]";
+
+fn image_of(sim: &Sim, ns: &str, name: &str) -> Option<String> {
+    let d = sim.get("deployments", Some(ns), name)?;
+    d.pointer("/spec/template/spec/containers/0/image")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn all_pinned(sim: &Sim) -> bool {
+    ["team-a", "team-b"].iter().all(|ns| {
+        ["web", "api"]
+            .iter()
+            .all(|n| image_of(sim, ns, n).as_deref() == Some("nginx:1.13"))
+    })
+}
+
+/// Polls `check` until it holds, failing after `limit` with `what`.
+async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writes (anything but reads) a field manager sent, as `(verb, namespace, name)`.
+fn writes_by(sim: &Sim, manager: &str) -> Vec<(String, Option<String>, Option<String>)> {
+    sim.requests()
+        .records()
+        .into_iter()
+        .filter(|r| r.field_manager.as_deref() == Some(manager))
+        .map(|r| (r.verb, r.namespace, r.name))
+        .collect()
+}
+
+/// Every audit record received so far.
+fn drain(rx: &mut broadcast::Receiver<Arc<AuditRecord>>, into: &mut Vec<Arc<AuditRecord>>) {
+    while let Ok(r) = rx.try_recv() {
+        into.push(r);
+    }
+}
+
+fn denied_by(records: &[Arc<AuditRecord>], plugin: &str) -> Vec<Grant> {
+    records
+        .iter()
+        .filter(|r| r.plugin.name == plugin)
+        .filter_map(|r| match &r.decision {
+            Decision::Denied(d) => Some(d.grant),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_writes_are_denied_while_image_pinner_converges() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let hostile = load(&test_plugin("hostile")).await;
+    let probe = |name: &str, config: serde_json::Value| {
+        PluginInstance::named(hostile.clone(), name, Some(&config.to_string()))
+            .with_policy(policy(name, HOSTILE_POLICY))
+    };
+    let mut instances = vec![
+        PluginInstance::new(load(&plugin("image-pinner")).await)
+            .with_policy(policy("image-pinner", PINNER_POLICY)),
+        probe("h-label", json!({"mode": "label"})),
+        probe(
+            "h-other-ns",
+            json!({"mode": "patch-other-namespace", "namespace": "team-b"}),
+        ),
+        probe("h-delete", json!({"mode": "delete"})),
+        probe(
+            "h-create-other",
+            json!({"mode": "create-in", "namespace": "team-b"}),
+        ),
+        probe(
+            "h-create-own",
+            json!({"mode": "create-in", "namespace": "team-a"}),
+        ),
+    ];
+    let patch_types = [
+        "merge",
+        "json",
+        "json-move",
+        "strategic",
+        "strategic-replace",
+        "apply",
+    ];
+    for t in patch_types {
+        instances.push(probe(
+            &format!("h-field-{t}"),
+            json!({"mode": "patch-field", "patchType": t}),
+        ));
+    }
+    let config = fast_config();
+    let mut audit = config.audit.subscribe();
+    let controller = Controller::start(client.clone(), config, instances).await?;
+    let mut records = Vec::new();
+    eventually(Duration::from_secs(30), "image-pinner converged", || {
+        all_pinned(&sim)
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "team-a");
+    eventually(Duration::from_secs(10), "probes reconciled", || {
+        drain(&mut audit, &mut records);
+        let seen = |p: &str| records.iter().filter(|r| r.plugin.name == p).count() >= 2;
+        sim.get("leases", Some("team-a"), "hostile-web").is_some()
+            && seen("h-other-ns")
+            && seen("h-delete")
+            && seen("h-create-other")
+            && patch_types.iter().all(|t| seen(&format!("h-field-{t}")))
+    })
+    .await;
+    assert!(leases.get_opt("hostile-api").await?.is_some());
+
+    // Allowed: a label patch in its own namespace, a Lease with a spec in it.
+    let label = |ns, name| {
+        sim.get("deployments", Some(ns), name)
+            .and_then(|d| d.pointer("/metadata/labels/hostile").cloned())
+    };
+    assert_eq!(
+        label("team-a", "web"),
+        Some(json!("was-here")),
+        "{:?} {:?}",
+        writes_by(&sim, "kubeplug/h-label"),
+        records
+            .iter()
+            .filter(|r| r.plugin.name == "h-label")
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(label("team-b", "web"), None, "team-b is not h-label's");
+    // Never sent: nothing denied reaches the API server.
+    for name in ["h-other-ns", "h-delete", "h-create-other"]
+        .into_iter()
+        .map(String::from)
+        .chain(patch_types.iter().map(|t| format!("h-field-{t}")))
+    {
+        let sent = writes_by(&sim, &format!("kubeplug/{name}"));
+        assert!(sent.is_empty(), "{name} sent {sent:?}");
+    }
+    let deletes: Vec<_> = sim
+        .requests()
+        .records()
+        .into_iter()
+        .filter(|r| r.verb == "delete")
+        .collect();
+    assert!(deletes.is_empty(), "{deletes:?}");
+    assert!(sim.get("leases", Some("team-b"), "hostile-web").is_none());
+    for r in writes_by(&sim, "kubeplug/h-label") {
+        assert_eq!(r.1.as_deref(), Some("team-a"), "{r:?}");
+    }
+    // Each denial names the grant.
+    drain(&mut audit, &mut records);
+    assert!(
+        denied_by(&records, "h-other-ns")
+            .iter()
+            .all(|g| *g == Grant::Namespaces)
+    );
+    assert!(denied_by(&records, "h-delete").contains(&Grant::Verbs));
+    assert!(denied_by(&records, "h-create-other").contains(&Grant::Namespaces));
+    for t in patch_types {
+        let grants = denied_by(&records, &format!("h-field-{t}"));
+        assert!(
+            !grants.is_empty() && grants.iter().all(|g| *g == Grant::Fields),
+            "{t}: {grants:?}"
+        );
+    }
+    assert!(denied_by(&records, "h-label").is_empty());
+    assert!(denied_by(&records, "image-pinner").is_empty());
+    let executed = records
+        .iter()
+        .filter(|r| r.plugin.name == "image-pinner" && r.decision == Decision::Executed)
+        .filter(|r| r.action == "patch")
+        .count();
+    assert!(executed >= 1, "image-pinner's patches are audited");
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, controller.metrics())?;
+    assert!(
+        text.contains(
+            r#"kubeplug_actions_total{plugin="h-delete",action="delete",decision="denied"}"#
+        ),
+        "{text}"
+    );
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_burst_waits_for_its_budget_without_slowing_others() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let hostile = load(&test_plugin("hostile")).await;
+    let burst = PluginInstance::named(
+        hostile,
+        "h-burst",
+        Some(&json!({"mode": "write-burst", "count": 10_000}).to_string()),
+    )
+    .with_policy(policy(
+        "h-burst",
+        &format!(
+            "{HOSTILE_POLICY}\nlimits: {{maxActions: 10000, writesPerSecond: 20, writeBurst: 5}}"
+        ),
+    ));
+    let pinner = PluginInstance::new(load(&plugin("image-pinner")).await)
+        .with_policy(policy("image-pinner", PINNER_POLICY));
+    let started = Instant::now();
+    let controller = Controller::start(client.clone(), fast_config(), vec![burst, pinner]).await?;
+    eventually(Duration::from_secs(20), "image-pinner converged", || {
+        all_pinned(&sim)
+    })
+    .await;
+    eventually(Duration::from_secs(10), "the burst started", || {
+        !writes_by(&sim, "kubeplug/h-burst").is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let sent = writes_by(&sim, "kubeplug/h-burst").len() as f64;
+    let ceiling = 5.0 + 20.0 * elapsed + 5.0;
+    assert!(
+        sent >= 20.0 && sent <= ceiling,
+        "h-burst sent {sent} writes in {elapsed:.1}s (ceiling {ceiling})"
+    );
+    // Throttled, not dropped: it keeps going at its rate.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let later = writes_by(&sim, "kubeplug/h-burst").len() as f64;
+    assert!(later >= sent + 10.0, "{sent} then {later}");
+    // The burst's in-flight call would take minutes to drain: drop the controller instead
+    // of shutting it down (the test runtime stops its tasks).
+    drop(controller);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_sends_nothing_and_audits_each_would_be_patch() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let pinner = load(&plugin("image-pinner")).await;
+    let explicit = PluginInstance::named(pinner.clone(), "pinner-dry", None).with_policy(policy(
+        "pinner-dry",
+        &PINNER_POLICY.replace("mode: enforce", "mode: dry-run"),
+    ));
+    // No policy at all: dry-run too.
+    let unconfigured = PluginInstance::named(pinner, "pinner-none", None);
+    let config = fast_config();
+    let mut audit = config.audit.subscribe();
+    let controller =
+        Controller::start(client.clone(), config, vec![explicit, unconfigured]).await?;
+    let mut records = Vec::new();
+    let patches = |records: &[Arc<AuditRecord>], plugin: &str| {
+        records
+            .iter()
+            .filter(|r| r.plugin.name == plugin && r.action == "patch")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let keys = |records: &[Arc<AuditRecord>], plugin: &str| {
+        let mut keys: Vec<String> = patches(records, plugin)
+            .iter()
+            .map(|r| r.key.clone())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+    let all = ["team-a/api", "team-a/web", "team-b/api", "team-b/web"];
+    eventually(
+        Duration::from_secs(20),
+        "dry-run patches of every key",
+        || {
+            drain(&mut audit, &mut records);
+            keys(&records, "pinner-dry") == all && keys(&records, "pinner-none") == all
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drain(&mut audit, &mut records);
+    for plugin in ["pinner-dry", "pinner-none"] {
+        // The plugin is called again on status updates (the patch never lands): one record
+        // per call's would-be patch, each a dry-run with its body.
+        let p = patches(&records, plugin);
+        for r in &p {
+            assert_eq!(r.decision, Decision::DryRun);
+            let body = r.body.as_ref().expect("dry-run records carry the body");
+            assert_eq!(
+                body.pointer("/spec/template/spec/containers/0/image"),
+                Some(&json!("nginx:1.13"))
+            );
+            assert_eq!(r.body_digest, Some(kubeplug::policy::digest(body)));
+            assert!(!r.plugin.digest.is_empty() && !r.plugin.version.is_empty());
+        }
+        assert!(writes_by(&sim, &format!("kubeplug/{plugin}")).is_empty());
+    }
+    let any_patch = sim
+        .requests()
+        .records()
+        .into_iter()
+        .any(|r| r.verb == "patch");
+    assert!(!any_patch, "dry-run sent a patch");
+    assert_eq!(image_of(&sim, "team-a", "web").as_deref(), Some("alpine"));
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_and_kinds_scope_the_queue_and_cache_reads() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    for ns in ["team-a", "team-b"] {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": format!("pod-{ns}")},
+            "spec": {"containers": [{"name": "app", "image": "alpine"}]}}))?;
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &pod)
+            .await?;
+    }
+    let hostile = load(&test_plugin("hostile")).await;
+    let list_pods = json!({"mode": "host-list", "apiVersion": "v1", "kind": "Pod"});
+    let reader = PluginInstance::named(hostile.clone(), "reader", Some(&list_pods.to_string()))
+        .with_policy(policy(
+            "reader",
+            "namespaces: {names: [team-a]}\nreads: [{apiVersion: v1, kind: Pod}]",
+        ));
+    let blind = PluginInstance::named(hostile.clone(), "blind", Some(&list_pods.to_string()))
+        .with_policy(policy("blind", "namespaces: {names: [team-a]}"));
+    let behave = PluginInstance::named(hostile, "scoped", Some(r#"{"mode": "behave"}"#))
+        .with_policy(policy("scoped", "namespaces: {names: [team-b]}"));
+    let controller =
+        Controller::start(client.clone(), fast_config(), vec![reader, blind, behave]).await?;
+    eventually(Duration::from_secs(20), "the reads and reconciles", || {
+        log_lines_with("listed: pod-team-a").len() >= 2
+            && log_lines_with("reconciled team-b/").len() >= 2
+            && log_lines_with("plugin=\"blind\"")
+                .iter()
+                .any(|l| l.contains("not granted"))
+    })
+    .await;
+    let listed = log_lines_with("listed:");
+    assert!(
+        listed.iter().all(|l| !l.contains("pod-team-b")),
+        "{listed:?}"
+    );
+    // Read kinds are synced before the first call: no empty list.
+    assert!(
+        listed.iter().all(|l| l.contains("listed: pod-team-a")),
+        "{listed:?}"
+    );
+    assert!(log_lines_with("reconciled team-a/").is_empty());
+    assert!(
+        log_lines_with("plugin=\"reader\"")
+            .iter()
+            .all(|l| !l.contains("team-b/")),
+        "reader is never queued team-b keys"
+    );
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_policy_stops_only_its_plugin() -> Result {
+    captured_logs();
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("image-pinner.policy.yaml"),
+        format!(
+            "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {{name: image-pinner}}\nspec:\n{}\n",
+            PINNER_POLICY
+                .lines()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    )?;
+    std::fs::write(
+        dir.path().join("hostile.policy.yaml"),
+        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: hostile}\nspec:\n  mode: enforce\n  rules:\n    - apiVersion: v1\n      kind: Pod\n      verbs: [obliterate]\n",
+    )?;
+    let plugins = vec![
+        load(&plugin("image-pinner")).await,
+        load(&test_plugin("hostile")).await,
+        load(&plugin("change-logger")).await,
+    ];
+    let instances = kubeplug::cli::run::with_policies(plugins, dir.path());
+    let names: Vec<_> = instances.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["image-pinner", "change-logger"]);
+    assert_eq!(
+        instances[0].policy.mode,
+        kubeplug::policy::Mode::Enforce,
+        "image-pinner runs under its policy"
+    );
+    assert!(instances[1].policy.source.is_none(), "no policy: default");
+    let errors = log_lines_with("plugin not started");
+    assert!(
+        errors.iter().any(|l| l.contains("hostile.policy.yaml")
+            && l.contains("line 9")
+            && l.contains("obliterate")),
+        "{errors:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_plugin_limits_come_from_the_policy() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let hostile = load(&test_plugin("hostile")).await;
+    let limited = |name: &str, config: serde_json::Value, limits: &str| {
+        PluginInstance::named(hostile.clone(), name, Some(&config.to_string())).with_policy(policy(
+            name,
+            &format!("mode: enforce\nnamespaces: {{names: [team-a]}}\nlimits: {limits}"),
+        ))
+    };
+    let instances = vec![
+        limited(
+            "few-actions",
+            json!({"mode": "many-actions", "count": 6}),
+            "{maxActions: 5}",
+        ),
+        limited(
+            "enough-actions",
+            json!({"mode": "many-actions", "count": 6}),
+            "{maxActions: 6}",
+        ),
+        limited(
+            "short-timeout",
+            json!({"mode": "sleep"}),
+            "{timeoutMs: 120}",
+        ),
+    ];
+    let controller = Controller::start(client.clone(), fast_config(), instances).await?;
+    eventually(Duration::from_secs(20), "limit errors", || {
+        let by = |p: &str, needle: &str| {
+            log_lines_with(&format!("plugin=\"{p}\""))
+                .iter()
+                .any(|l| l.contains(needle))
+        };
+        by("few-actions", "more than the limit of 5") && by("short-timeout", "120ms")
+    })
+    .await;
+    let over = |p: &str| {
+        log_lines_with(&format!("plugin=\"{p}\""))
+            .iter()
+            .any(|l| l.contains("more than the limit"))
+    };
+    assert!(!over("enough-actions"), "maxActions 6 allows 6 actions");
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_granted_by_label_follow_the_labels() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let label =
+        |tenant: &str| kube::api::Patch::Merge(json!({"metadata": {"labels": {"tenant": tenant}}}));
+    let params = kube::api::PatchParams::default();
+    namespaces.patch("team-a", &params, &label("a")).await?;
+    namespaces.patch("team-b", &params, &label("b")).await?;
+    let hostile = load(&test_plugin("hostile")).await;
+    let labeller = PluginInstance::named(hostile, "by-label", Some(r#"{"mode": "label"}"#))
+        .with_policy(policy(
+            "by-label",
+            "mode: enforce
+namespaces: {selector: {matchLabels: {tenant: a}}}
+rules:
+  - {apiVersion: apps/v1, kind: Deployment, verbs: [patch], fields: [/metadata/labels]}",
+        ));
+    let controller = Controller::start(client.clone(), fast_config(), vec![labeller]).await?;
+    let labelled = |ns: &str| {
+        ["web", "api"].iter().all(|n| {
+            sim.get("deployments", Some(ns), n)
+                .and_then(|d| d.pointer("/metadata/labels/hostile").cloned())
+                .is_some()
+        })
+    };
+    eventually(Duration::from_secs(20), "team-a labelled", || {
+        labelled("team-a")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let in_b = |sim: &Sim| {
+        writes_by(sim, "kubeplug/by-label")
+            .iter()
+            .any(|w| w.1.as_deref() == Some("team-b"))
+    };
+    assert!(!in_b(&sim), "team-b is not selected");
+    // Relabelling team-b grants it: its keys are queued again.
+    namespaces.patch("team-b", &params, &label("a")).await?;
+    eventually(Duration::from_secs(20), "team-b labelled", || {
+        labelled("team-b")
+    })
+    .await;
+    controller.shutdown().await;
+    Ok(())
+}
