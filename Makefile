@@ -27,7 +27,7 @@ test: plugins
 
 ## demo: the reference plugins reconciling sample Deployments on the embedded API server
 demo: plugins
-	$(CARGO) run -p kubeplug -- run --embedded --plugins $(KUBEPLUG_PLUGIN_DIR)
+	$(CARGO) run -p kubeplug -- run --embedded --plugins $(KUBEPLUG_PLUGIN_DIR) --policies host/samples/policies
 
 ## lint: what CI checks besides the tests
 lint:

@@ -122,6 +122,7 @@ pub fn with_policies(plugins: Vec<Arc<Plugin>>, dir: &Path) -> Vec<PluginInstanc
 
 /// Runs the controller until SIGINT or SIGTERM, then drains and exits 0.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let mut signals = ShutdownSignals::install()?;
     if !args.plugins.is_dir() {
         bail!(
             "plugins directory {} does not exist (or is not a directory)",
@@ -179,7 +180,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let instances = with_policies(plugins, policies);
     let controller = Controller::start(client, config, instances).await?;
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), "running; stop with Ctrl-C");
-    shutdown_signal().await;
+    signals.recv().await;
     tracing::info!("shutting down: finishing in-flight reconciles");
     controller.shutdown().await;
     Ok(ExitCode::SUCCESS)
@@ -197,23 +198,36 @@ fn hostname() -> String {
         .unwrap_or_else(|| "kubeplug".into())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGINT and SIGTERM, caught from the moment they are installed: installing them before
+/// announcing readiness means an early signal still drains instead of killing the process.
+struct ShutdownSignals {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(ShutdownSignals {
+                interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+                terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(ShutdownSignals {})
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -4,6 +4,7 @@
 
 mod cache_objects;
 mod config;
+mod expectations;
 mod host;
 mod instance;
 mod router;

@@ -1,7 +1,8 @@
 //! One plugin inside the controller: its workqueue, its workers, what it reconciled last.
 
+use super::expectations::Expectations;
 use crate::actions::{ActionResult, Execution, Executor};
-use crate::cluster::{KindCache, ObjKey};
+use crate::cluster::{CachedObject, KindCache, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::plugin::{CallContext, Plugin};
 use crate::policy::{
@@ -11,6 +12,7 @@ use crate::policy::{
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// What a unit is made of (see [`PluginUnit`]'s fields).
 pub(crate) struct UnitParts {
@@ -50,7 +52,14 @@ pub(crate) struct PluginUnit {
     /// The object version each key was last reconciled successfully at (when the plugin
     /// asks for it).
     last_ok: Mutex<HashMap<ObjKey, Arc<str>>>,
+    /// Keys whose last writes the cache has not shown yet.
+    expectations: Expectations,
 }
+
+/// How long a key waits for the cache to show its own writes before it is reconciled anyway.
+const EXPECTATION_WAIT: Duration = Duration::from_secs(2);
+/// How often a waiting key looks again.
+const EXPECTATION_RECHECK: Duration = Duration::from_millis(20);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -78,6 +87,7 @@ impl PluginUnit {
             identity,
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
+            expectations: Expectations::new(EXPECTATION_WAIT),
         }
     }
 
@@ -126,7 +136,7 @@ impl PluginUnit {
         }
     }
 
-    fn request(&self, key: &ObjKey) -> ReconcileRequest {
+    fn request(&self, key: &ObjKey, cached: Option<&CachedObject>) -> ReconcileRequest {
         let requeues = self.queue.num_requeues(key);
         let reason = lock(&self.reasons).remove(key).unwrap_or(if requeues > 0 {
             Reason::Retry
@@ -146,7 +156,7 @@ impl PluginUnit {
                 namespace: key.namespace.clone(),
                 name: key.name.clone(),
             },
-            object: self.primary.get(key).map(|o| o.json.clone()),
+            object: cached.map(|o| o.json.clone()),
             previous,
             reason,
             attempt: requeues + 1,
@@ -158,7 +168,14 @@ impl PluginUnit {
     /// the queue what to do with the key.
     async fn process(&self, key: &ObjKey) {
         let name = &*self.name;
-        let request = self.request(key);
+        let cached = self.primary.get(key);
+        let cached_rv = cached.as_ref().map(|o| o.resource_version.as_str());
+        if !self.expectations.satisfied(key, cached_rv, Instant::now()) {
+            // Our last write is not in the cache yet: reconciling now would act on the old object.
+            self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
+            return;
+        }
+        let request = self.request(key, cached.as_deref());
         let (plugin, ctx, req) = (self.plugin.clone(), self.ctx.clone(), request.clone());
         let handle = tokio::runtime::Handle::current();
         let report = match tokio::task::spawn_blocking(move || {
@@ -192,6 +209,13 @@ impl PluginUnit {
             Some(_) => self.queue.forget(key),
             None => {
                 self.queue.forget(key);
+                let wrote = execution.records.iter().any(|r| {
+                    r.result == ActionResult::Executed
+                        && matches!(r.action, "patch" | "create" | "delete")
+                });
+                if let (true, Some(rv)) = (wrote, cached_rv) {
+                    self.expectations.expect_change(key, rv, Instant::now());
+                }
                 if self.plugin.metadata().wants_previous {
                     let mut last = lock(&self.last_ok);
                     match &request.object {
