@@ -267,22 +267,10 @@ async fn change_logger_reports_scaling_images_and_deletion() -> Result {
         "{line}"
     );
 
-    // Every line is also a Kubernetes Event reported by the plugin.
+    // Every line is also a Kubernetes Event reported by the plugin (created right after the
+    // log line, by the same call: wait for it).
     let events: Api<Event> = Api::namespaced(client.clone(), "logged");
-    let notes: Vec<(String, String)> = events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|e| {
-            assert_eq!(
-                e.reporting_controller.as_deref(),
-                Some("kubeplug/change-logger")
-            );
-            (e.reason.unwrap_or_default(), e.note.unwrap_or_default())
-        })
-        .collect();
-    for (reason, note) in [
+    let expected = [
         (
             "Added",
             "Deployment shop added - Replicas: 1, Image: alpine",
@@ -296,11 +284,34 @@ async fn change_logger_reports_scaling_images_and_deletion() -> Result {
             "Deployment shop updated - Image changed: alpine -> nginx:1.25",
         ),
         ("Deleted", "Deployment logged/shop has been deleted"),
-    ] {
+    ];
+    let started = Instant::now();
+    loop {
+        let notes: Vec<(String, String)> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|e| {
+                assert_eq!(
+                    e.reporting_controller.as_deref(),
+                    Some("kubeplug/change-logger")
+                );
+                (e.reason.unwrap_or_default(), e.note.unwrap_or_default())
+            })
+            .collect();
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|(r, n)| !notes.contains(&(r.to_string(), n.to_string())))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
         assert!(
-            notes.contains(&(reason.to_string(), note.to_string())),
-            "missing {reason}: {notes:?}"
+            started.elapsed() < Duration::from_secs(10),
+            "missing events {missing:?} in {notes:?}"
         );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     controller.shutdown().await;
     Ok(())

@@ -3,78 +3,10 @@
 
 mod common;
 
+use common::sandbox::{call, ctx, hostile, messages, request, runtime, still_behaves};
 use common::{plugin, test_plugin};
-use kubeplug::contract::{Action, ObjectRef, Reason, ReconcileRequest};
-use kubeplug::plugin::{
-    CacheOutcome, CallContext, CallError, CallReport, CompileCache, Limits, LoadError, NoObjects,
-    Plugin, PluginRuntime, RuntimeConfig,
-};
-use std::sync::Arc;
+use kubeplug::plugin::{CacheOutcome, CallError, CompileCache, Limits, LoadError};
 use std::time::{Duration, Instant};
-
-fn runtime(cache: Option<&std::path::Path>) -> PluginRuntime {
-    PluginRuntime::new(RuntimeConfig {
-        cache_dir: cache.map(Into::into),
-        max_instances: 16,
-        ..RuntimeConfig::default()
-    })
-    .unwrap()
-}
-
-fn request(config: &str) -> ReconcileRequest {
-    ReconcileRequest {
-        target: ObjectRef {
-            api_version: "apps/v1".into(),
-            kind: "Deployment".into(),
-            namespace: Some("default".into()),
-            name: "web".into(),
-        },
-        object: Some(r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"default"}}"#.into()),
-        previous: None,
-        reason: Reason::Changed,
-        attempt: 1,
-        config: Some(config.into()),
-    }
-}
-
-fn ctx(limits: Limits) -> CallContext {
-    CallContext::new(limits, Arc::new(NoObjects))
-}
-
-async fn call(p: &Plugin, config: &str) -> CallReport {
-    p.reconcile(&request(config), &ctx(Limits::default())).await
-}
-
-async fn hostile(rt: &PluginRuntime) -> Arc<Plugin> {
-    rt.load_file(&test_plugin("hostile")).await.unwrap()
-}
-
-fn messages(report: &CallReport) -> Vec<String> {
-    match &report.outcome {
-        Ok(actions) => actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Log { message, .. } => Some(message.clone()),
-                _ => None,
-            })
-            .collect(),
-        Err(e) => panic!("call failed: {e}"),
-    }
-}
-
-/// The plugin still answers normally: containment did not break the runtime.
-async fn still_behaves(p: &Plugin) {
-    assert_eq!(
-        messages(&call(p, r#"{"mode": "behave"}"#).await),
-        ["reconciled default/web"]
-    );
-}
-
-fn rss_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
 
 #[tokio::test]
 async fn infinite_loop_times_out_close_to_the_deadline() {
@@ -121,31 +53,6 @@ async fn sleeping_in_a_host_call_times_out_too() {
         report.outcome
     );
     assert!(started.elapsed() < Duration::from_secs(2));
-}
-
-#[tokio::test]
-async fn unbounded_allocation_is_out_of_memory_and_memory_comes_back() {
-    let rt = runtime(None);
-    let p = hostile(&rt).await;
-    still_behaves(&p).await;
-    let before = rss_bytes();
-    for _ in 0..3 {
-        let report = call(&p, r#"{"mode": "alloc"}"#).await;
-        match report.outcome {
-            Err(CallError::OutOfMemory { limit, requested }) => {
-                assert_eq!(limit, 64 << 20);
-                assert!(requested > limit);
-            }
-            other => panic!("expected out of memory, got {other:?}"),
-        }
-    }
-    let after = rss_bytes();
-    // Each call touched 64 MiB; the pooled slot is decommitted when the instance goes.
-    assert!(
-        after < before + (32 << 20),
-        "RSS grew from {before} to {after} bytes"
-    );
-    still_behaves(&p).await;
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
+pub mod sandbox;
+
 use std::path::{Path, PathBuf};
 
 fn dir(var: &str, default: &str) -> PathBuf {

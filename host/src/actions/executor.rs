@@ -20,7 +20,8 @@ pub struct Executor {
 
 /// What a single action came to, before it is recorded.
 enum Done {
-    Ok,
+    /// Accepted; for writes that return the object, its new resourceVersion.
+    Ok(Option<String>),
     Already(String),
 }
 
@@ -57,11 +58,15 @@ impl Executor {
                 Action::Create { manifest } => describe_manifest(manifest),
                 Action::Log { .. } | Action::RequeueAfter { .. } => key.to_string(),
             };
+            let mut resource_version = None;
             let result = if failed {
                 ActionResult::Skipped
             } else {
                 match self.execute_one(plugin, key, action, &mut execution).await {
-                    Ok(Done::Ok) => ActionResult::Executed,
+                    Ok(Done::Ok(rv)) => {
+                        resource_version = rv;
+                        ActionResult::Executed
+                    }
                     Ok(Done::Already(why)) => ActionResult::AlreadyDone(why),
                     Err(err) => {
                         failed = true;
@@ -82,6 +87,7 @@ impl Executor {
                 action: action.kind(),
                 target,
                 result,
+                resource_version,
             });
         }
         execution
@@ -132,7 +138,10 @@ impl Executor {
                                     .await
                             }
                         };
-                        return gone_is_done(result.map(|_| ()), "object is gone");
+                        return gone_is_done(
+                            result.map(|o| o.metadata.resource_version),
+                            "object is gone",
+                        );
                     }
                 };
                 let result = match subresource.as_deref() {
@@ -142,7 +151,10 @@ impl Executor {
                     }
                     None => api.patch(&target.name, &params, &patch).await,
                 };
-                gone_is_done(result.map(|_| ()), "object is gone")
+                gone_is_done(
+                    result.map(|o| o.metadata.resource_version),
+                    "object is gone",
+                )
             }
             Action::Create { manifest } => {
                 let object: DynamicObject =
@@ -165,7 +177,7 @@ impl Executor {
                     Err(kube::Error::Api(e)) if e.code == 409 && e.reason == "AlreadyExists" => {
                         Ok(Done::Already("object already exists".into()))
                     }
-                    other => other.map(|_| Done::Ok),
+                    other => other.map(|o| Done::Ok(o.metadata.resource_version)),
                 }
             }
             Action::Delete { target } => {
@@ -173,7 +185,7 @@ impl Executor {
                 gone_is_done(
                     api.delete(&target.name, &DeleteParams::background())
                         .await
-                        .map(|_| ()),
+                        .map(|_| None),
                     "object is gone",
                 )
             }
@@ -197,17 +209,17 @@ impl Executor {
                     Api::namespaced(self.kinds.client().clone(), &ns);
                 api.create(&PostParams::default(), &event)
                     .await
-                    .map(|_| Done::Ok)
+                    .map(|_| Done::Ok(None))
             }
             Action::Log { level, message } => {
                 crate::telemetry::plugin_log(plugin, key, *level, message);
-                Ok(Done::Ok)
+                Ok(Done::Ok(None))
             }
             Action::RequeueAfter { after_ms } => {
                 let delay = Duration::from_millis(*after_ms);
                 execution.requeue_after =
                     Some(execution.requeue_after.map_or(delay, |d| d.min(delay)));
-                Ok(Done::Ok)
+                Ok(Done::Ok(None))
             }
         }
     }
@@ -230,9 +242,12 @@ fn describe_manifest(m: &Value) -> String {
 }
 
 /// NotFound on a patch or delete means the object is already gone: not an error.
-fn gone_is_done(result: Result<(), kube::Error>, why: &str) -> Result<Done, kube::Error> {
+fn gone_is_done(
+    result: Result<Option<String>, kube::Error>,
+    why: &str,
+) -> Result<Done, kube::Error> {
     match result {
-        Ok(()) => Ok(Done::Ok),
+        Ok(rv) => Ok(Done::Ok(rv)),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Done::Already(why.to_string())),
         Err(e) => Err(e),
     }

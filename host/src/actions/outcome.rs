@@ -29,6 +29,8 @@ pub struct ActionRecord {
     pub action: &'static str,
     pub target: String,
     pub result: ActionResult,
+    /// The resourceVersion the object has after a successful patch or create.
+    pub resource_version: Option<String>,
 }
 
 /// The outcome of executing one call's actions.

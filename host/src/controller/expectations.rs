@@ -1,8 +1,10 @@
 //! Read-your-writes for the cache, as client-go's controller "expectations": after a worker
-//! writes because of an object at resourceVersion R, that key is not reconciled again until
-//! the cache has moved past R. Otherwise a key re-queued while the write was in flight (a
-//! status update, say) would be reconciled against the old object and written again.
-//! The wait is bounded: a write that changed nothing leaves R in place.
+//! patches an object and the API server answers with resourceVersion W, that key is not
+//! reconciled again until the cache holds W or later. Otherwise a key re-queued while the
+//! write was in flight (by a status update, say) would be reconciled against an object from
+//! before the write and written again. resourceVersions are compared as numbers when both are
+//! (they are etcd revisions on real API servers and on the embedded one), for equality
+//! otherwise; the wait is bounded either way.
 
 use crate::cluster::ObjKey;
 use std::collections::HashMap;
@@ -28,8 +30,8 @@ impl Expectations {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that writes were made on seeing `key` at `resource_version`.
-    pub(crate) fn expect_change(&self, key: &ObjKey, resource_version: &str, now: Instant) {
+    /// Records that a write left `key` at `resource_version`.
+    pub(crate) fn expect(&self, key: &ObjKey, resource_version: &str, now: Instant) {
         self.lock()
             .insert(key.clone(), (resource_version.to_string(), now + self.wait));
     }
@@ -38,7 +40,11 @@ impl Expectations {
     pub(crate) fn satisfied(&self, key: &ObjKey, cached: Option<&str>, now: Instant) -> bool {
         let mut pending = self.lock();
         match pending.get(key) {
-            Some((seen, deadline)) if cached == Some(seen.as_str()) && now < *deadline => false,
+            Some((written, deadline))
+                if cached.is_some_and(|c| !reached(c, written)) && now < *deadline =>
+            {
+                false
+            }
             Some(_) => {
                 pending.remove(key);
                 true
@@ -48,26 +54,40 @@ impl Expectations {
     }
 }
 
+/// Whether the cached resourceVersion is the written one or later.
+fn reached(cached: &str, written: &str) -> bool {
+    match (cached.parse::<u64>(), written.parse::<u64>()) {
+        (Ok(c), Ok(w)) => c >= w,
+        _ => cached == written,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn waits_until_the_cache_moves_past_the_written_version() {
+    fn waits_until_the_cache_holds_the_written_version() {
         let e = Expectations::new(Duration::from_secs(2));
         let key = ObjKey::new(Some("ns"), "web");
         let t0 = Instant::now();
         assert!(e.satisfied(&key, Some("5"), t0), "nothing expected yet");
-        e.expect_change(&key, "5", t0);
+        e.expect(&key, "7", t0);
         assert!(
             !e.satisfied(&key, Some("5"), t0),
-            "cache still at the version written against"
+            "cache from before the write"
         );
-        assert!(e.satisfied(&key, Some("6"), t0), "cache moved on");
+        assert!(
+            !e.satisfied(&key, Some("6"), t0),
+            "a status update from before the write"
+        );
+        assert!(e.satisfied(&key, Some("7"), t0), "the written version");
         assert!(
             e.satisfied(&key, Some("5"), t0),
             "expectation cleared once met"
         );
+        e.expect(&key, "7", t0);
+        assert!(e.satisfied(&key, Some("9"), t0), "a later version");
     }
 
     #[test]
@@ -75,9 +95,19 @@ mod tests {
         let e = Expectations::new(Duration::from_secs(2));
         let key = ObjKey::new(Some("ns"), "web");
         let t0 = Instant::now();
-        e.expect_change(&key, "5", t0);
+        e.expect(&key, "7", t0);
         assert!(e.satisfied(&key, Some("5"), t0 + Duration::from_secs(3)));
-        e.expect_change(&key, "5", t0);
+        e.expect(&key, "7", t0);
         assert!(e.satisfied(&key, None, t0), "object gone");
+    }
+
+    #[test]
+    fn opaque_versions_compare_for_equality() {
+        let e = Expectations::new(Duration::from_secs(2));
+        let key = ObjKey::new(None, "x");
+        let t0 = Instant::now();
+        e.expect(&key, "abc", t0);
+        assert!(!e.satisfied(&key, Some("abb"), t0));
+        assert!(e.satisfied(&key, Some("abc"), t0));
     }
 }

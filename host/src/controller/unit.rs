@@ -52,7 +52,7 @@ pub(crate) struct PluginUnit {
     /// The object version each key was last reconciled successfully at (when the plugin
     /// asks for it).
     last_ok: Mutex<HashMap<ObjKey, Arc<str>>>,
-    /// Keys whose last writes the cache has not shown yet.
+    /// Keys whose last patch the cache has not shown yet.
     expectations: Expectations,
 }
 
@@ -209,12 +209,16 @@ impl PluginUnit {
             Some(_) => self.queue.forget(key),
             None => {
                 self.queue.forget(key);
-                let wrote = execution.records.iter().any(|r| {
-                    r.result == ActionResult::Executed
-                        && matches!(r.action, "patch" | "create" | "delete")
+                // Wait for our own patch of this object before reconciling it again.
+                let target = request.target.to_string();
+                let written = execution.records.iter().rev().find_map(|r| {
+                    let ours = r.result == ActionResult::Executed
+                        && r.action == "patch"
+                        && r.target == target;
+                    ours.then_some(r.resource_version.as_deref()).flatten()
                 });
-                if let (true, Some(rv)) = (wrote, cached_rv) {
-                    self.expectations.expect_change(key, rv, Instant::now());
+                if let Some(rv) = written {
+                    self.expectations.expect(key, rv, Instant::now());
                 }
                 if self.plugin.metadata().wants_previous {
                     let mut last = lock(&self.last_ok);
