@@ -3,135 +3,21 @@
 
 mod common;
 
+use common::cluster::{
+    Result, create_namespace, deployment, eventually, fast_config, image_of, load, log_lines_with,
+    sim,
+};
 use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
-use kubeplug::plugin::{Limits, Plugin, PluginRuntime, RuntimeConfig};
+use kubeplug::plugin::Limits;
 use kubeplug::policy::Policy;
-use kubeplug::queue::{QueueConfig, RateLimitConfig};
 use kubeplug::sim::{ErrorFault, Sim};
 use serde_json::json;
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-type Result<T = ()> = anyhow::Result<T>;
-
-/// Log lines written through tracing by every test in this binary.
-fn captured_logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let writer = buf.clone();
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("info,kubeplug=debug")
-            .with_ansi(false)
-            .with_writer(move || Capture(writer.clone()))
-            .try_init();
-        buf
-    })
-}
-
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn log_lines_with(needle: &str) -> Vec<String> {
-    let buf = captured_logs().lock().unwrap();
-    String::from_utf8_lossy(&buf)
-        .lines()
-        .filter(|l| l.contains(needle))
-        .map(str::to_string)
-        .collect()
-}
-
-async fn load(path: &Path) -> Arc<Plugin> {
-    static RUNTIME: OnceLock<PluginRuntime> = OnceLock::new();
-    let runtime = RUNTIME.get_or_init(|| {
-        let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
-        PluginRuntime::new(RuntimeConfig {
-            cache_dir: Some(cache),
-            ..RuntimeConfig::default()
-        })
-        .unwrap()
-    });
-    runtime.load_file(path).await.unwrap()
-}
-
-fn fast_config() -> ControllerConfig {
-    ControllerConfig {
-        queue: QueueConfig {
-            rate_limit: RateLimitConfig {
-                base_delay: Duration::from_millis(5),
-                max_delay: Duration::from_secs(1),
-                qps: 200.0,
-                burst: 200,
-            },
-            ..QueueConfig::default()
-        },
-        ..ControllerConfig::default()
-    }
-}
-
-async fn sim() -> Result<Sim> {
-    captured_logs();
-    Ok(Sim::builder()
-        .status_delay(Duration::from_millis(20))
-        .auto_create_namespaces(true)
-        .start()
-        .await?)
-}
-
-fn deployment(name: &str, replicas: i32, image: &str) -> Deployment {
-    serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": image}]}}}
-    }))
-    .unwrap()
-}
-
-async fn create_namespace(client: &kube::Client, name: &str) -> Result {
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    Ok(())
-}
-
-fn image_of(sim: &Sim, ns: &str, name: &str) -> Option<String> {
-    let d = sim.get("deployments", Some(ns), name)?;
-    d.pointer("/spec/template/spec/containers/0/image")?
-        .as_str()
-        .map(str::to_string)
-}
-
-/// Polls `check` until it holds, failing after `limit` with `what`.
-async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Patches sent by a field manager, per object name.
 fn patches_by(sim: &Sim, manager: &str) -> HashMap<String, usize> {

@@ -3,113 +3,34 @@
 
 mod common;
 
+use common::cluster::{
+    Result, captured_logs, create_namespace, deployment, eventually, fast_config, image_of, load,
+    log_lines_with, sim,
+};
 use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
-use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
-use kubeplug::plugin::{Plugin, PluginRuntime, RuntimeConfig};
+use kubeplug::controller::{Controller, PluginInstance};
 use kubeplug::policy::{AuditRecord, Decision, Grant, Policy, PolicyDocument};
-use kubeplug::queue::{QueueConfig, RateLimitConfig};
 use kubeplug::sim::Sim;
 use serde_json::json;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 
-type Result<T = ()> = anyhow::Result<T>;
-
-/// Log lines written through tracing by every test in this binary.
-fn captured_logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let writer = buf.clone();
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("info")
-            .with_ansi(false)
-            .with_writer(move || Capture(writer.clone()))
-            .try_init();
-        buf
-    })
-}
-
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn log_lines_with(needle: &str) -> Vec<String> {
-    let buf = captured_logs().lock().unwrap();
-    String::from_utf8_lossy(&buf)
-        .lines()
-        .filter(|l| l.contains(needle))
-        .map(str::to_string)
-        .collect()
-}
-
-async fn load(path: &Path) -> Arc<Plugin> {
-    static RUNTIME: OnceLock<PluginRuntime> = OnceLock::new();
-    let runtime = RUNTIME.get_or_init(|| {
-        let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
-        PluginRuntime::new(RuntimeConfig {
-            cache_dir: Some(cache),
-            ..RuntimeConfig::default()
-        })
-        .unwrap()
-    });
-    runtime.load_file(path).await.unwrap()
-}
-
-fn fast_config() -> ControllerConfig {
-    ControllerConfig {
-        queue: QueueConfig {
-            rate_limit: RateLimitConfig {
-                base_delay: Duration::from_millis(5),
-                max_delay: Duration::from_secs(1),
-                qps: 200.0,
-                burst: 200,
-            },
-            ..QueueConfig::default()
-        },
-        ..ControllerConfig::default()
-    }
-}
-
 /// A sim with Deployments `web` and `api` (image alpine) in `team-a` and `team-b`.
-async fn sim() -> Result<Sim> {
-    captured_logs();
-    let sim = Sim::builder()
-        .status_delay(Duration::from_millis(20))
-        .auto_create_namespaces(true)
-        .start()
-        .await?;
+async fn seeded_sim() -> Result<Sim> {
+    let sim = sim().await?;
     let client = sim.client()?;
     for ns in ["team-a", "team-b"] {
-        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await?;
+        create_namespace(&client, ns).await?;
         let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
         for name in ["web", "api"] {
-            let d: Deployment = serde_json::from_value(json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": name, "labels": {"app": name}},
-                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
-                    "template": {"metadata": {"labels": {"app": name}},
-                        "spec": {"containers": [{"name": "app", "image": "alpine"}]}}}
-            }))?;
-            api.create(&PostParams::default(), &d).await?;
+            api.create(&PostParams::default(), &deployment(name, 2, "alpine"))
+                .await?;
         }
     }
     Ok(sim)
@@ -147,31 +68,12 @@ rules:
     verbs: [create]
     fields: [/spec]";
 
-fn image_of(sim: &Sim, ns: &str, name: &str) -> Option<String> {
-    let d = sim.get("deployments", Some(ns), name)?;
-    d.pointer("/spec/template/spec/containers/0/image")?
-        .as_str()
-        .map(str::to_string)
-}
-
 fn all_pinned(sim: &Sim) -> bool {
     ["team-a", "team-b"].iter().all(|ns| {
         ["web", "api"]
             .iter()
             .all(|n| image_of(sim, ns, n).as_deref() == Some("nginx:1.13"))
     })
-}
-
-/// Polls `check` until it holds, failing after `limit` with `what`.
-async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Writes (anything but reads) a field manager sent, as `(verb, namespace, name)`.
@@ -204,7 +106,7 @@ fn denied_by(records: &[Arc<AuditRecord>], plugin: &str) -> Vec<Grant> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_writes_are_denied_while_image_pinner_converges() -> Result {
-    let sim = sim().await?;
+    let sim = seeded_sim().await?;
     let client = sim.client()?;
     let hostile = load(&test_plugin("hostile")).await;
     let probe = |name: &str, config: serde_json::Value| {
@@ -338,7 +240,7 @@ async fn hostile_writes_are_denied_while_image_pinner_converges() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_burst_waits_for_its_budget_without_slowing_others() -> Result {
-    let sim = sim().await?;
+    let sim = seeded_sim().await?;
     let client = sim.client()?;
     let hostile = load(&test_plugin("hostile")).await;
     let burst = PluginInstance::named(
@@ -384,7 +286,7 @@ async fn a_write_burst_waits_for_its_budget_without_slowing_others() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_sends_nothing_and_audits_each_would_be_patch() -> Result {
-    let sim = sim().await?;
+    let sim = seeded_sim().await?;
     let client = sim.client()?;
     let pinner = load(&plugin("image-pinner")).await;
     let explicit = PluginInstance::named(pinner.clone(), "pinner-dry", None).with_policy(policy(
@@ -455,7 +357,7 @@ async fn dry_run_sends_nothing_and_audits_each_would_be_patch() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_and_kinds_scope_the_queue_and_cache_reads() -> Result {
-    let sim = sim().await?;
+    let sim = seeded_sim().await?;
     let client = sim.client()?;
     for ns in ["team-a", "team-b"] {
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": format!("pod-{ns}")},
@@ -551,7 +453,7 @@ async fn a_malformed_policy_stops_only_its_plugin() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_plugin_limits_come_from_the_policy() -> Result {
-    let sim = sim().await?;
+    let sim = seeded_sim().await?;
     let client = sim.client()?;
     let hostile = load(&test_plugin("hostile")).await;
     let limited = |name: &str, config: serde_json::Value, limits: &str| {
@@ -599,7 +501,7 @@ async fn per_plugin_limits_come_from_the_policy() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_granted_by_label_follow_the_labels() -> Result {
-    let sim = sim().await?;
+    let sim = seeded_sim().await?;
     let client = sim.client()?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let label =

@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod sandbox;
 
 use std::path::{Path, PathBuf};
