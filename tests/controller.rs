@@ -33,8 +33,7 @@ fn patches_by(sim: &Sim, manager: &str) -> HashMap<String, usize> {
 }
 
 fn metric(controller: &Controller, name: &str, plugin: &str) -> f64 {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, controller.metrics()).unwrap();
+    let text = controller.metrics_text();
     let prefix = format!("{name}{{name=\"{plugin}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix))

@@ -226,8 +226,7 @@ async fn hostile_writes_are_denied_while_image_pinner_converges() -> Result {
         .filter(|r| r.action == "patch")
         .count();
     assert!(executed >= 1, "image-pinner's patches are audited");
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, controller.metrics())?;
+    let text = controller.metrics_text();
     assert!(
         text.contains(
             r#"kubeplug_actions_total{plugin="h-delete",action="delete",decision="denied"}"#

@@ -1,214 +1,362 @@
-//! Starting and stopping the controller: one shared watch per kind, one queue and a pool of
-//! workers per plugin, a router between them, and an optional resync timer.
+//! Starting, changing and stopping the controller: one shared watch per kind, one queue and
+//! a pool of workers per plugin, a router between them, and an optional resync timer.
+//! Plugins can be added, updated and removed while it runs (see [`Controller::upsert`]).
 
-use super::cache_objects::CacheObjects;
 use super::config::ControllerConfig;
+use super::error::ControllerError;
 use super::instance::PluginInstance;
 use super::router;
-use super::unit::{PluginUnit, UnitParts};
+use super::unit::PluginUnit;
+use super::units::UnitSet;
+use super::version::UnitVersion;
+use super::watches::Watches;
 use crate::actions::Executor;
-use crate::cluster::{KindCache, KindRegistry, WatchHandle, spawn_watch};
+use crate::cluster::KindRegistry;
 use crate::contract::{KindRef, Reason};
-use crate::plugin::CallContext;
+use crate::plugin::Plugin;
 use crate::policy::{AuditRecord, AuditSink};
 use crate::queue::{QueueMetrics, WorkQueue};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use prometheus_client::registry::Registry;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 
-/// A running controller host.
+/// A running controller host; clones share it.
+#[derive(Clone)]
 pub struct Controller {
-    units: Vec<Arc<PluginUnit>>,
-    workers: Vec<JoinHandle<()>>,
-    watches: BTreeMap<KindRef, WatchHandle>,
-    background: Vec<JoinHandle<()>>,
-    registry: prometheus_client::registry::Registry,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ControllerConfig,
+    executor: Arc<Executor>,
+    watches: Watches,
+    units: UnitSet,
+    tasks: Mutex<HashMap<String, UnitTasks>>,
+    background: Mutex<Vec<JoinHandle<()>>>,
+    registry: Mutex<Registry>,
+    queue_metrics: QueueMetrics,
     audit: AuditSink,
+    /// Serialises changes to the set of plugins; `true` once shutting down.
+    changing: tokio::sync::Mutex<bool>,
+}
+
+/// The tasks of one unit.
+#[derive(Default)]
+struct UnitTasks {
+    workers: Vec<JoinHandle<()>>,
+    /// Queues every cached key once the unit's caches have synced.
+    enqueue_all: Option<JoinHandle<()>>,
+}
+
+/// What [`Controller::upsert`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// A new plugin: queue and workers started, every cached key queued.
+    Started,
+    /// A running plugin got a new version; its queue was kept and every key re-queued.
+    Updated,
+    /// A running plugin now reconciles another kind: its old queue was stopped and a new one
+    /// started.
+    Restarted,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Controller {
-    /// Starts watches for every kind the plugins need and workers for every plugin. A plugin
-    /// whose kinds the API server does not serve is reported and left out; the rest run.
+    /// Starts a controller with no plugin yet (the router and resync timer run).
+    pub fn new(client: kube::Client, config: ControllerConfig) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut registry = Registry::default();
+        let queue_metrics = QueueMetrics::new(&mut registry);
+        let audit = config.audit.clone();
+        audit.register(&mut registry);
+        let kinds = Arc::new(KindRegistry::new(client.clone()));
+        let units = UnitSet::default();
+        let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
+        if let Some(period) = config.resync {
+            background.push(tokio::spawn(resync(units.clone(), period)));
+        }
+        Controller {
+            inner: Arc::new(Inner {
+                executor: Arc::new(Executor::new(kinds, config.instance.clone())),
+                watches: Watches::new(client, config.namespace.clone(), tx),
+                units,
+                tasks: Mutex::default(),
+                background: Mutex::new(background),
+                registry: Mutex::new(registry),
+                queue_metrics,
+                audit,
+                changing: tokio::sync::Mutex::new(false),
+                config,
+            }),
+        }
+    }
+
+    /// Starts a controller running `instances`. A plugin that cannot start (its kinds are
+    /// not served, its name is taken) is reported and left out; the rest run.
     pub async fn start(
         client: kube::Client,
         config: ControllerConfig,
         instances: Vec<PluginInstance>,
     ) -> anyhow::Result<Self> {
-        let kinds = Arc::new(KindRegistry::new(client.clone()));
-        let executor = Arc::new(Executor::new(kinds.clone(), config.instance.clone()));
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut watches: BTreeMap<KindRef, WatchHandle> = BTreeMap::new();
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = QueueMetrics::new(&mut registry);
-        let audit = config.audit.clone();
-        audit.register(&mut registry);
-        let mut units = Vec::new();
-        'plugins: for instance in instances {
-            if units
-                .iter()
-                .any(|u: &Arc<PluginUnit>| *u.name == instance.name)
-            {
-                tracing::error!(plugin = %instance.name, "plugin not started: another plugin has the same name");
-                continue;
+        let controller = Controller::new(client, config);
+        for instance in instances {
+            if let Err(err) = controller.add(instance).await {
+                tracing::error!("plugin not started: {err}");
             }
-            let meta = instance.plugin.metadata().clone();
-            let name = instance.name.as_str();
-            let policy = instance.policy.clone();
-            let mut caches: Vec<Arc<KindCache>> = Vec::new();
-            let extra_reads = policy
-                .grants
-                .reads
-                .iter()
-                .filter(|k| **k != meta.reconciles && !meta.owns.contains(k));
-            for kind in std::iter::once(&meta.reconciles)
-                .chain(&meta.owns)
-                .chain(extra_reads)
-            {
-                if let Some(w) = watches.get(kind) {
-                    caches.push(w.cache.clone());
-                    continue;
-                }
-                match kinds.resolve(kind).await {
-                    Ok(resolved) => {
-                        let handle = spawn_watch(
-                            client.clone(),
-                            &resolved,
-                            config.namespace.as_deref(),
-                            tx.clone(),
-                        );
-                        caches.push(handle.cache.clone());
-                        watches.insert(kind.clone(), handle);
-                    }
-                    Err(err) => {
-                        tracing::error!(plugin = name, %kind, "plugin not started: the API server does not serve its kind: {err}");
-                        continue 'plugins;
-                    }
-                }
-            }
-            let queue = WorkQueue::new(name, &config.queue, &metrics)?;
-            let objects =
-                CacheObjects::scoped(caches.iter().cloned(), policy.grants.namespaces.clone());
-            let ctx = CallContext::new(policy.call_limits(config.limits), Arc::new(objects));
-            let primary = caches[0].clone();
-            if let Some(selector) = policy.grants.namespaces.selector() {
-                // Namespaces granted by label: look them up in a shared Namespace watch (not
-                // readable by the plugin); workers wait for it to sync.
-                let kind = KindRef::new("v1", "Namespace");
-                let cache = match watches.get(&kind) {
-                    Some(w) => w.cache.clone(),
-                    None => match kinds.resolve(&kind).await {
-                        Ok(resolved) => {
-                            let handle = spawn_watch(client.clone(), &resolved, None, tx.clone());
-                            let cache = handle.cache.clone();
-                            watches.insert(kind, handle);
-                            cache
-                        }
-                        Err(err) => {
-                            tracing::error!(
-                                plugin = name,
-                                "plugin not started: its policy selects namespaces by label, but Namespaces cannot be watched: {err}"
-                            );
-                            continue 'plugins;
-                        }
-                    },
-                };
-                selector.attach(cache.clone());
-                caches.push(cache);
-            }
-            units.push(Arc::new(PluginUnit::new(UnitParts {
-                name: name.into(),
-                plugin: instance.plugin.clone(),
-                queue,
-                primary,
-                caches,
-                ctx,
-                executor: executor.clone(),
-                config: instance.config.clone(),
-                policy: policy.clone(),
-                audit: audit.clone(),
-            })));
-            let source = policy.source.as_ref().map(|p| p.display().to_string());
-            tracing::info!(plugin = name, version = %meta.version, reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?policy.mode, policy = source.as_deref().unwrap_or("none (dry-run default)"), "plugin started");
         }
-        drop(tx);
-        let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
-        if let Some(period) = config.resync {
-            background.push(tokio::spawn(resync(units.clone(), period)));
+        Ok(controller)
+    }
+
+    /// Starts a plugin that is not running yet.
+    pub async fn add(&self, instance: PluginInstance) -> Result<Applied, ControllerError> {
+        if self.inner.units.get(&instance.name).is_some() {
+            return Err(ControllerError::DuplicateName(instance.name));
         }
-        let workers = units
-            .iter()
-            .flat_map(|u| (0..config.workers.max(1)).map(|_| tokio::spawn(u.clone().work())))
+        self.upsert(instance).await
+    }
+
+    /// Starts `instance`, or, when a plugin of that name runs, swaps in the new version:
+    /// calls in flight finish on the old one, queued keys stay and run on the new one, and
+    /// every cached key is queued again. Watches the new version needs are started first;
+    /// watches no plugin needs any more are stopped. On error the running version (if any)
+    /// keeps running.
+    pub async fn upsert(&self, instance: PluginInstance) -> Result<Applied, ControllerError> {
+        let changing = self.inner.changing.lock().await;
+        if *changing {
+            return Err(ControllerError::ShuttingDown);
+        }
+        let result = self.apply(instance).await;
+        self.retain_watches();
+        result
+    }
+
+    async fn apply(&self, instance: PluginInstance) -> Result<Applied, ControllerError> {
+        let Some(unit) = self.inner.units.get(&instance.name) else {
+            self.start_unit(instance).await?;
+            return Ok(Applied::Started);
+        };
+        let old = unit.current();
+        let meta = instance.plugin.metadata();
+        if old.plugin.metadata().reconciles != meta.reconciles {
+            // Its keys name objects of another kind: nothing queued carries over.
+            let version = self.build(&instance, None).await?;
+            self.stop_unit(&instance.name).await;
+            self.start_unit_with(instance, version)?;
+            return Ok(Applied::Restarted);
+        }
+        let version = self.build(&instance, Some(&old)).await?;
+        unit.swap(version);
+        tracing::info!(plugin = %instance.name, from = %old.identity.version, to = %meta.version, digest = %instance.plugin.digest(), policy = policy_source(&instance), "plugin updated");
+        let enqueue = tokio::spawn({
+            let unit = unit.clone();
+            async move { unit.enqueue_all(Reason::Resync).await }
+        });
+        let mut tasks = lock(&self.inner.tasks);
+        if let Some(previous) = tasks
+            .entry(instance.name.clone())
+            .or_default()
+            .enqueue_all
+            .replace(enqueue)
+        {
+            previous.abort();
+        }
+        Ok(Applied::Updated)
+    }
+
+    async fn build(
+        &self,
+        instance: &PluginInstance,
+        previous: Option<&UnitVersion>,
+    ) -> Result<UnitVersion, ControllerError> {
+        UnitVersion::build(
+            &self.inner.watches,
+            instance,
+            self.inner.config.limits,
+            previous,
+        )
+        .await
+    }
+
+    async fn start_unit(&self, instance: PluginInstance) -> Result<(), ControllerError> {
+        let version = self.build(&instance, None).await?;
+        self.start_unit_with(instance, version)
+    }
+
+    fn start_unit_with(
+        &self,
+        instance: PluginInstance,
+        version: UnitVersion,
+    ) -> Result<(), ControllerError> {
+        let inner = &self.inner;
+        let name = instance.name.as_str();
+        let queue =
+            WorkQueue::new(name, &inner.config.queue, &inner.queue_metrics).map_err(|source| {
+                ControllerError::Queue {
+                    plugin: name.to_string(),
+                    source,
+                }
+            })?;
+        let unit = Arc::new(PluginUnit::new(
+            name.into(),
+            queue,
+            version,
+            inner.executor.clone(),
+            inner.audit.clone(),
+        ));
+        inner.units.insert(unit.clone());
+        let workers = (0..inner.config.workers.max(1))
+            .map(|_| tokio::spawn(unit.clone().work()))
             .collect();
-        Ok(Controller {
-            units,
-            workers,
-            watches,
-            background,
-            registry,
-            audit,
-        })
+        let enqueue_all = Some(tokio::spawn({
+            let unit = unit.clone();
+            async move { unit.enqueue_all(Reason::Added).await }
+        }));
+        lock(&inner.tasks).insert(
+            name.to_string(),
+            UnitTasks {
+                workers,
+                enqueue_all,
+            },
+        );
+        let meta = instance.plugin.metadata();
+        tracing::info!(plugin = name, version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(&instance), "plugin started");
+        Ok(())
+    }
+
+    /// Stops the plugin `name`: its queued keys are dropped, calls in flight finish, its
+    /// watches are stopped unless another plugin needs them. Returns whether it ran.
+    pub async fn remove(&self, name: &str) -> bool {
+        let _changing = self.inner.changing.lock().await;
+        let removed = self.stop_unit(name).await;
+        self.retain_watches();
+        removed
+    }
+
+    async fn stop_unit(&self, name: &str) -> bool {
+        let Some(unit) = self.inner.units.remove(name) else {
+            return false;
+        };
+        unit.stop();
+        let tasks = lock(&self.inner.tasks).remove(name).unwrap_or_default();
+        if let Some(task) = tasks.enqueue_all {
+            task.abort();
+        }
+        for worker in tasks.workers {
+            let _ = worker.await;
+        }
+        self.inner.queue_metrics.remove_queue(name);
+        tracing::info!(plugin = name, "plugin stopped");
+        true
+    }
+
+    fn retain_watches(&self) {
+        let needed: BTreeSet<KindRef> = self
+            .inner
+            .units
+            .snapshot()
+            .iter()
+            .flat_map(|u| u.current().kinds().cloned().collect::<Vec<_>>())
+            .collect();
+        self.inner.watches.retain(&needed);
     }
 
     /// Every audit record from now on: one per action, with its policy decision (to miss
     /// none, subscribe to [`ControllerConfig::audit`] before starting).
     pub fn audit(&self) -> tokio::sync::broadcast::Receiver<Arc<AuditRecord>> {
-        self.audit.subscribe()
+        self.inner.audit.subscribe()
     }
 
     /// Names of the plugins that are running.
     pub fn plugins(&self) -> Vec<String> {
-        self.units
-            .iter()
-            .map(|u| u.plugin.name().to_string())
-            .collect()
+        let units = self.inner.units.snapshot();
+        units.iter().map(|u| u.name.to_string()).collect()
+    }
+
+    /// The version of plugin `name` that new calls run, if it runs.
+    pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
+        self.inner
+            .units
+            .get(name)
+            .map(|u| u.current().plugin.clone())
     }
 
     /// The kinds being watched.
     pub fn watched_kinds(&self) -> Vec<KindRef> {
-        self.watches.keys().cloned().collect()
+        self.inner.watches.kinds()
     }
 
     /// Whether every watch has listed its kind once.
     pub fn is_synced(&self) -> bool {
-        self.watches.values().all(|w| w.cache.is_synced())
+        self.inner.watches.all_synced()
     }
 
     /// Keys waiting per plugin.
     pub fn queue_depths(&self) -> HashMap<String, usize> {
-        self.units
+        let units = self.inner.units.snapshot();
+        units
             .iter()
-            .map(|u| (u.plugin.name().to_string(), u.queue.len()))
+            .map(|u| (u.name.to_string(), u.queue.len()))
             .collect()
     }
 
-    /// The metrics registry (workqueue metrics, labelled by plugin).
-    pub fn metrics(&self) -> &prometheus_client::registry::Registry {
-        &self.registry
+    /// The metrics (workqueue metrics labelled by plugin, actions by decision, and whatever
+    /// was registered with [`register_metrics`](Self::register_metrics)) in the Prometheus
+    /// text format.
+    pub fn metrics_text(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &lock(&self.inner.registry));
+        text
     }
 
-    /// Stops taking keys, lets in-flight calls finish, then stops the watches.
-    pub async fn shutdown(self) {
-        for unit in &self.units {
+    /// Registers more metrics beside the controller's own.
+    pub fn register_metrics(&self, register: impl FnOnce(&mut Registry)) {
+        register(&mut lock(&self.inner.registry));
+    }
+
+    /// Stops taking keys, lets in-flight calls (and keys already queued) finish, then stops
+    /// the watches.
+    pub async fn shutdown(&self) {
+        let mut changing = self.inner.changing.lock().await;
+        *changing = true;
+        for unit in self.inner.units.snapshot().iter() {
             unit.queue.shut_down();
         }
-        for worker in self.workers {
-            let _ = worker.await;
+        let tasks: Vec<UnitTasks> = lock(&self.inner.tasks).drain().map(|(_, t)| t).collect();
+        for t in tasks {
+            if let Some(task) = t.enqueue_all {
+                task.abort();
+            }
+            for worker in t.workers {
+                let _ = worker.await;
+            }
         }
-        for task in self.background {
+        for task in lock(&self.inner.background).drain(..) {
             task.abort();
         }
-        drop(self.watches);
+        self.inner.watches.stop_all();
+    }
+}
+
+fn policy_source(instance: &PluginInstance) -> String {
+    match &instance.policy.source {
+        Some(p) => p.display().to_string(),
+        None => "none (dry-run default)".into(),
     }
 }
 
 /// Re-enqueues every cached key of every plugin's kind each `period`.
-async fn resync(units: Vec<Arc<PluginUnit>>, period: std::time::Duration) {
+async fn resync(units: UnitSet, period: std::time::Duration) {
     let mut tick = tokio::time::interval(period);
     tick.tick().await;
     loop {
         tick.tick().await;
-        for unit in &units {
-            for key in unit.primary.keys() {
+        for unit in units.snapshot().iter() {
+            for key in unit.current().primary.keys() {
                 unit.enqueue(key, Reason::Resync);
             }
         }

@@ -1,9 +1,8 @@
 //! Which plugin queues a change goes to, and under which key.
 
-use super::unit::PluginUnit;
+use super::units::UnitSet;
 use crate::cluster::{Change, ChangeType, ObjKey};
 use crate::contract::{PluginMetadata, Reason};
-use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The key and reason a change means for a plugin described by `meta`, if anything: its own
@@ -27,17 +26,19 @@ pub(crate) fn route(meta: &PluginMetadata, change: &Change) -> Option<(ObjKey, R
     None
 }
 
-/// Routes every change to every plugin it concerns, until the watches stop.
-pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, units: Vec<Arc<PluginUnit>>) {
+/// Routes every change to every plugin it concerns (the plugins running when the change
+/// arrives), until the watches stop.
+pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, units: UnitSet) {
     let namespace_kind = crate::contract::KindRef::new("v1", "Namespace");
     while let Some(change) = changes.recv().await {
+        let units = units.snapshot();
         if change.kind == namespace_kind {
-            for unit in &units {
+            for unit in units.iter() {
                 unit.namespace_changed(&change.object.key.name);
             }
         }
-        for unit in &units {
-            if let Some((key, reason)) = route(unit.plugin.metadata(), &change) {
+        for unit in units.iter() {
+            if let Some((key, reason)) = route(unit.current().plugin.metadata(), &change) {
                 unit.enqueue(key, reason);
             }
         }

@@ -1,52 +1,27 @@
 //! One plugin inside the controller: its workqueue, its workers, what it reconciled last.
 
 use super::expectations::Expectations;
+use super::version::UnitVersion;
 use crate::actions::{ActionResult, Execution, Executor};
-use crate::cluster::{CachedObject, KindCache, ObjKey};
+use crate::cluster::{CachedObject, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
-use crate::plugin::{CallContext, Plugin};
-use crate::policy::{
-    AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
-    is_write,
-};
+use crate::policy::{AuditRecord, AuditSink, Decision, Mode, check_call, is_write};
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// What a unit is made of (see [`PluginUnit`]'s fields).
-pub(crate) struct UnitParts {
-    pub name: Arc<str>,
-    pub plugin: Arc<Plugin>,
-    pub queue: WorkQueue<ObjKey>,
-    pub primary: Arc<KindCache>,
-    pub caches: Vec<Arc<KindCache>>,
-    pub ctx: CallContext,
-    pub executor: Arc<Executor>,
-    pub config: Option<Arc<str>>,
-    pub policy: Arc<Policy>,
-    pub audit: AuditSink,
-}
-
-/// A plugin with its queue and the state its workers share.
+/// A plugin with its queue and the state its workers share. Its version (plugin, policy,
+/// caches) can be swapped while it runs; the queue and per-key state stay.
 pub(crate) struct PluginUnit {
     pub name: Arc<str>,
-    pub plugin: Arc<Plugin>,
     pub queue: WorkQueue<ObjKey>,
-    /// The cache of the kind it reconciles.
-    pub primary: Arc<KindCache>,
-    /// Every cache it depends on (reconciled, owned and policy-granted read kinds): workers
-    /// wait for all to sync.
-    pub caches: Vec<Arc<KindCache>>,
-    pub ctx: CallContext,
-    pub executor: Arc<Executor>,
-    pub config: Option<Arc<str>>,
-    /// What the operator granted it.
-    pub policy: Arc<Policy>,
-    /// Its own write budget, awaited by its workers before each API write.
-    budget: WriteBudget,
+    version: RwLock<Arc<UnitVersion>>,
+    executor: Arc<Executor>,
     audit: AuditSink,
-    identity: PluginIdentity,
+    /// Set when the plugin is removed: queued keys are dropped, not processed.
+    stopped: AtomicBool,
     /// Why each queued key was queued (advisory, for the request).
     reasons: Mutex<HashMap<ObjKey, Reason>>,
     /// The object version each key was last reconciled successfully at (when the plugin
@@ -66,28 +41,55 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl PluginUnit {
-    pub(crate) fn new(parts: UnitParts) -> Self {
-        let identity = PluginIdentity {
-            name: parts.name.to_string(),
-            version: parts.plugin.metadata().version.clone(),
-            digest: parts.plugin.digest().to_string(),
-        };
+    pub(crate) fn new(
+        name: Arc<str>,
+        queue: WorkQueue<ObjKey>,
+        version: UnitVersion,
+        executor: Arc<Executor>,
+        audit: AuditSink,
+    ) -> Self {
         PluginUnit {
-            name: parts.name,
-            budget: parts.policy.write_budget(),
-            plugin: parts.plugin,
-            queue: parts.queue,
-            primary: parts.primary,
-            caches: parts.caches,
-            ctx: parts.ctx,
-            executor: parts.executor,
-            config: parts.config,
-            policy: parts.policy,
-            audit: parts.audit,
-            identity,
+            name,
+            queue,
+            version: RwLock::new(Arc::new(version)),
+            executor,
+            audit,
+            stopped: AtomicBool::new(false),
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
             expectations: Expectations::new(EXPECTATION_WAIT),
+        }
+    }
+
+    /// The version new calls run.
+    pub(crate) fn current(&self) -> Arc<UnitVersion> {
+        self.version
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes `version` the one new calls run; calls in flight finish on the old one.
+    pub(crate) fn swap(&self, version: UnitVersion) -> Arc<UnitVersion> {
+        let mut current = self.version.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *current, Arc::new(version))
+    }
+
+    /// Stops taking keys: queued ones are dropped, calls in flight finish.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.queue.shut_down();
+    }
+
+    /// Once the current version's caches have synced, queues every cached key of the kind
+    /// it reconciles (a new plugin, or a new version that should look at everything again).
+    pub(crate) async fn enqueue_all(&self, reason: Reason) {
+        let version = self.current();
+        for cache in &version.caches {
+            cache.wait_synced().await;
+        }
+        for key in version.primary.keys() {
+            self.enqueue(key, reason);
         }
     }
 
@@ -95,6 +97,7 @@ impl PluginUnit {
     /// the policy grants are never queued.
     pub(crate) fn enqueue(&self, key: ObjKey, reason: Reason) {
         if !self
+            .current()
             .policy
             .grants
             .namespaces
@@ -109,10 +112,11 @@ impl PluginUnit {
     /// Queues this plugin's keys in `namespace` (its labels changed: a label selector in the
     /// policy may now grant or refuse it).
     pub(crate) fn namespace_changed(&self, namespace: &str) {
-        if self.policy.grants.namespaces.selector().is_none() {
+        let version = self.current();
+        if version.policy.grants.namespaces.selector().is_none() {
             return;
         }
-        for key in self.primary.keys() {
+        for key in version.primary.keys() {
             if key.namespace.as_deref() == Some(namespace) {
                 self.enqueue(key, Reason::Changed);
             }
@@ -121,30 +125,28 @@ impl PluginUnit {
 
     /// Works keys off the queue until it shuts down.
     pub(crate) async fn work(self: Arc<Self>) {
-        for cache in &self.caches {
-            cache.wait_synced().await;
-        }
-        if self.policy.grants.namespaces.selector().is_some() {
-            // Keys routed before the Namespace cache synced were not granted yet.
-            for key in self.primary.keys() {
-                self.enqueue(key, Reason::Added);
-            }
-        }
         while let Some(key) = self.queue.get().await {
-            self.process(&key).await;
+            if !self.stopped.load(Ordering::SeqCst) {
+                self.process(&key).await;
+            }
             self.queue.done(&key);
         }
     }
 
-    fn request(&self, key: &ObjKey, cached: Option<&CachedObject>) -> ReconcileRequest {
+    fn request(
+        &self,
+        version: &UnitVersion,
+        key: &ObjKey,
+        cached: Option<&CachedObject>,
+    ) -> ReconcileRequest {
         let requeues = self.queue.num_requeues(key);
         let reason = lock(&self.reasons).remove(key).unwrap_or(if requeues > 0 {
             Reason::Retry
         } else {
             Reason::Requeue
         });
-        let kind = &self.plugin.metadata().reconciles;
-        let previous = if self.plugin.metadata().wants_previous {
+        let kind = &version.plugin.metadata().reconciles;
+        let previous = if version.plugin.metadata().wants_previous {
             lock(&self.last_ok).get(key).cloned()
         } else {
             None
@@ -160,7 +162,7 @@ impl PluginUnit {
             previous,
             reason,
             attempt: requeues + 1,
-            config: self.config.clone(),
+            config: version.config.clone(),
         }
     }
 
@@ -168,15 +170,20 @@ impl PluginUnit {
     /// the queue what to do with the key.
     async fn process(&self, key: &ObjKey) {
         let name = &*self.name;
-        let cached = self.primary.get(key);
+        // This call runs on the version current now, whatever is swapped in meanwhile.
+        let version = self.current();
+        for cache in &version.caches {
+            cache.wait_synced().await;
+        }
+        let cached = version.primary.get(key);
         let cached_rv = cached.as_ref().map(|o| o.resource_version.as_str());
         if !self.expectations.satisfied(key, cached_rv, Instant::now()) {
             // Our last write is not in the cache yet: reconciling now would act on the old object.
             self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
             return;
         }
-        let request = self.request(key, cached.as_deref());
-        let (plugin, ctx, req) = (self.plugin.clone(), self.ctx.clone(), request.clone());
+        let request = self.request(&version, key, cached.as_deref());
+        let (plugin, ctx, req) = (version.plugin.clone(), version.ctx.clone(), request.clone());
         let handle = tokio::runtime::Handle::current();
         let report = match tokio::task::spawn_blocking(move || {
             handle.block_on(plugin.reconcile(&req, &ctx))
@@ -203,7 +210,7 @@ impl PluginUnit {
                 return;
             }
         };
-        let execution = self.execute(&key.to_string(), &actions).await;
+        let execution = self.execute(&version, &key.to_string(), &actions).await;
         match execution.failure() {
             Some(f) if f.transient => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),
@@ -220,7 +227,7 @@ impl PluginUnit {
                 if let Some(rv) = written {
                     self.expectations.expect(key, rv, Instant::now());
                 }
-                if self.plugin.metadata().wants_previous {
+                if version.plugin.metadata().wants_previous {
                     let mut last = lock(&self.last_ok);
                     match &request.object {
                         Some(o) => last.insert(key.clone(), o.clone()),
@@ -238,9 +245,9 @@ impl PluginUnit {
     /// Checks the call's actions against the policy (all-or-nothing), then executes what may
     /// run: in dry-run only logs and requeues; in enforce every action in order, each API
     /// write after a token of the plugin's write budget. Every action gets an audit record.
-    async fn execute(&self, key: &str, actions: &[Action]) -> Execution {
-        let checks = check_call(&self.policy.grants, actions);
-        let dry_run = self.policy.mode == Mode::DryRun;
+    async fn execute(&self, version: &UnitVersion, key: &str, actions: &[Action]) -> Execution {
+        let checks = check_call(&version.policy.grants, actions);
+        let dry_run = version.policy.mode == Mode::DryRun;
         let mut execution = Execution::default();
         let mut failed = false;
         for (action, check) in actions.iter().zip(checks) {
@@ -250,7 +257,7 @@ impl PluginUnit {
                 Ok(()) if failed => Decision::Skipped,
                 Ok(()) => {
                     if is_write(action) {
-                        let waited = self.budget.acquire().await;
+                        let waited = version.budget.acquire().await;
                         if !waited.is_zero() {
                             tracing::debug!(
                                 plugin = &*self.name,
@@ -285,12 +292,12 @@ impl PluginUnit {
                     };
                     execution.records.extend(record);
                     self.audit
-                        .record(AuditRecord::new(&self.identity, key, action, decision));
+                        .record(AuditRecord::new(&version.identity, key, action, decision));
                     continue;
                 }
             };
             self.audit
-                .record(AuditRecord::new(&self.identity, key, action, decision));
+                .record(AuditRecord::new(&version.identity, key, action, decision));
         }
         execution
     }

@@ -1,0 +1,32 @@
+//! Why a plugin could not be started or updated in the controller.
+
+use crate::contract::KindRef;
+
+/// A plugin the controller could not (re)start; the plugins already running are unaffected.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The API server does not serve a kind the plugin reconciles, owns or may read.
+    #[error("plugin {plugin}: the API server does not serve {kind}: {message}")]
+    KindNotServed {
+        plugin: String,
+        kind: KindRef,
+        message: String,
+    },
+    /// Its policy selects namespaces by label, but Namespaces cannot be watched.
+    #[error(
+        "plugin {plugin}: its policy selects namespaces by label, but Namespaces cannot be watched: {message}"
+    )]
+    NamespacesUnwatchable { plugin: String, message: String },
+    /// Another file already provides a plugin instance with this name.
+    #[error("plugin {0}: another plugin with the same name is running")]
+    DuplicateName(String),
+    /// Its workqueue could not be built (bad queue settings).
+    #[error("plugin {plugin}: cannot build its workqueue: {source}")]
+    Queue {
+        plugin: String,
+        source: crate::queue::QueueError,
+    },
+    /// The controller is shutting down.
+    #[error("the controller is shutting down")]
+    ShuttingDown,
+}

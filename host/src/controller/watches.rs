@@ -1,0 +1,85 @@
+//! The shared watches: one list+watch per kind, started when a plugin first needs the kind
+//! and stopped when no plugin needs it any more.
+
+use crate::cluster::{Change, KindCache, KindRegistry, WatchHandle, spawn_watch};
+use crate::contract::KindRef;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Every running watch, feeding one change channel.
+pub(crate) struct Watches {
+    kinds: KindRegistry,
+    namespace: Option<String>,
+    changes: UnboundedSender<Change>,
+    running: Mutex<BTreeMap<KindRef, WatchHandle>>,
+}
+
+impl Watches {
+    /// No watch yet; watches started later send their changes to `changes`.
+    pub fn new(
+        client: kube::Client,
+        namespace: Option<String>,
+        changes: UnboundedSender<Change>,
+    ) -> Self {
+        Watches {
+            kinds: KindRegistry::new(client),
+            namespace,
+            changes,
+            running: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<KindRef, WatchHandle>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The cache of `kind`, starting its watch if none runs (discovery first, once per kind).
+    pub async fn ensure(&self, kind: &KindRef) -> Result<Arc<KindCache>, kube::Error> {
+        if let Some(w) = self.lock().get(kind) {
+            return Ok(w.cache.clone());
+        }
+        let resolved = self.kinds.resolve(kind).await?;
+        let mut running = self.lock();
+        // Another caller may have started it while discovery ran.
+        let handle = running.entry(kind.clone()).or_insert_with(|| {
+            tracing::info!(%kind, "watch started");
+            spawn_watch(
+                self.kinds.client().clone(),
+                &resolved,
+                self.namespace.as_deref(),
+                self.changes.clone(),
+            )
+        });
+        Ok(handle.cache.clone())
+    }
+
+    /// Stops every watch whose kind is not in `needed`.
+    pub fn retain(&self, needed: &BTreeSet<KindRef>) {
+        let mut running = self.lock();
+        let unneeded: Vec<KindRef> = running
+            .keys()
+            .filter(|k| !needed.contains(*k))
+            .cloned()
+            .collect();
+        for kind in unneeded {
+            running.remove(&kind);
+            tracing::info!(%kind, "watch stopped: no plugin needs it any more");
+        }
+    }
+
+    /// The kinds being watched.
+    pub fn kinds(&self) -> Vec<KindRef> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// Whether every watch has listed its kind once.
+    pub fn all_synced(&self) -> bool {
+        self.lock().values().all(|w| w.cache.is_synced())
+    }
+
+    /// Stops every watch.
+    pub fn stop_all(&self) {
+        self.lock().clear();
+    }
+}
