@@ -5,7 +5,7 @@ mod common;
 
 use common::cluster::{
     Result, captured_logs, create_namespace, deployment, eventually, fast_config, image_of, load,
-    log_lines_with, sim,
+    log_lines_with, runtime, sim,
 };
 use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -13,7 +13,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use kubeplug::controller::{Controller, PluginInstance};
-use kubeplug::policy::{AuditRecord, Decision, Grant, Policy, PolicyDocument};
+use kubeplug::policy::{AuditRecord, Decision, Grant, Mode, Policy, PolicyDocument};
+use kubeplug::reload::{ReloadConfig, Reloader};
 use kubeplug::sim::Sim;
 use serde_json::json;
 use std::path::Path;
@@ -426,27 +427,56 @@ async fn a_malformed_policy_stops_only_its_plugin() -> Result {
         dir.path().join("hostile.policy.yaml"),
         "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: hostile}\nspec:\n  mode: enforce\n  rules:\n    - apiVersion: v1\n      kind: Pod\n      verbs: [obliterate]\n",
     )?;
-    let plugins = vec![
-        load(&plugin("image-pinner")).await,
-        load(&test_plugin("hostile")).await,
-        load(&plugin("change-logger")).await,
-    ];
-    let instances = kubeplug::cli::run::with_policies(plugins, dir.path());
-    let names: Vec<_> = instances.iter().map(|i| i.name.as_str()).collect();
-    assert_eq!(names, ["image-pinner", "change-logger"]);
-    assert_eq!(
-        instances[0].policy.mode,
-        kubeplug::policy::Mode::Enforce,
-        "image-pinner runs under its policy"
+    for path in [
+        plugin("image-pinner"),
+        test_plugin("hostile"),
+        plugin("change-logger"),
+    ] {
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap()))?;
+    }
+    let sim = sim().await?;
+    let controller = Controller::new(sim.client()?, fast_config());
+    let reloader = Reloader::new(
+        runtime(),
+        controller.clone(),
+        ReloadConfig::new(dir.path(), dir.path()),
     );
-    assert!(instances[1].policy.source.is_none(), "no policy: default");
-    let errors = log_lines_with("plugin not started");
+    let summary = reloader.rescan(false).await?;
+    assert_eq!(summary.started, ["change-logger", "image-pinner"]);
+    let pinner = controller.plugin("image-pinner").unwrap();
+    assert_eq!(pinner.name(), "image-pinner");
+    let status = reloader.status();
+    let hostile = status
+        .iter()
+        .find(|s| s.file.ends_with("hostile.wasm"))
+        .unwrap();
     assert!(
-        errors.iter().any(|l| l.contains("hostile.policy.yaml")
-            && l.contains("line 9")
-            && l.contains("obliterate")),
+        hostile.plugin.is_none(),
+        "hostile is not running: {hostile:?}"
+    );
+    let error = hostile.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("hostile.policy.yaml")
+            && error.contains("line 9")
+            && error.contains("obliterate")
+            && error.contains("plugin not started"),
+        "{error}"
+    );
+    let errors = log_lines_with("plugin file not applied");
+    assert!(
+        errors.iter().any(|l| l.contains("hostile.policy.yaml")),
         "{errors:?}"
     );
+    let logger = status
+        .iter()
+        .find(|s| s.file.ends_with("change-logger.wasm"))
+        .unwrap();
+    assert_eq!(logger.error, None);
+    assert_eq!(logger.running.as_deref(), Some(logger.digest.as_str()));
+    let mode = |name: &str| controller.policy(name).unwrap().mode;
+    assert_eq!(mode("image-pinner"), Mode::Enforce, "under its policy");
+    assert_eq!(mode("change-logger"), Mode::DryRun, "no policy: default");
+    controller.shutdown().await;
     Ok(())
 }
 

@@ -15,5 +15,6 @@ pub mod manifest;
 pub mod plugin;
 pub mod policy;
 pub mod queue;
+pub mod reload;
 pub mod sim;
 pub mod telemetry;

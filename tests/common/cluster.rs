@@ -52,17 +52,25 @@ pub fn log_lines_with(needle: &str) -> Vec<String> {
         .collect()
 }
 
-pub async fn load(path: &Path) -> Arc<Plugin> {
-    static RUNTIME: OnceLock<PluginRuntime> = OnceLock::new();
-    let runtime = RUNTIME.get_or_init(|| {
-        let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
-        PluginRuntime::new(RuntimeConfig {
-            cache_dir: Some(cache),
-            ..RuntimeConfig::default()
+/// The plugin runtime every test of this binary shares (with a compile cache in target/).
+pub fn runtime() -> Arc<PluginRuntime> {
+    static RUNTIME: OnceLock<Arc<PluginRuntime>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+            Arc::new(
+                PluginRuntime::new(RuntimeConfig {
+                    cache_dir: Some(cache),
+                    ..RuntimeConfig::default()
+                })
+                .unwrap(),
+            )
         })
-        .unwrap()
-    });
-    runtime.load_file(path).await.unwrap()
+        .clone()
+}
+
+pub async fn load(path: &Path) -> Arc<Plugin> {
+    runtime().load_file(path).await.unwrap()
 }
 
 pub fn fast_config() -> ControllerConfig {

@@ -1,13 +1,13 @@
 //! `kubeplug run`: the controller host, against a cluster or the embedded API server.
 
 use crate::cluster::{ClusterArgs, connect};
-use crate::controller::{Controller, ControllerConfig, PluginInstance};
-use crate::plugin::{Limits, Plugin, PluginRuntime, RuntimeConfig};
-use crate::policy::Policy;
+use crate::controller::{Controller, ControllerConfig};
+use crate::plugin::{Limits, PluginRuntime, RuntimeConfig};
 use crate::queue::{QueueConfig, RateLimitConfig};
+use crate::reload::{ReloadConfig, Reloader};
 use anyhow::{Context, bail};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +22,12 @@ pub struct RunArgs {
     /// A plugin without a policy runs in dry-run.
     #[arg(long, env = "KUBEPLUG_POLICIES")]
     pub policies: Option<PathBuf>,
+    /// Follow changes of the plugins and policies (hot reload); SIGHUP rescans either way.
+    #[arg(long, env = "KUBEPLUG_WATCH", default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch: bool,
+    /// With --watch: quiet time after a file event before rescanning, in milliseconds.
+    #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", default_value_t = 50)]
+    pub debounce_ms: u64,
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Start the embedded API server with sample Deployments and run against it.
@@ -69,58 +75,8 @@ pub struct RunArgs {
 /// Sample objects the embedded API server starts with: Deployments the reference plugins act on.
 pub const SAMPLE_MANIFESTS: &str = include_str!("../../samples/demo.yaml");
 
-/// Loads every `.wasm` file in `dir`; a file that fails is reported on one line and skipped.
-pub async fn load_plugins(runtime: &PluginRuntime, dir: &Path) -> anyhow::Result<Vec<Arc<Plugin>>> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read plugins directory {}", dir.display()))?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-        .collect();
-    paths.sort();
-    // Compile in parallel (each load compiles on a blocking thread), report in file order.
-    let loads = futures::future::join_all(paths.iter().map(|p| runtime.load_file(p))).await;
-    let mut plugins: Vec<Arc<Plugin>> = Vec::new();
-    for (path, loaded) in paths.iter().zip(loads) {
-        match loaded {
-            Ok(p) if plugins.iter().any(|q| q.name() == p.name()) => {
-                tracing::warn!(path = %path.display(), plugin = p.name(), "skipped: another file already provides a plugin with this name");
-            }
-            Ok(p) => {
-                tracing::info!(plugin = p.name(), version = %p.metadata().version, path = %path.display(), "loaded");
-                plugins.push(p);
-            }
-            Err(err) => tracing::warn!(path = %path.display(), "skipped plugin: {err}"),
-        }
-    }
-    if plugins.is_empty() {
-        tracing::warn!(dir = %dir.display(), "no plugins loaded: nothing will be reconciled");
-    }
-    Ok(plugins)
-}
-
-/// Each plugin under its policy `<dir>/<name>.policy.yaml`; without one it runs in dry-run.
-/// A plugin whose policy cannot be read or is malformed is reported on one line and not
-/// started; the others are unaffected.
-pub fn with_policies(plugins: Vec<Arc<Plugin>>, dir: &Path) -> Vec<PluginInstance> {
-    let mut instances = Vec::new();
-    for plugin in plugins {
-        let file = dir.join(format!("{}.policy.yaml", plugin.name()));
-        let instance = PluginInstance::new(plugin);
-        if !file.exists() {
-            tracing::warn!(plugin = %instance.name, policy = %file.display(), "no policy: running in dry-run (actions are audited, not sent)");
-            instances.push(instance);
-            continue;
-        }
-        match Policy::read(&file, &instance.name) {
-            Ok(policy) => instances.push(instance.with_policy(policy)),
-            Err(err) => tracing::error!(plugin = %instance.name, "plugin not started: {err}"),
-        }
-    }
-    instances
-}
-
-/// Runs the controller until SIGINT or SIGTERM, then drains and exits 0.
+/// Runs the controller until SIGINT or SIGTERM, then drains and exits 0. Plugins come and go
+/// with the files in the plugins directory (unless `--watch=false`); SIGHUP rescans.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut signals = ShutdownSignals::install()?;
     if !args.plugins.is_dir() {
@@ -154,7 +110,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         (connect(&args.cluster).await?, None)
     };
-    let plugins = load_plugins(&runtime, &args.plugins).await?;
     let config = ControllerConfig {
         namespace: args.cluster.namespace.clone(),
         workers: args.workers,
@@ -176,11 +131,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         instance: hostname(),
         audit: crate::policy::AuditSink::default(),
     };
-    let policies = args.policies.as_deref().unwrap_or(&args.plugins);
-    let instances = with_policies(plugins, policies);
-    let controller = Controller::start(client, config, instances).await?;
-    tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), "running; stop with Ctrl-C");
-    signals.recv().await;
+    let controller = Controller::new(client, config);
+    let mut reload = ReloadConfig::new(
+        &args.plugins,
+        args.policies.as_deref().unwrap_or(&args.plugins),
+    );
+    reload.debounce = Duration::from_millis(args.debounce_ms);
+    let reloader = Reloader::new(Arc::new(runtime), controller.clone(), reload);
+    reloader.rescan(false).await?;
+    let _watch = match args.watch {
+        true => Some(reloader.watch()?),
+        false => None,
+    };
+    tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), watch = args.watch, "running; stop with Ctrl-C, rescan plugins with SIGHUP");
+    while signals.recv().await == Signal::Rescan {
+        tracing::info!("SIGHUP: rescanning plugins and policies");
+        if let Err(err) = reloader.rescan(true).await {
+            tracing::error!("rescan failed, the running plugins are unchanged: {err}");
+        }
+    }
     tracing::info!("shutting down: finishing in-flight reconciles");
     controller.shutdown().await;
     Ok(ExitCode::SUCCESS)
@@ -198,13 +167,23 @@ fn hostname() -> String {
         .unwrap_or_else(|| "kubeplug".into())
 }
 
-/// SIGINT and SIGTERM, caught from the moment they are installed: installing them before
-/// announcing readiness means an early signal still drains instead of killing the process.
+/// SIGINT and SIGTERM (stop) and SIGHUP (rescan), caught from the moment they are
+/// installed: installing them before announcing readiness means an early signal still
+/// drains instead of killing the process.
 struct ShutdownSignals {
     #[cfg(unix)]
     interrupt: tokio::signal::unix::Signal,
     #[cfg(unix)]
     terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hangup: tokio::signal::unix::Signal,
+}
+
+/// What a received signal asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Signal {
+    Stop,
+    Rescan,
 }
 
 impl ShutdownSignals {
@@ -215,19 +194,24 @@ impl ShutdownSignals {
             Ok(ShutdownSignals {
                 interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
                 terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+                hangup: signal(SignalKind::hangup()).context("cannot handle SIGHUP")?,
             })
         }
         #[cfg(not(unix))]
         Ok(ShutdownSignals {})
     }
 
-    async fn recv(&mut self) {
+    async fn recv(&mut self) -> Signal {
         #[cfg(unix)]
         tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => Signal::Stop,
+            _ = self.terminate.recv() => Signal::Stop,
+            _ = self.hangup.recv() => Signal::Rescan,
         }
         #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            Signal::Stop
+        }
     }
 }

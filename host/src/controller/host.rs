@@ -14,7 +14,7 @@ use crate::actions::Executor;
 use crate::cluster::KindRegistry;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::Plugin;
-use crate::policy::{AuditRecord, AuditSink};
+use crate::policy::{AuditRecord, AuditSink, Policy};
 use crate::queue::{QueueMetrics, WorkQueue};
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeSet, HashMap};
@@ -282,6 +282,14 @@ impl Controller {
             .units
             .get(name)
             .map(|u| u.current().plugin.clone())
+    }
+
+    /// The policy plugin `name` runs under, if it runs.
+    pub fn policy(&self, name: &str) -> Option<Arc<Policy>> {
+        self.inner
+            .units
+            .get(name)
+            .map(|u| u.current().policy.clone())
     }
 
     /// The kinds being watched.
