@@ -1,0 +1,491 @@
+//! Hot reload end to end: the controller and the reloader following a real plugins directory
+//! (inotify), against the embedded API server. Files change the ways operators change them:
+//! plain overwrite, partial write, write-to-temp-then-rename, a ConfigMap volume's `..data`
+//! swap, breakage and removal.
+
+mod common;
+
+use common::cluster::{
+    Result, captured_logs, deployment, eventually, fast_config, image_of, log_lines_with, runtime,
+    sim,
+};
+use common::{plugin, test_plugin};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, PostParams};
+use kubeplug::controller::Controller;
+use kubeplug::policy::{AuditRecord, Decision};
+use kubeplug::reload::{FileStatus, ReloadConfig, Reloader, WatchTask};
+use kubeplug::sim::Sim;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tempfile::TempDir;
+
+const V1: &str = "example.com/app:v1";
+const V2: &str = "example.com/app:v2";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// `pinner` may patch container images of Deployments anywhere, fast.
+const PINNER_POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: pinner}
+spec:
+  mode: enforce
+  namespaces: {all: true}
+  rules:
+    - apiVersion: apps/v1
+      kind: Deployment
+      verbs: [patch]
+      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
+  limits: {writesPerSecond: 100000, writeBurst: 100000}
+";
+
+fn pinner(version: u8) -> Vec<u8> {
+    std::fs::read(test_plugin(&format!("pinner-v{version}"))).unwrap()
+}
+
+/// A controller and a watching reloader on a plugins directory, with every audit record
+/// collected.
+struct Host {
+    sim: Sim,
+    client: kube::Client,
+    controller: Controller,
+    reloader: Reloader,
+    dir: PathBuf,
+    audit: Arc<Mutex<Vec<Arc<AuditRecord>>>>,
+    _watch: WatchTask,
+    _tmp: TempDir,
+}
+
+impl Host {
+    /// Starts on `tmp` (prepared by the caller): first scan, then following events.
+    async fn start(tmp: TempDir) -> Result<Host> {
+        captured_logs();
+        let sim = sim().await?;
+        let client = sim.client()?;
+        let config = fast_config();
+        let mut records = config.audit.subscribe();
+        let audit = Arc::new(Mutex::new(Vec::new()));
+        let sink = audit.clone();
+        tokio::spawn(async move {
+            while let Ok(record) = records.recv().await {
+                sink.lock().unwrap().push(record);
+            }
+            panic!("audit receiver lagged or closed: records lost");
+        });
+        let controller = Controller::new(client.clone(), config);
+        let mut reload = ReloadConfig::new(tmp.path(), tmp.path());
+        reload.debounce = Duration::from_millis(30);
+        let reloader = Reloader::new(runtime(), controller.clone(), reload);
+        reloader.rescan(false).await?;
+        let watch = reloader.watch()?;
+        Ok(Host {
+            sim,
+            client,
+            controller,
+            reloader,
+            dir: tmp.path().to_path_buf(),
+            audit,
+            _watch: watch,
+            _tmp: tmp,
+        })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    async fn create(&self, ns: &str, names: impl IntoIterator<Item = String>) -> Result {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        let creates = names.into_iter().map(|name| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &deployment(&name, 1, "nginx:1"))
+                    .await
+            }
+        });
+        for created in futures::future::join_all(creates).await {
+            created?;
+        }
+        Ok(())
+    }
+
+    fn version(&self) -> Option<String> {
+        self.controller
+            .plugin("pinner")
+            .map(|p| p.metadata().version.clone())
+    }
+
+    async fn wait_version(&self, version: &str) {
+        eventually(WAIT, &format!("pinner {version} running"), || {
+            self.version().as_deref() == Some(version)
+        })
+        .await;
+    }
+
+    async fn wait_images(&self, ns: &str, image: &str) {
+        eventually(WAIT, &format!("every Deployment in {ns} at {image}"), || {
+            let all = self.sim.list("deployments", Some(ns));
+            !all.is_empty()
+                && all.iter().all(|d| {
+                    d.pointer("/spec/template/spec/containers/0/image")
+                        .and_then(|i| i.as_str())
+                        == Some(image)
+                })
+        })
+        .await;
+    }
+
+    fn status(&self, file: &str) -> Option<FileStatus> {
+        self.reloader
+            .status()
+            .into_iter()
+            .find(|s| s.file.file_name().is_some_and(|n| n == file))
+    }
+
+    fn metric(&self, name: &str, file: &str) -> f64 {
+        let needle = format!("{name}{{file=\"{}\"}} ", self.path(file).display());
+        self.controller
+            .metrics_text()
+            .lines()
+            .find_map(|l| l.strip_prefix(needle.as_str()))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
+    }
+
+    /// Executed patches per key, in order, as the plugin versions that sent them.
+    fn patches(&self) -> HashMap<String, Vec<String>> {
+        let mut by_key: HashMap<String, Vec<String>> = HashMap::new();
+        for r in self.audit.lock().unwrap().iter() {
+            if r.action == "patch" && r.decision == Decision::Executed {
+                by_key
+                    .entry(r.key.clone())
+                    .or_default()
+                    .push(r.plugin.version.clone());
+            }
+        }
+        by_key
+    }
+}
+
+/// A temp dir holding `pinner.wasm` at `version` and its policy.
+fn plugins_dir(version: u8) -> Result<TempDir> {
+    let tmp = tempfile::tempdir()?;
+    std::fs::write(tmp.path().join("pinner.wasm"), pinner(version))?;
+    std::fs::write(tmp.path().join("pinner.policy.yaml"), PINNER_POLICY)?;
+    Ok(tmp)
+}
+
+/// Writes `bytes` beside `path` and renames it over `path`, as editors and `kubectl cp`
+/// wrappers do.
+fn replace_atomically(path: &Path, bytes: &[u8]) -> Result {
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_v1_for_v2_under_load_loses_and_repeats_nothing() -> Result {
+    let host = Host::start(plugins_dir(1)?).await?;
+    host.wait_version("1.0.0").await;
+    let names: Vec<String> = (0..500).map(|i| format!("app-{i:03}")).collect();
+    host.create("load", names.clone()).await?;
+    // Swap while v1 is still working through the keys.
+    eventually(WAIT, "v1 patching", || {
+        host.patches().values().flatten().count() >= 50
+    })
+    .await;
+    replace_atomically(&host.path("pinner.wasm"), &pinner(2))?;
+    host.wait_images("load", V2).await;
+    assert_eq!(host.sim.count("deployments", Some("load")), 500);
+    // Let stragglers (a second patch, an old-version call) show up if there were any.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let patches = host.patches();
+    let (mut by_v1, mut by_v2) = (0, 0);
+    for name in &names {
+        let key = format!("load/{name}");
+        let versions = patches.get(&key).cloned().unwrap_or_default();
+        let v2 = versions.iter().filter(|v| *v == "2.0.0").count();
+        assert_eq!(v2, 1, "{key}: exactly one patch by v2, got {versions:?}");
+        let first_v2 = versions.iter().position(|v| v == "2.0.0").unwrap();
+        assert!(
+            versions[first_v2..].iter().all(|v| v == "2.0.0"),
+            "{key}: no v1 call after v2's: {versions:?}"
+        );
+        assert!(versions.len() <= 2, "{key}: {versions:?}");
+        by_v1 += versions.len() - v2;
+        by_v2 += v2;
+    }
+    assert!(by_v1 >= 50, "v1 ran before the swap ({by_v1})");
+    assert_eq!(by_v2, 500);
+    eprintln!("v1 patched {by_v1} Deployments before the swap; v2 patched all 500");
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrites_partial_writes_and_renames_are_followed() -> Result {
+    let tmp = tempfile::tempdir()?;
+    std::fs::write(tmp.path().join("pinner.policy.yaml"), PINNER_POLICY)?;
+    let host = Host::start(tmp).await?;
+    host.create("files", (0..3).map(|i| format!("web-{i}"))).await?;
+    assert_eq!(host.version(), None);
+
+    // A new file.
+    std::fs::write(host.path("pinner.wasm"), pinner(1))?;
+    host.wait_images("files", V1).await;
+
+    // A plain overwrite.
+    std::fs::write(host.path("pinner.wasm"), pinner(2))?;
+    host.wait_images("files", V2).await;
+
+    // Write to a temporary file, rename over.
+    replace_atomically(&host.path("pinner.wasm"), &pinner(1))?;
+    host.wait_images("files", V1).await;
+
+    // A partial write that completes later (a slow copy): the half file is never loaded
+    // nor reported broken.
+    let v2 = pinner(2);
+    let mut file = std::fs::File::create(host.path("pinner.wasm"))?;
+    file.write_all(&v2[..v2.len() / 2])?;
+    file.flush()?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(host.version().as_deref(), Some("1.0.0"), "v1 still runs");
+    assert_eq!(host.status("pinner.wasm").unwrap().error, None);
+    file.write_all(&v2[v2.len() / 2..])?;
+    drop(file);
+    host.wait_images("files", V2).await;
+    let status = host.status("pinner.wasm").unwrap();
+    assert_eq!(status.error, None);
+    assert_eq!(status.running, Some(status.digest.clone()));
+    assert_eq!(host.metric("kubeplug_plugin_load_failures_total", "pinner.wasm"), 0.0);
+
+    // The same content again is no reload at all.
+    let reloads = log_lines_with("plugin updated").len();
+    std::fs::write(host.path("pinner.wasm"), &v2)?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(log_lines_with("plugin updated").len(), reloads);
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_volume_swap_is_followed() -> Result {
+    use std::os::unix::fs::symlink;
+    // The layout the kubelet writes: files are links through `..data` into a timestamped
+    // directory; an update writes a new directory and renames a new `..data` link over.
+    let tmp = tempfile::tempdir()?;
+    write_version_at(tmp.path(), "..2026_11_22_08_00_00.1", 1)?;
+    symlink("..2026_11_22_08_00_00.1", tmp.path().join("..data"))?;
+    for file in ["pinner.wasm", "pinner.policy.yaml"] {
+        symlink(format!("..data/{file}"), tmp.path().join(file))?;
+    }
+    let host = Host::start(tmp).await?;
+    host.create("cm", (0..3).map(|i| format!("web-{i}"))).await?;
+    host.wait_images("cm", V1).await;
+
+    let dir = host.dir.clone();
+    write_version_at(&dir, "..2026_11_22_08_05_00.2", 2)?;
+    symlink("..2026_11_22_08_05_00.2", dir.join("..data_tmp"))?;
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data"))?;
+    std::fs::remove_dir_all(dir.join("..2026_11_22_08_00_00.1"))?;
+    host.wait_images("cm", V2).await;
+    assert_eq!(host.version().as_deref(), Some("2.0.0"));
+    assert_eq!(host.status("pinner.wasm").unwrap().error, None);
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+/// A ConfigMap volume's timestamped data directory `name` holding pinner at `version`.
+fn write_version_at(dir: &Path, name: &str, version: u8) -> Result {
+    let data = dir.join(name);
+    std::fs::create_dir(&data)?;
+    std::fs::write(data.join("pinner.wasm"), pinner(version))?;
+    std::fs::write(data.join("pinner.policy.yaml"), PINNER_POLICY)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_file_keeps_the_good_version_serving_until_fixed() -> Result {
+    let host = Host::start(plugins_dir(1)?).await?;
+    host.wait_version("1.0.0").await;
+    let good = host.status("pinner.wasm").unwrap().digest;
+    let failures = || host.metric("kubeplug_plugin_load_failures_total", "pinner.wasm");
+
+    std::fs::write(host.path("pinner.wasm"), b"not wasm at all")?;
+    eventually(WAIT, "the broken file reported", || {
+        host.status("pinner.wasm").unwrap().error.is_some()
+    })
+    .await;
+    let status = host.status("pinner.wasm").unwrap();
+    assert!(
+        status.error.as_deref().unwrap().contains("not a WebAssembly file"),
+        "{status:?}"
+    );
+    assert_eq!(status.running.as_deref(), Some(good.as_str()), "v1 keeps running");
+    assert_eq!(failures(), 1.0);
+    assert_eq!(host.metric("kubeplug_plugin_failing", "pinner.wasm"), 1.0);
+    // It keeps serving: a new Deployment is pinned by v1.
+    host.create("broken", ["late".to_string()]).await?;
+    host.wait_images("broken", V1).await;
+
+    // The same broken content again, and a SIGHUP-less rescan: reported once, not retried.
+    std::fs::write(host.path("pinner.wasm"), b"not wasm at all")?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    host.reloader.rescan(false).await?;
+    assert_eq!(failures(), 1.0, "one report per distinct failure");
+    let file = host.path("pinner.wasm").display().to_string();
+    let reported = log_lines_with("plugin file not applied")
+        .into_iter()
+        .filter(|l| l.contains(&file))
+        .count();
+    assert_eq!(reported, 1);
+
+    // Another failure: a plugin built for a contract this host does not know.
+    std::fs::write(
+        host.path("pinner.wasm"),
+        std::fs::read(test_plugin("future-contract"))?,
+    )?;
+    eventually(WAIT, "the second failure reported", || failures() == 2.0).await;
+    let status = host.status("pinner.wasm").unwrap();
+    assert!(status.error.as_deref().unwrap().contains("contract"), "{status:?}");
+    assert_eq!(host.version().as_deref(), Some("1.0.0"));
+
+    // Fixed: the new version runs and the failure clears.
+    std::fs::write(host.path("pinner.wasm"), pinner(2))?;
+    host.wait_images("broken", V2).await;
+    let status = host.status("pinner.wasm").unwrap();
+    assert_eq!(status.error, None);
+    assert_eq!(status.running, Some(status.digest.clone()));
+    assert_eq!(host.metric("kubeplug_plugin_failing", "pinner.wasm"), 0.0);
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_plugin_stops_its_calls_and_its_unneeded_watch() -> Result {
+    let tmp = plugins_dir(1)?;
+    // pinner may also read Leases: only it needs that watch.
+    std::fs::write(
+        tmp.path().join("pinner.policy.yaml"),
+        format!("{PINNER_POLICY}  reads: [{{apiVersion: coordination.k8s.io/v1, kind: Lease}}]\n"),
+    )?;
+    std::fs::copy(plugin("change-logger"), tmp.path().join("change-logger.wasm"))?;
+    let host = Host::start(tmp).await?;
+    host.wait_version("1.0.0").await;
+    eventually(WAIT, "Leases watched", || {
+        host.controller
+            .watched_kinds()
+            .iter()
+            .any(|k| k.kind == "Lease")
+    })
+    .await;
+    host.create("gone", ["before".to_string()]).await?;
+    host.wait_images("gone", V1).await;
+
+    std::fs::remove_file(host.path("pinner.wasm"))?;
+    eventually(WAIT, "pinner stopped", || host.version().is_none()).await;
+    assert_eq!(host.controller.plugins(), ["change-logger"]);
+    let kinds = host.controller.watched_kinds();
+    assert!(
+        kinds.iter().all(|k| k.kind != "Lease"),
+        "Lease watch stopped: {kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|k| k.kind == "Deployment"),
+        "change-logger still needs Deployments: {kinds:?}"
+    );
+
+    // Its calls stopped: a new Deployment is not pinned, while change-logger still sees it.
+    let audited = host.audit.lock().unwrap().len();
+    host.create("gone", ["after".to_string()]).await?;
+    eventually(WAIT, "change-logger reconciling the new Deployment", || {
+        host.audit.lock().unwrap()[audited..]
+            .iter()
+            .any(|r| r.plugin.name == "change-logger" && r.key == "gone/after")
+    })
+    .await;
+    assert_eq!(image_of(&host.sim, "gone", "after").as_deref(), Some("nginx:1"));
+    assert!(
+        host.audit.lock().unwrap()[audited..]
+            .iter()
+            .all(|r| r.plugin.name != "pinner"),
+        "no pinner call after removal"
+    );
+
+    // The API server sees it: after every watch is dropped, Deployments are watched again
+    // and Leases are not.
+    let cursor = host.sim.requests().cursor();
+    host.sim.faults().drop_watches();
+    let watched = |resource: &str| {
+        host.sim
+            .requests()
+            .since(cursor)
+            .iter()
+            .any(|r| r.resource == resource && (r.verb == "watch" || r.verb == "list"))
+    };
+    eventually(WAIT, "Deployments watched again", || watched("deployments")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!watched("leases"), "nobody watches Leases any more");
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_changes_are_followed_and_a_broken_policy_keeps_the_last_good_one() -> Result {
+    let tmp = tempfile::tempdir()?;
+    std::fs::copy(plugin("image-pinner"), tmp.path().join("image-pinner.wasm"))?;
+    let policy = |image: &str| {
+        format!(
+            "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {{name: image-pinner}}\nspec:\n  mode: enforce\n  namespaces: {{all: true}}\n  rules:\n    - apiVersion: apps/v1\n      kind: Deployment\n      verbs: [patch]\n      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]\n  limits: {{writesPerSecond: 1000, writeBurst: 1000}}\n  config: {{image: \"{image}\"}}\n"
+        )
+    };
+    let file = tmp.path().join("image-pinner.policy.yaml");
+    std::fs::write(&file, policy("example.com/a:1"))?;
+    let host = Host::start(tmp).await?;
+    host.create("pol", ["web".to_string()]).await?;
+    host.wait_images("pol", "example.com/a:1").await;
+
+    std::fs::write(&file, policy("example.com/b:2"))?;
+    host.wait_images("pol", "example.com/b:2").await;
+
+    std::fs::write(&file, "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nspec: [")?;
+    eventually(WAIT, "the broken policy reported", || {
+        host.status("image-pinner.wasm").unwrap().error.is_some()
+    })
+    .await;
+    let error = host.status("image-pinner.wasm").unwrap().error.unwrap();
+    assert!(
+        error.contains("image-pinner.policy.yaml") && error.contains("previous policy"),
+        "{error}"
+    );
+    host.create("pol", ["web2".to_string()]).await?;
+    host.wait_images("pol", "example.com/b:2").await;
+
+    // No policy file: the default, dry-run — audited, not sent.
+    std::fs::remove_file(&file)?;
+    eventually(WAIT, "dry-run after the policy is removed", || {
+        host.controller
+            .policy("image-pinner")
+            .is_some_and(|p| p.source.is_none())
+    })
+    .await;
+    host.create("pol", ["web3".to_string()]).await?;
+    eventually(WAIT, "a dry-run record for web3", || {
+        host.audit
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.key == "pol/web3" && r.decision == Decision::DryRun)
+    })
+    .await;
+    assert_eq!(image_of(&host.sim, "pol", "web3").as_deref(), Some("nginx:1"));
+    host.controller.shutdown().await;
+    Ok(())
+}
