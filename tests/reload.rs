@@ -19,9 +19,11 @@ use kubeplug::sim::Sim;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tempfile::TempDir;
+use tokio::sync::broadcast::error::RecvError;
 
 const V1: &str = "example.com/app:v1";
 const V2: &str = "example.com/app:v2";
@@ -55,6 +57,8 @@ struct Host {
     reloader: Reloader,
     dir: PathBuf,
     audit: Arc<Mutex<Vec<Arc<AuditRecord>>>>,
+    /// Audit records the collector missed (it lagged behind): must stay 0.
+    lost: Arc<AtomicU64>,
     _watch: WatchTask,
     _tmp: TempDir,
 }
@@ -69,11 +73,18 @@ impl Host {
         let mut records = config.audit.subscribe();
         let audit = Arc::new(Mutex::new(Vec::new()));
         let sink = audit.clone();
+        let lost = Arc::new(AtomicU64::new(0));
+        let lost_count = lost.clone();
         tokio::spawn(async move {
-            while let Ok(record) = records.recv().await {
-                sink.lock().unwrap().push(record);
+            loop {
+                match records.recv().await {
+                    Ok(record) => sink.lock().unwrap().push(record),
+                    Err(RecvError::Lagged(n)) => {
+                        lost_count.fetch_add(n, Ordering::SeqCst);
+                    }
+                    Err(RecvError::Closed) => return,
+                }
             }
-            panic!("audit receiver lagged or closed: records lost");
         });
         let controller = Controller::new(client.clone(), config);
         let mut reload = ReloadConfig::new(tmp.path(), tmp.path());
@@ -88,6 +99,7 @@ impl Host {
             reloader,
             dir: tmp.path().to_path_buf(),
             audit,
+            lost,
             _watch: watch,
             _tmp: tmp,
         })
@@ -156,6 +168,7 @@ impl Host {
 
     /// Executed patches per key, in order, as the plugin versions that sent them.
     fn patches(&self) -> HashMap<String, Vec<String>> {
+        assert_eq!(self.lost.load(Ordering::SeqCst), 0, "audit records lost");
         let mut by_key: HashMap<String, Vec<String>> = HashMap::new();
         for r in self.audit.lock().unwrap().iter() {
             if r.action == "patch" && r.decision == Decision::Executed {
