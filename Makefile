@@ -34,6 +34,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## bench: plugin call cost against native, in the same run
+## bench: plugin call cost against native, and hot reload latency and memory
 bench: plugins
 	$(CARGO) bench -p kubeplug --bench reconcile
+	$(CARGO) bench -p kubeplug --bench reload

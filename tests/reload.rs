@@ -138,15 +138,19 @@ impl Host {
     }
 
     async fn wait_images(&self, ns: &str, image: &str) {
-        eventually(WAIT, &format!("every Deployment in {ns} at {image}"), || {
-            let all = self.sim.list("deployments", Some(ns));
-            !all.is_empty()
-                && all.iter().all(|d| {
-                    d.pointer("/spec/template/spec/containers/0/image")
-                        .and_then(|i| i.as_str())
-                        == Some(image)
-                })
-        })
+        eventually(
+            WAIT,
+            &format!("every Deployment in {ns} at {image}"),
+            || {
+                let all = self.sim.list("deployments", Some(ns));
+                !all.is_empty()
+                    && all.iter().all(|d| {
+                        d.pointer("/spec/template/spec/containers/0/image")
+                            .and_then(|i| i.as_str())
+                            == Some(image)
+                    })
+            },
+        )
         .await;
     }
 
@@ -246,7 +250,8 @@ async fn overwrites_partial_writes_and_renames_are_followed() -> Result {
     let tmp = tempfile::tempdir()?;
     std::fs::write(tmp.path().join("pinner.policy.yaml"), PINNER_POLICY)?;
     let host = Host::start(tmp).await?;
-    host.create("files", (0..3).map(|i| format!("web-{i}"))).await?;
+    host.create("files", (0..3).map(|i| format!("web-{i}")))
+        .await?;
     assert_eq!(host.version(), None);
 
     // A new file.
@@ -276,7 +281,10 @@ async fn overwrites_partial_writes_and_renames_are_followed() -> Result {
     let status = host.status("pinner.wasm").unwrap();
     assert_eq!(status.error, None);
     assert_eq!(status.running, Some(status.digest.clone()));
-    assert_eq!(host.metric("kubeplug_plugin_load_failures_total", "pinner.wasm"), 0.0);
+    assert_eq!(
+        host.metric("kubeplug_plugin_load_failures_total", "pinner.wasm"),
+        0.0
+    );
 
     // The same content again is no reload at all.
     let reloads = log_lines_with("plugin updated").len();
@@ -300,7 +308,8 @@ async fn a_configmap_volume_swap_is_followed() -> Result {
         symlink(format!("..data/{file}"), tmp.path().join(file))?;
     }
     let host = Host::start(tmp).await?;
-    host.create("cm", (0..3).map(|i| format!("web-{i}"))).await?;
+    host.create("cm", (0..3).map(|i| format!("web-{i}")))
+        .await?;
     host.wait_images("cm", V1).await;
 
     let dir = host.dir.clone();
@@ -338,10 +347,18 @@ async fn a_broken_file_keeps_the_good_version_serving_until_fixed() -> Result {
     .await;
     let status = host.status("pinner.wasm").unwrap();
     assert!(
-        status.error.as_deref().unwrap().contains("not a WebAssembly file"),
+        status
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("not a WebAssembly file"),
         "{status:?}"
     );
-    assert_eq!(status.running.as_deref(), Some(good.as_str()), "v1 keeps running");
+    assert_eq!(
+        status.running.as_deref(),
+        Some(good.as_str()),
+        "v1 keeps running"
+    );
     assert_eq!(failures(), 1.0);
     assert_eq!(host.metric("kubeplug_plugin_failing", "pinner.wasm"), 1.0);
     // It keeps serving: a new Deployment is pinned by v1.
@@ -367,7 +384,10 @@ async fn a_broken_file_keeps_the_good_version_serving_until_fixed() -> Result {
     )?;
     eventually(WAIT, "the second failure reported", || failures() == 2.0).await;
     let status = host.status("pinner.wasm").unwrap();
-    assert!(status.error.as_deref().unwrap().contains("contract"), "{status:?}");
+    assert!(
+        status.error.as_deref().unwrap().contains("contract"),
+        "{status:?}"
+    );
     assert_eq!(host.version().as_deref(), Some("1.0.0"));
 
     // Fixed: the new version runs and the failure clears.
@@ -389,7 +409,10 @@ async fn removing_a_plugin_stops_its_calls_and_its_unneeded_watch() -> Result {
         tmp.path().join("pinner.policy.yaml"),
         format!("{PINNER_POLICY}  reads: [{{apiVersion: coordination.k8s.io/v1, kind: Lease}}]\n"),
     )?;
-    std::fs::copy(plugin("change-logger"), tmp.path().join("change-logger.wasm"))?;
+    std::fs::copy(
+        plugin("change-logger"),
+        tmp.path().join("change-logger.wasm"),
+    )?;
     let host = Host::start(tmp).await?;
     host.wait_version("1.0.0").await;
     eventually(WAIT, "Leases watched", || {
@@ -424,7 +447,10 @@ async fn removing_a_plugin_stops_its_calls_and_its_unneeded_watch() -> Result {
             .any(|r| r.plugin.name == "change-logger" && r.key == "gone/after")
     })
     .await;
-    assert_eq!(image_of(&host.sim, "gone", "after").as_deref(), Some("nginx:1"));
+    assert_eq!(
+        image_of(&host.sim, "gone", "after").as_deref(),
+        Some("nginx:1")
+    );
     assert!(
         host.audit.lock().unwrap()[audited..]
             .iter()
@@ -468,7 +494,10 @@ async fn policy_changes_are_followed_and_a_broken_policy_keeps_the_last_good_one
     std::fs::write(&file, policy("example.com/b:2"))?;
     host.wait_images("pol", "example.com/b:2").await;
 
-    std::fs::write(&file, "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nspec: [")?;
+    std::fs::write(
+        &file,
+        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nspec: [",
+    )?;
     eventually(WAIT, "the broken policy reported", || {
         host.status("image-pinner.wasm").unwrap().error.is_some()
     })
@@ -498,7 +527,118 @@ async fn policy_changes_are_followed_and_a_broken_policy_keeps_the_last_good_one
             .any(|r| r.key == "pol/web3" && r.decision == Decision::DryRun)
     })
     .await;
-    assert_eq!(image_of(&host.sim, "pol", "web3").as_deref(), Some("nginx:1"));
+    assert_eq!(
+        image_of(&host.sim, "pol", "web3").as_deref(),
+        Some("nginx:1")
+    );
     host.controller.shutdown().await;
     Ok(())
+}
+
+/// `kubeplug run --embedded` on a plugins directory, its stderr read line by line.
+struct Binary {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: String,
+    _tmp: TempDir,
+}
+
+impl Binary {
+    fn start(plugins: &Path, args: &[&str]) -> Binary {
+        use std::io::BufRead;
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+            .args(["run", "--embedded", "--plugins"])
+            .arg(plugins)
+            .arg("--kubeconfig-out")
+            .arg(tmp.path().join("kc"))
+            .args(args)
+            .env("KUBEPLUG_CACHE_DIR", tmp.path().join("cache"))
+            .env("KUBEPLUG_LOG", "info")
+            .env_remove("KUBECONFIG")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(std::io::Result::ok)
+            {
+                let _ = tx.send(line);
+            }
+        });
+        Binary {
+            child,
+            lines,
+            seen: String::new(),
+            _tmp: tmp,
+        }
+    }
+
+    /// Reads stderr for `within`, or until a line holds `needle`; returns whether one did.
+    fn saw_within(&mut self, needle: &str, within: Duration) -> bool {
+        let start = std::time::Instant::now();
+        while start.elapsed() < within {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                let hit = line.contains(needle);
+                self.seen.push_str(&line);
+                self.seen.push('\n');
+                if hit {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    fn stop(mut self) -> String {
+        self.signal("-TERM");
+        assert!(self.child.wait().unwrap().success(), "{}", self.seen);
+        self.seen
+    }
+}
+
+#[test]
+fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy_pinner = || std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm"));
+
+    let mut off = Binary::start(dir.path(), &["--watch=false"]);
+    assert!(off.saw_within("running", WAIT), "{}", off.seen);
+    copy_pinner().unwrap();
+    assert!(
+        !off.saw_within("plugin started", Duration::from_millis(800)),
+        "--watch=false does not follow files: {}",
+        off.seen
+    );
+    off.signal("-HUP");
+    assert!(
+        off.saw_within("plugin started", WAIT),
+        "SIGHUP rescans: {}",
+        off.seen
+    );
+    off.stop();
+
+    std::fs::remove_file(dir.path().join("pinner.wasm")).unwrap();
+    let mut on = Binary::start(dir.path(), &[]);
+    assert!(on.saw_within("running", WAIT), "{}", on.seen);
+    copy_pinner().unwrap();
+    assert!(
+        on.saw_within("plugin started", WAIT),
+        "watching by default: {}",
+        on.seen
+    );
+    std::fs::remove_file(dir.path().join("pinner.wasm")).unwrap();
+    assert!(on.saw_within("plugin stopped", WAIT), "{}", on.seen);
+    on.stop();
 }
