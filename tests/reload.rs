@@ -11,6 +11,7 @@ use common::cluster::{
 };
 use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kubeplug::controller::Controller;
 use kubeplug::policy::{AuditRecord, Decision};
@@ -29,7 +30,7 @@ const V1: &str = "example.com/app:v1";
 const V2: &str = "example.com/app:v2";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// `pinner` may patch container images of Deployments anywhere, fast.
+/// `pinner` may patch container images of Deployments and Pods anywhere, fast.
 const PINNER_POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1
 kind: PluginPolicy
 metadata: {name: pinner}
@@ -41,6 +42,10 @@ spec:
       kind: Deployment
       verbs: [patch]
       fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
+    - apiVersion: v1
+      kind: Pod
+      verbs: [patch]
+      fields: [/spec/containers/*/name, /spec/containers/*/image]
   limits: {writesPerSecond: 100000, writeBurst: 100000}
 ";
 
@@ -397,6 +402,49 @@ async fn a_broken_file_keeps_the_good_version_serving_until_fixed() -> Result {
     assert_eq!(status.error, None);
     assert_eq!(status.running, Some(status.digest.clone()));
     assert_eq!(host.metric("kubeplug_plugin_failing", "pinner.wasm"), 0.0);
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_reconciling_another_kind_restarts_the_plugin() -> Result {
+    let host = Host::start(plugins_dir(1)?).await?;
+    host.create("kinds", ["web".to_string()]).await?;
+    host.wait_images("kinds", V1).await;
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "solo"},
+        "spec": {"containers": [{"name": "app", "image": "nginx:1"}]}
+    }))?;
+    Api::<Pod>::namespaced(host.client.clone(), "kinds")
+        .create(&PostParams::default(), &pod)
+        .await?;
+
+    replace_atomically(&host.path("pinner.wasm"), &pinner(3))?;
+    host.wait_version("3.0.0").await;
+    eventually(WAIT, "the Pod pinned by v3", || {
+        host.sim
+            .get("pods", Some("kinds"), "solo")
+            .and_then(|p| p.pointer("/spec/containers/0/image").cloned())
+            == Some(serde_json::json!("example.com/app:v3"))
+    })
+    .await;
+    let kinds = host.controller.watched_kinds();
+    assert!(
+        kinds.iter().any(|k| k.kind == "Pod") && kinds.iter().all(|k| k.kind != "Deployment"),
+        "Pods watched instead of Deployments: {kinds:?}"
+    );
+    let restarted = "kubeplug_plugin_reloads_total{plugin=\"pinner\",result=\"restarted\"} 1";
+    assert!(
+        host.controller.metrics_text().contains(restarted),
+        "{}",
+        host.controller.metrics_text()
+    );
+    host.create("kinds", ["late".to_string()]).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        image_of(&host.sim, "kinds", "late").as_deref(),
+        Some("nginx:1")
+    );
     host.controller.shutdown().await;
     Ok(())
 }

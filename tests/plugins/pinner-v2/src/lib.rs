@@ -1,8 +1,11 @@
 //! Test plugin `pinner` 2.0.0: pins every Deployment container to `example.com/app:v2`.
-//! The next version of `pinner-v1`: hot reload swaps them.
+//! `pinner-v1`, `pinner-v2` and `pinner-v3` are one plugin at three versions: hot reload
+//! swaps them (v3 reconciles Pods instead).
 
 const VERSION: &str = "2.0.0";
 const TARGET: &str = "example.com/app:v2";
+const KIND: (&str, &str) = ("apps/v1", "Deployment");
+const POD_SPEC: &[&str] = &["spec", "template", "spec"];
 
 #[path = "../../pinner/pinner.rs"]
 mod pinner;
