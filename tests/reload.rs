@@ -662,7 +662,7 @@ fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
     let copy_pinner = || std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm"));
 
     let mut off = Binary::start(dir.path(), &["--watch=false"]);
-    assert!(off.saw_within("running", WAIT), "{}", off.seen);
+    assert!(off.saw_within("running; stop with", WAIT), "{}", off.seen);
     copy_pinner().unwrap();
     assert!(
         !off.saw_within("plugin started", Duration::from_millis(800)),
@@ -679,7 +679,7 @@ fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
 
     std::fs::remove_file(dir.path().join("pinner.wasm")).unwrap();
     let mut on = Binary::start(dir.path(), &[]);
-    assert!(on.saw_within("running", WAIT), "{}", on.seen);
+    assert!(on.saw_within("running; stop with", WAIT), "{}", on.seen);
     copy_pinner().unwrap();
     assert!(
         on.saw_within("plugin started", WAIT),
@@ -689,4 +689,19 @@ fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
     std::fs::remove_file(dir.path().join("pinner.wasm")).unwrap();
     assert!(on.saw_within("plugin stopped", WAIT), "{}", on.seen);
     on.stop();
+}
+
+#[test]
+fn a_directory_that_cannot_be_watched_is_reported_and_the_host_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm")).unwrap();
+    let mut host = Binary::start(dir.path(), &["--policies", "/nonexistent/policies"]);
+    assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
+    let seen = host.stop();
+    assert!(
+        seen.contains("cannot watch directory /nonexistent/policies")
+            && seen.contains("reloaded on SIGHUP only"),
+        "{seen}"
+    );
+    assert!(seen.contains("plugin started"), "{seen}");
 }

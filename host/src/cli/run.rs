@@ -139,8 +139,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     reload.debounce = Duration::from_millis(args.debounce_ms);
     let reloader = Reloader::new(Arc::new(runtime), controller.clone(), reload);
     reloader.rescan(false).await?;
+    // Without file events the host still serves what it loaded, and SIGHUP still rescans.
     let _watch = match args.watch {
-        true => Some(reloader.watch()?),
+        true => reloader
+            .watch()
+            .inspect_err(|err| {
+                tracing::error!("{err}: plugins are reloaded on SIGHUP only");
+            })
+            .ok(),
         false => None,
     };
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), watch = args.watch, "running; stop with Ctrl-C, rescan plugins with SIGHUP");
