@@ -31,23 +31,7 @@ const V2: &str = "example.com/app:v2";
 const WAIT: Duration = Duration::from_secs(30);
 
 /// `pinner` may patch container images of Deployments and Pods anywhere, fast.
-const PINNER_POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1
-kind: PluginPolicy
-metadata: {name: pinner}
-spec:
-  mode: enforce
-  namespaces: {all: true}
-  rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
-    - apiVersion: v1
-      kind: Pod
-      verbs: [patch]
-      fields: [/spec/containers/*/name, /spec/containers/*/image]
-  limits: {writesPerSecond: 100000, writeBurst: 100000}
-";
+const PINNER_POLICY: &str = include_str!("fixtures/pinner.policy.yaml");
 
 fn pinner(version: u8) -> Vec<u8> {
     std::fs::read(test_plugin(&format!("pinner-v{version}"))).unwrap()

@@ -20,19 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 const SAMPLES: usize = 41;
-const POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1
-kind: PluginPolicy
-metadata: {name: pinner}
-spec:
-  mode: enforce
-  namespaces: {all: true}
-  rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
-  limits: {writesPerSecond: 100000, writeBurst: 100000}
-";
+const POLICY: &str = include_str!("../../tests/fixtures/pinner.policy.yaml");
 
 fn test_plugin(name: &str) -> PathBuf {
     let dir = std::env::var_os("KUBEPLUG_TEST_PLUGIN_DIR")

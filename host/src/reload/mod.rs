@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod events;
 mod files;
+mod policies;
 mod reloader;
 mod status;
 

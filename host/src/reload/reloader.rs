@@ -6,10 +6,10 @@ use super::config::ReloadConfig;
 use super::error::ReloadError;
 use super::events::DirEvents;
 use super::files::{digest, plugin_files, policy_file};
+use super::policies::{PolicyEntry, build_policy, read_policy};
 use super::status::{FileStatus, ReloadMetrics};
 use crate::controller::{Applied, Controller, PluginInstance};
 use crate::plugin::{Plugin, PluginRuntime};
-use crate::policy::{Policy, PolicyDocument, PolicyError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -53,23 +53,6 @@ struct FileEntry {
     good: Option<Arc<Plugin>>,
     /// Why the current content does not load.
     error: Option<String>,
-}
-
-/// The policy file of one plugin.
-#[derive(Default)]
-struct PolicyEntry {
-    /// Digest of the file as last read (`None`: no file); unset before the first read.
-    seen: Option<Option<String>>,
-    /// The last readable state: `None` text means no file, the dry-run default.
-    good: Option<GoodPolicy>,
-    /// Why the current file does not parse.
-    error: Option<String>,
-}
-
-#[derive(Clone, PartialEq)]
-struct GoodPolicy {
-    digest: Option<String>,
-    text: Option<String>,
 }
 
 /// What runs (or was tried) for a plugin: its plugin digest and policy digest.
@@ -187,7 +170,7 @@ impl Reloader {
         for (name, (path, plugin)) in &desired {
             let policy_path = policy_file(&shared.config.policies, name);
             if !is_busy(&policy_path) {
-                read_policy(&mut state, name, &policy_path, force);
+                read_policy(&mut state.policies, name, &policy_path, force);
             }
             let Some(good) = state.policies.get(name).and_then(|p| p.good.clone()) else {
                 continue;
@@ -400,45 +383,6 @@ impl Reloader {
         }
         *status = fresh;
         failing
-    }
-}
-
-/// Reads the policy file of `name` when it changed since last time (or `force`).
-fn read_policy(state: &mut State, name: &str, file: &Path, force: bool) {
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => Some(t),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => {
-            let entry = state.policies.entry(name.to_string()).or_default();
-            entry.error = Some(format!("cannot read policy {}: {err}", file.display()));
-            entry.seen = None;
-            return;
-        }
-    };
-    let seen = text.as_deref().map(|t| digest(t.as_bytes()));
-    let entry = state.policies.entry(name.to_string()).or_default();
-    if entry.seen.as_ref() == Some(&seen) && !(force && entry.error.is_some()) {
-        return;
-    }
-    entry.seen = Some(seen.clone());
-    let candidate = GoodPolicy { digest: seen, text };
-    match build_policy(&candidate, name, file) {
-        Ok(_) => {
-            if candidate.text.is_none() {
-                tracing::warn!(plugin = name, policy = %file.display(), "no policy: running in dry-run (actions are audited, not sent)");
-            }
-            entry.good = Some(candidate);
-            entry.error = None;
-        }
-        Err(err) => entry.error = Some(err.to_string()),
-    }
-}
-
-/// The policy a readable policy state stands for: the file's, or the dry-run default.
-fn build_policy(good: &GoodPolicy, name: &str, file: &Path) -> Result<Policy, PolicyError> {
-    match &good.text {
-        Some(text) => Policy::from_document(&PolicyDocument::parse(text, file)?, name, file),
-        None => Ok(Policy::default()),
     }
 }
 

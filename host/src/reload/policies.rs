@@ -1,0 +1,73 @@
+//! The policy file of each plugin as the reloader last read it: a malformed file keeps the
+//! last good state (another file, or none: the dry-run default) in force.
+
+use super::files::digest;
+use crate::policy::{Policy, PolicyDocument, PolicyError};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The policy file of one plugin.
+#[derive(Default)]
+pub(crate) struct PolicyEntry {
+    /// Digest of the file as last read (`None`: no file); unset before the first read.
+    pub seen: Option<Option<String>>,
+    /// The last readable state: `None` text means no file, the dry-run default.
+    pub good: Option<GoodPolicy>,
+    /// Why the current file does not parse.
+    pub error: Option<String>,
+}
+
+/// A policy state that can run: the file's text and digest, or no file at all.
+#[derive(Clone, PartialEq)]
+pub(crate) struct GoodPolicy {
+    pub digest: Option<String>,
+    pub text: Option<String>,
+}
+
+/// Reads the policy file of `name` when it changed since last time (or `force`).
+pub(crate) fn read_policy(
+    policies: &mut HashMap<String, PolicyEntry>,
+    name: &str,
+    file: &Path,
+    force: bool,
+) {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => Some(t),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => {
+            let entry = policies.entry(name.to_string()).or_default();
+            entry.error = Some(format!("cannot read policy {}: {err}", file.display()));
+            entry.seen = None;
+            return;
+        }
+    };
+    let seen = text.as_deref().map(|t| digest(t.as_bytes()));
+    let entry = policies.entry(name.to_string()).or_default();
+    if entry.seen.as_ref() == Some(&seen) && !(force && entry.error.is_some()) {
+        return;
+    }
+    entry.seen = Some(seen.clone());
+    let candidate = GoodPolicy { digest: seen, text };
+    match build_policy(&candidate, name, file) {
+        Ok(_) => {
+            if candidate.text.is_none() {
+                tracing::warn!(plugin = name, policy = %file.display(), "no policy: running in dry-run (actions are audited, not sent)");
+            }
+            entry.good = Some(candidate);
+            entry.error = None;
+        }
+        Err(err) => entry.error = Some(err.to_string()),
+    }
+}
+
+/// The policy a readable policy state stands for: the file's, or the dry-run default.
+pub(crate) fn build_policy(
+    good: &GoodPolicy,
+    name: &str,
+    file: &Path,
+) -> Result<Policy, PolicyError> {
+    match &good.text {
+        Some(text) => Policy::from_document(&PolicyDocument::parse(text, file)?, name, file),
+        None => Ok(Policy::default()),
+    }
+}
