@@ -636,7 +636,18 @@ impl Binary {
     fn stop(mut self) -> String {
         self.signal("-TERM");
         assert!(self.child.wait().unwrap().success(), "{}", self.seen);
-        self.seen
+        std::mem::take(&mut self.seen)
+    }
+}
+
+impl Drop for Binary {
+    /// A failed assertion must not leave the host running (it would hold the test's output
+    /// pipe open).
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -688,4 +699,88 @@ fn a_directory_that_cannot_be_watched_is_reported_and_the_host_keeps_serving() {
         "{seen}"
     );
     assert!(seen.contains("plugin started"), "{seen}");
+}
+
+/// GET `path` from `addr`: status code and body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: kubeplug\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+#[test]
+fn the_status_endpoints_show_a_broken_file_beside_the_version_still_running() {
+    let dir = plugins_dir(1).unwrap();
+    let mut host = Binary::start(dir.path(), &["--listen", "127.0.0.1:0"]);
+    assert!(host.saw_within("serving /metrics", WAIT), "{}", host.seen);
+    let addr = host
+        .seen
+        .lines()
+        .find(|l| l.contains("serving /metrics"))
+        .and_then(|l| l.split("addr=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the address in the log")
+        .to_string();
+    assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
+    let plugins = || -> serde_json::Value {
+        let (status, body) = http_get(&addr, "/plugins");
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let ready = std::time::Instant::now();
+    while http_get(&addr, "/readyz").0 != 200 {
+        assert!(ready.elapsed() < WAIT, "never ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(http_get(&addr, "/healthz"), (200, "ok".to_string()));
+    let report = plugins();
+    assert_eq!(report["running"][0]["name"], "pinner", "{report}");
+    assert_eq!(report["running"][0]["version"], "1.0.0");
+    assert_eq!(report["running"][0]["mode"], "enforce");
+
+    std::fs::write(dir.path().join("pinner.wasm"), b"garbage").unwrap();
+    let start = std::time::Instant::now();
+    let report = loop {
+        let report = plugins();
+        if report["files"][0]["error"].is_string() {
+            break report;
+        }
+        assert!(start.elapsed() < WAIT, "no error reported: {report}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let file = &report["files"][0];
+    assert!(
+        file["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a WebAssembly file"),
+        "{report}"
+    );
+    assert_ne!(file["digest"], file["running"], "{report}");
+    assert_eq!(report["running"][0]["version"], "1.0.0", "v1 still runs");
+    let (status, metrics) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    let failures = format!(
+        "kubeplug_plugin_load_failures_total{{file=\"{}\"}} 1",
+        dir.path().join("pinner.wasm").display()
+    );
+    assert!(metrics.contains(&failures), "{metrics}");
+    assert!(
+        metrics.contains("workqueue_adds_total{name=\"pinner\"}"),
+        "{metrics}"
+    );
+    host.stop();
 }

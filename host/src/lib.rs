@@ -16,5 +16,6 @@ pub mod plugin;
 pub mod policy;
 pub mod queue;
 pub mod reload;
+pub mod server;
 pub mod sim;
 pub mod telemetry;

@@ -14,12 +14,16 @@ pub fn plugin_log(plugin: &str, key: &str, level: LogLevel, message: &str) {
 }
 
 /// Installs the global subscriber: human-readable lines on stderr, filtered by
-/// `KUBEPLUG_LOG` (default `info`), or JSON lines when `json` is set.
+/// `KUBEPLUG_LOG` (default `info`), or JSON lines when `json` is set. Colours only on a
+/// terminal (and not with `NO_COLOR`), so logs piped to files or collectors stay plain text.
 pub fn init(json: bool) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("KUBEPLUG_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().try_init()

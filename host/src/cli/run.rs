@@ -5,6 +5,7 @@ use crate::controller::{Controller, ControllerConfig};
 use crate::plugin::{Limits, PluginRuntime, RuntimeConfig};
 use crate::queue::{QueueConfig, RateLimitConfig};
 use crate::reload::{ReloadConfig, Reloader};
+use crate::server::{Server, ServerState};
 use anyhow::{Context, bail};
 use clap::Args;
 use std::path::PathBuf;
@@ -25,6 +26,9 @@ pub struct RunArgs {
     /// Follow changes of the plugins and policies (hot reload); SIGHUP rescans either way.
     #[arg(long, env = "KUBEPLUG_WATCH", default_value_t = true, action = clap::ArgAction::Set)]
     pub watch: bool,
+    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 0.0.0.0:8080).
+    #[arg(long, env = "KUBEPLUG_LISTEN")]
+    pub listen: Option<std::net::SocketAddr>,
     /// With --watch: quiet time after a file event before rescanning, in milliseconds.
     #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", default_value_t = 50)]
     pub debounce_ms: u64,
@@ -148,6 +152,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             })
             .ok(),
         false => None,
+    };
+    let _server = match args.listen {
+        Some(addr) => {
+            let state = ServerState {
+                controller: controller.clone(),
+                reloader: reloader.clone(),
+            };
+            let server = Server::start(addr, state)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            tracing::info!(addr = %server.addr(), "serving /metrics, /healthz, /readyz, /plugins");
+            Some(server)
+        }
+        None => None,
     };
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), watch = args.watch, "running; stop with Ctrl-C, rescan plugins with SIGHUP");
     while signals.recv().await == Signal::Rescan {

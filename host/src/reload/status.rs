@@ -8,7 +8,8 @@ use prometheus_client::registry::Registry;
 use std::path::PathBuf;
 
 /// The state of one plugin file as the reloader last saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct FileStatus {
     pub file: PathBuf,
     /// SHA-256 of the file's current content.

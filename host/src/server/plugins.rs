@@ -1,0 +1,58 @@
+//! `GET /plugins`: the plugins running (version, digest, policy, queue) and every plugin
+//! file's status (a file whose current content does not run says why).
+
+use super::ServerState;
+use crate::policy::Mode;
+use crate::reload::FileStatus;
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+
+/// The answer of `GET /plugins`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginsReport {
+    pub running: Vec<RunningPlugin>,
+    pub files: Vec<FileStatus>,
+}
+
+/// One running plugin.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningPlugin {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+    pub reconciles: String,
+    pub mode: Mode,
+    /// The policy file in force; `None` for the dry-run default.
+    pub policy: Option<String>,
+    /// Keys waiting in its queue.
+    pub queued: usize,
+}
+
+pub(super) async fn list(State(state): State<ServerState>) -> Json<PluginsReport> {
+    let controller = &state.controller;
+    let depths = controller.queue_depths();
+    let running = controller
+        .plugins()
+        .into_iter()
+        .filter_map(|name| {
+            let plugin = controller.plugin(&name)?;
+            let policy = controller.policy(&name)?;
+            Some(RunningPlugin {
+                version: plugin.metadata().version.clone(),
+                digest: plugin.digest().to_string(),
+                reconciles: plugin.metadata().reconciles.to_string(),
+                mode: policy.mode,
+                policy: policy.source.as_ref().map(|p| p.display().to_string()),
+                queued: depths.get(&name).copied().unwrap_or(0),
+                name,
+            })
+        })
+        .collect();
+    Json(PluginsReport {
+        running,
+        files: state.reloader.status(),
+    })
+}
