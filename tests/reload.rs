@@ -509,6 +509,49 @@ async fn removing_a_plugin_stops_its_calls_and_its_unneeded_watch() -> Result {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_plugin_does_not_wait_out_its_write_budget() -> Result {
+    let tmp = tempfile::tempdir()?;
+    std::fs::copy(test_plugin("hostile"), tmp.path().join("hostile.wasm"))?;
+    // 100 writes in one call at 1 write per second: 99 s of budget waits.
+    std::fs::write(
+        tmp.path().join("hostile.policy.yaml"),
+        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: hostile}\nspec:\n  mode: enforce\n  namespaces: {all: true}\n  rules:\n    - {apiVersion: apps/v1, kind: Deployment, verbs: [patch], fields: [/metadata/labels]}\n  limits: {writesPerSecond: 1, writeBurst: 1}\n  config: {mode: write-burst, count: 100}\n",
+    )?;
+    let host = Host::start(tmp).await?;
+    host.create("budget", ["web".to_string()]).await?;
+    let executed = || {
+        host.audit
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.plugin.name == "hostile" && r.decision == Decision::Executed)
+            .count()
+    };
+    eventually(WAIT, "hostile writing at its budget", || executed() >= 2).await;
+
+    std::fs::remove_file(host.path("hostile.wasm"))?;
+    eventually(WAIT, "hostile removed", || {
+        host.controller.plugins().is_empty()
+    })
+    .await;
+    let skipped = host
+        .audit
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.plugin.name == "hostile" && r.decision == Decision::Skipped)
+        .count();
+    assert!(skipped >= 1, "the rest of the call is skipped and audited");
+    assert!(
+        executed() < 100,
+        "not every write waited out: {}",
+        executed()
+    );
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_changes_are_followed_and_a_broken_policy_keeps_the_last_good_one() -> Result {
     let tmp = tempfile::tempdir()?;
     std::fs::copy(plugin("image-pinner"), tmp.path().join("image-pinner.wasm"))?;

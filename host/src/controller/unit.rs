@@ -8,7 +8,6 @@ use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::policy::{AuditRecord, AuditSink, Decision, Mode, check_call, is_write};
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -20,8 +19,9 @@ pub(crate) struct PluginUnit {
     version: RwLock<Arc<UnitVersion>>,
     executor: Arc<Executor>,
     audit: AuditSink,
-    /// Set when the plugin is removed: queued keys are dropped, not processed.
-    stopped: AtomicBool,
+    /// Set when the plugin is removed: queued keys are dropped, not processed, and writes
+    /// still waiting for the write budget are skipped.
+    stopped: tokio::sync::watch::Sender<bool>,
     /// Why each queued key was queued (advisory, for the request).
     reasons: Mutex<HashMap<ObjKey, Reason>>,
     /// The object version each key was last reconciled successfully at (when the plugin
@@ -54,7 +54,7 @@ impl PluginUnit {
             version: RwLock::new(Arc::new(version)),
             executor,
             audit,
-            stopped: AtomicBool::new(false),
+            stopped: tokio::sync::watch::Sender::new(false),
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
             expectations: Expectations::new(EXPECTATION_WAIT),
@@ -75,10 +75,22 @@ impl PluginUnit {
         std::mem::replace(&mut *current, Arc::new(version))
     }
 
-    /// Stops taking keys: queued ones are dropped, calls in flight finish.
+    /// Stops taking keys: queued ones are dropped, calls in flight finish, and their writes
+    /// still waiting for the write budget are skipped (a removal must not wait out a slow
+    /// budget).
     pub(crate) fn stop(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
+        self.stopped.send_replace(true);
         self.queue.shut_down();
+    }
+
+    fn is_stopped(&self) -> bool {
+        *self.stopped.borrow()
+    }
+
+    /// Resolves once the unit is stopped.
+    async fn stopping(&self) {
+        let mut stopped = self.stopped.subscribe();
+        let _ = stopped.wait_for(|s| *s).await;
     }
 
     /// Once the current version's caches have synced, queues every cached key of the kind
@@ -126,7 +138,7 @@ impl PluginUnit {
     /// Works keys off the queue until it shuts down.
     pub(crate) async fn work(self: Arc<Self>) {
         while let Some(key) = self.queue.get().await {
-            if !self.stopped.load(Ordering::SeqCst) {
+            if !self.is_stopped() {
                 self.process(&key).await;
             }
             self.queue.done(&key);
@@ -254,10 +266,22 @@ impl PluginUnit {
             let decision = match check {
                 Err(denial) => Decision::Denied(denial),
                 Ok(()) if dry_run && is_write(action) => Decision::DryRun,
-                Ok(()) if failed => Decision::Skipped,
+                Ok(()) if failed || self.is_stopped() => Decision::Skipped,
                 Ok(()) => {
                     if is_write(action) {
-                        let waited = version.budget.acquire().await;
+                        let waited = tokio::select! {
+                            waited = version.budget.acquire() => waited,
+                            _ = self.stopping() => {
+                                failed = true;
+                                self.audit.record(AuditRecord::new(
+                                    &version.identity,
+                                    key,
+                                    action,
+                                    Decision::Skipped,
+                                ));
+                                continue;
+                            }
+                        };
                         if !waited.is_zero() {
                             tracing::debug!(
                                 plugin = &*self.name,
