@@ -324,10 +324,10 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
 mod binary {
     //! `kubeplug run` as a process: bad input gets one clear line, and the rest keeps working.
 
+    use super::common::host_process::HostProcess;
     use super::common::plugin;
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
+    use std::process::Command;
+    use std::time::Duration;
 
     fn kubeplug() -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubeplug"));
@@ -399,46 +399,13 @@ mod binary {
     /// Runs `kubeplug run --embedded` until a stderr line contains `until`, then SIGTERMs it;
     /// returns whether it exited 0 and its stderr.
     fn run_embedded_until(plugins: &std::path::Path, until: &str) -> (bool, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = kubeplug()
-            .args(["run", "--embedded", "--plugins", plugins.to_str().unwrap()])
-            .arg("--kubeconfig-out")
-            .arg(dir.path().join("kc"))
-            .env("KUBEPLUG_CACHE_DIR", dir.path().join("cache"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut seen = String::new();
-        let start = Instant::now();
-        while !seen.contains(until) {
-            if start.elapsed() > Duration::from_secs(60) {
-                // Not left running: it would hold the test's output pipe open.
-                let _ = child.kill();
-                panic!("never saw {until:?}:\n{seen}");
-            }
-            if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-                seen.push_str(&line);
-                seen.push('\n');
-            }
-        }
-        let killed = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let status = child.wait().unwrap();
-        while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            seen.push_str(&line);
-            seen.push('\n');
-        }
-        (status.success(), seen)
+        let mut host = HostProcess::start(plugins, &[]);
+        assert!(
+            host.saw_within(until, Duration::from_secs(60)),
+            "never saw {until:?}:\n{}",
+            host.seen
+        );
+        host.terminate()
     }
 
     #[test]

@@ -9,6 +9,7 @@ use common::cluster::{
     Result, captured_logs, deployment, eventually, fast_config, image_of, log_lines_with, runtime,
     sim,
 };
+use common::host_process::HostProcess;
 use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -610,96 +611,12 @@ async fn policy_changes_are_followed_and_a_broken_policy_keeps_the_last_good_one
     Ok(())
 }
 
-/// `kubeplug run --embedded` on a plugins directory, its stderr read line by line.
-struct Binary {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    seen: String,
-    _tmp: TempDir,
-}
-
-impl Binary {
-    fn start(plugins: &Path, args: &[&str]) -> Binary {
-        use std::io::BufRead;
-        let tmp = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplug"))
-            .args(["run", "--embedded", "--plugins"])
-            .arg(plugins)
-            .arg("--kubeconfig-out")
-            .arg(tmp.path().join("kc"))
-            .args(args)
-            .env("KUBEPLUG_CACHE_DIR", tmp.path().join("cache"))
-            .env("KUBEPLUG_LOG", "info")
-            .env_remove("KUBECONFIG")
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(std::io::Result::ok)
-            {
-                let _ = tx.send(line);
-            }
-        });
-        Binary {
-            child,
-            lines,
-            seen: String::new(),
-            _tmp: tmp,
-        }
-    }
-
-    /// Reads stderr for `within`, or until a line holds `needle`; returns whether one did.
-    fn saw_within(&mut self, needle: &str, within: Duration) -> bool {
-        let start = std::time::Instant::now();
-        while start.elapsed() < within {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
-                let hit = line.contains(needle);
-                self.seen.push_str(&line);
-                self.seen.push('\n');
-                if hit {
-                    return true;
-                }
-            }
-        }
-        false
-    }
-
-    fn signal(&self, signal: &str) {
-        let sent = std::process::Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    }
-
-    fn stop(mut self) -> String {
-        self.signal("-TERM");
-        assert!(self.child.wait().unwrap().success(), "{}", self.seen);
-        std::mem::take(&mut self.seen)
-    }
-}
-
-impl Drop for Binary {
-    /// A failed assertion must not leave the host running (it would hold the test's output
-    /// pipe open).
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 #[test]
 fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
     let dir = tempfile::tempdir().unwrap();
     let copy_pinner = || std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm"));
 
-    let mut off = Binary::start(dir.path(), &["--watch=false"]);
+    let mut off = HostProcess::start(dir.path(), &["--watch=false"]);
     assert!(off.saw_within("running; stop with", WAIT), "{}", off.seen);
     copy_pinner().unwrap();
     assert!(
@@ -716,7 +633,7 @@ fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
     off.stop();
 
     std::fs::remove_file(dir.path().join("pinner.wasm")).unwrap();
-    let mut on = Binary::start(dir.path(), &[]);
+    let mut on = HostProcess::start(dir.path(), &[]);
     assert!(on.saw_within("running; stop with", WAIT), "{}", on.seen);
     copy_pinner().unwrap();
     assert!(
@@ -733,7 +650,7 @@ fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
 fn a_directory_that_cannot_be_watched_is_reported_and_the_host_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm")).unwrap();
-    let mut host = Binary::start(dir.path(), &["--policies", "/nonexistent/policies"]);
+    let mut host = HostProcess::start(dir.path(), &["--policies", "/nonexistent/policies"]);
     assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
     let seen = host.stop();
     assert!(
@@ -767,7 +684,7 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
 #[test]
 fn the_status_endpoints_show_a_broken_file_beside_the_version_still_running() {
     let dir = plugins_dir(1).unwrap();
-    let mut host = Binary::start(dir.path(), &["--listen", "127.0.0.1:0"]);
+    let mut host = HostProcess::start(dir.path(), &["--listen", "127.0.0.1:0"]);
     assert!(host.saw_within("serving /metrics", WAIT), "{}", host.seen);
     let addr = host
         .seen

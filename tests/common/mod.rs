@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod host_process;
 pub mod sandbox;
 
 use std::path::{Path, PathBuf};

@@ -73,7 +73,7 @@ impl Controller {
         let queue_metrics = QueueMetrics::new(&mut registry);
         let audit = config.audit.clone();
         audit.register(&mut registry);
-        let kinds = Arc::new(KindRegistry::new(client.clone()));
+        let kinds = Arc::new(KindRegistry::new(client));
         let units = UnitSet::default();
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
         if let Some(period) = config.resync {
@@ -81,8 +81,8 @@ impl Controller {
         }
         Controller {
             inner: Arc::new(Inner {
-                executor: Arc::new(Executor::new(kinds, config.instance.clone())),
-                watches: Watches::new(client, config.namespace.clone(), tx),
+                executor: Arc::new(Executor::new(kinds.clone(), config.instance.clone())),
+                watches: Watches::new(kinds, config.namespace.clone(), tx),
                 units,
                 tasks: Mutex::default(),
                 background: Mutex::new(background),
@@ -364,9 +364,7 @@ async fn resync(units: UnitSet, period: std::time::Duration) {
     loop {
         tick.tick().await;
         for unit in units.snapshot().iter() {
-            for key in unit.current().primary.keys() {
-                unit.enqueue(key, Reason::Resync);
-            }
+            unit.enqueue_cached(Reason::Resync);
         }
     }
 }

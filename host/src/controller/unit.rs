@@ -96,11 +96,15 @@ impl PluginUnit {
     /// Once the current version's caches have synced, queues every cached key of the kind
     /// it reconciles (a new plugin, or a new version that should look at everything again).
     pub(crate) async fn enqueue_all(&self, reason: Reason) {
-        let version = self.current();
-        for cache in &version.caches {
+        for cache in &self.current().caches {
             cache.wait_synced().await;
         }
-        for key in version.primary.keys() {
+        self.enqueue_cached(reason);
+    }
+
+    /// Queues every key the cache of the kind it reconciles holds now.
+    pub(crate) fn enqueue_cached(&self, reason: Reason) {
+        for key in self.current().primary.keys() {
             self.enqueue(key, reason);
         }
     }

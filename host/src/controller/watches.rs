@@ -9,21 +9,22 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Every running watch, feeding one change channel.
 pub(crate) struct Watches {
-    kinds: KindRegistry,
+    kinds: Arc<KindRegistry>,
     namespace: Option<String>,
     changes: UnboundedSender<Change>,
     running: Mutex<BTreeMap<KindRef, WatchHandle>>,
 }
 
 impl Watches {
-    /// No watch yet; watches started later send their changes to `changes`.
+    /// No watch yet; kinds are resolved through `kinds` (shared with the executor, so
+    /// discovery runs once per kind); watches started later send their changes to `changes`.
     pub fn new(
-        client: kube::Client,
+        kinds: Arc<KindRegistry>,
         namespace: Option<String>,
         changes: UnboundedSender<Change>,
     ) -> Self {
         Watches {
-            kinds: KindRegistry::new(client),
+            kinds,
             namespace,
             changes,
             running: Mutex::default(),

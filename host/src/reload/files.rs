@@ -22,7 +22,7 @@ pub(crate) fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, ReloadError> {
 }
 
 /// Whether a directory entry named `name` may be a plugin.
-pub(crate) fn is_plugin_name(name: Option<&OsStr>) -> bool {
+fn is_plugin_name(name: Option<&OsStr>) -> bool {
     let Some(name) = name.and_then(OsStr::to_str) else {
         return false;
     };

@@ -4,7 +4,8 @@
 use super::files::digest;
 use crate::policy::{Policy, PolicyDocument, PolicyError};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The policy file of one plugin.
 #[derive(Default)]
@@ -17,11 +18,23 @@ pub(crate) struct PolicyEntry {
     pub error: Option<String>,
 }
 
-/// A policy state that can run: the file's text and digest, or no file at all.
-#[derive(Clone, PartialEq)]
+/// A policy state that can run: the parsed file and its digest, or no file at all.
+#[derive(Clone)]
 pub(crate) struct GoodPolicy {
     pub digest: Option<String>,
-    pub text: Option<String>,
+    document: Option<Arc<PolicyDocument>>,
+    file: PathBuf,
+}
+
+impl GoodPolicy {
+    /// The policy of instance `name` this state stands for: the file's (checked when it was
+    /// read), or the dry-run default.
+    pub fn policy(&self, name: &str) -> Result<Policy, PolicyError> {
+        match &self.document {
+            Some(doc) => Policy::from_document(doc, name, &self.file),
+            None => Ok(Policy::default()),
+        }
+    }
 }
 
 /// Reads the policy file of `name` when it changed since last time (or `force`).
@@ -47,27 +60,26 @@ pub(crate) fn read_policy(
         return;
     }
     entry.seen = Some(seen.clone());
-    let candidate = GoodPolicy { digest: seen, text };
-    match build_policy(&candidate, name, file) {
+    let document = match text.map(|t| PolicyDocument::parse(&t, file)).transpose() {
+        Ok(d) => d.map(Arc::new),
+        Err(err) => {
+            entry.error = Some(err.to_string());
+            return;
+        }
+    };
+    let candidate = GoodPolicy {
+        digest: seen,
+        document,
+        file: file.to_path_buf(),
+    };
+    match candidate.policy(name) {
         Ok(_) => {
-            if candidate.text.is_none() {
+            if candidate.document.is_none() {
                 tracing::warn!(plugin = name, policy = %file.display(), "no policy: running in dry-run (actions are audited, not sent)");
             }
             entry.good = Some(candidate);
             entry.error = None;
         }
         Err(err) => entry.error = Some(err.to_string()),
-    }
-}
-
-/// The policy a readable policy state stands for: the file's, or the dry-run default.
-pub(crate) fn build_policy(
-    good: &GoodPolicy,
-    name: &str,
-    file: &Path,
-) -> Result<Policy, PolicyError> {
-    match &good.text {
-        Some(text) => Policy::from_document(&PolicyDocument::parse(text, file)?, name, file),
-        None => Ok(Policy::default()),
     }
 }

@@ -6,7 +6,7 @@ use super::config::ReloadConfig;
 use super::error::ReloadError;
 use super::events::DirEvents;
 use super::files::{digest, plugin_files, policy_file};
-use super::policies::{PolicyEntry, build_policy, read_policy};
+use super::policies::{PolicyEntry, read_policy};
 use super::status::{FileStatus, ReloadMetrics};
 use crate::controller::{Applied, Controller, PluginInstance};
 use crate::plugin::{Plugin, PluginRuntime};
@@ -46,6 +46,7 @@ struct State {
 }
 
 /// One plugin file.
+#[derive(Default)]
 struct FileEntry {
     /// Digest of its current content.
     digest: String,
@@ -190,7 +191,7 @@ impl Reloader {
             {
                 continue;
             }
-            let policy = match build_policy(&good, name, &policy_path) {
+            let policy = match good.policy(name) {
                 Ok(p) => p,
                 Err(err) => {
                     state
@@ -266,11 +267,7 @@ impl Reloader {
                 // Gone between listing and reading: the next event rescans.
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(err) => {
-                    let entry = state.files.entry(path.clone()).or_insert(FileEntry {
-                        digest: String::new(),
-                        good: None,
-                        error: None,
-                    });
+                    let entry = state.files.entry(path.clone()).or_default();
                     entry.error = Some(format!("cannot read {}: {err}", path.display()));
                     continue;
                 }
@@ -290,11 +287,7 @@ impl Reloader {
         ))
         .await;
         for (path, digest, loaded) in loads {
-            let entry = state.files.entry(path).or_insert(FileEntry {
-                digest: String::new(),
-                good: None,
-                error: None,
-            });
+            let entry = state.files.entry(path).or_default();
             entry.digest = digest;
             match loaded {
                 Ok(plugin) => {
