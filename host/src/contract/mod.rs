@@ -5,6 +5,7 @@ mod action;
 mod metadata;
 mod object_ref;
 mod request;
+pub mod text;
 pub(crate) mod validate;
 
 pub use action::{Action, EventType, LogLevel, PatchType};
