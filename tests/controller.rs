@@ -13,7 +13,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
 use kubeplug::plugin::Limits;
-use kubeplug::policy::Policy;
+use kubeplug::policy::{Decision, Policy};
 use kubeplug::sim::{ErrorFault, Sim};
 use serde_json::json;
 use std::collections::HashMap;
@@ -428,4 +428,197 @@ mod binary {
         assert!(warning[0].contains("is not a WebAssembly file"), "{err}");
         assert!(err.contains("shutting down"), "{err}");
     }
+
+    #[test]
+    fn sigterm_does_not_wait_out_a_write_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            super::common::test_plugin("hostile"),
+            dir.path().join("hostile.wasm"),
+        )
+        .unwrap();
+        // 1,000 Events in one call at 5 per second: 200 s of budget waits.
+        std::fs::write(
+            dir.path().join("hostile.policy.yaml"),
+            "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: hostile}\nspec:\n  mode: enforce\n  namespaces: {all: true}\n  rules:\n    - {apiVersion: apps/v1, kind: Deployment, verbs: [event]}\n  limits: {writesPerSecond: 5, writeBurst: 5}\n  config: {mode: event-burst, count: 1000}\n",
+        )
+        .unwrap();
+        let mut host = HostProcess::start(dir.path(), &["--shutdown-timeout", "5"]);
+        assert!(
+            host.saw_within("running; stop with Ctrl-C", Duration::from_secs(60)),
+            "{}",
+            host.seen
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        let (ok, err) = host
+            .terminate_within(Duration::from_secs(30))
+            .expect("still running 30 s after SIGTERM: the drain waited out the write budget");
+        assert!(ok, "did not exit 0:\n{err}");
+        assert!(err.contains("drained"), "{err}");
+    }
+}
+
+/// The hostile plugin under an enforcing policy that lets it send Events about Deployments
+/// (and label them), at `rate` writes per second, with `config` as its configuration.
+fn hostile_events(rate: u32, config: &str) -> kubeplug::policy::Policy {
+    common::cluster::policy_from_spec(
+        "hostile",
+        &format!(
+            "mode: enforce
+namespaces: {{all: true}}
+rules:
+  - {{apiVersion: apps/v1, kind: Deployment, verbs: [event], fields: []}}
+limits: {{writesPerSecond: {rate}, writeBurst: {rate}}}
+config: {config}"
+        ),
+    )
+}
+
+/// Events the API server accepted.
+fn events_created(sim: &Sim) -> usize {
+    sim.requests()
+        .records()
+        .iter()
+        .filter(|r| r.verb == "create" && r.path.contains("/events") && r.status < 300)
+        .count()
+}
+
+/// Starts `hostile` under `policy` on one Deployment, collecting its audit records.
+async fn start_hostile(
+    sim: &Sim,
+    policy: kubeplug::policy::Policy,
+) -> Result<(Controller, std::sync::Arc<std::sync::Mutex<Vec<Decision>>>)> {
+    let client = sim.client()?;
+    create_namespace(&client, "drain").await?;
+    Api::<Deployment>::namespaced(client.clone(), "drain")
+        .create(&PostParams::default(), &deployment("web", 1, "nginx"))
+        .await?;
+    let config = fast_config();
+    let mut audit = config.audit.subscribe();
+    let decisions = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = decisions.clone();
+    tokio::spawn(async move {
+        while let Ok(record) = audit.recv().await {
+            if record.action == "event" {
+                sink.lock().unwrap().push(record.decision.clone());
+            }
+        }
+    });
+    let hostile = PluginInstance::new(load(&test_plugin("hostile")).await).with_policy(policy);
+    let controller = Controller::start(client, config, vec![hostile]).await?;
+    Ok((controller, decisions))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_skips_writes_waiting_for_the_write_budget() -> Result {
+    let sim = sim().await?;
+    // 1,000 Events in one call at 5 per second: 200 s of budget waits.
+    let policy = hostile_events(5, "{mode: event-burst, count: 1000}");
+    let (controller, decisions) = start_hostile(&sim, policy).await?;
+    let executed = || {
+        let d = decisions.lock().unwrap();
+        d.iter().filter(|d| **d == Decision::Executed).count()
+    };
+    eventually(Duration::from_secs(20), "Events sent at the budget", || {
+        executed() > 5
+    })
+    .await;
+
+    let drain = tokio::time::timeout(
+        Duration::from_secs(60),
+        controller.shutdown_within(Duration::from_secs(30)),
+    )
+    .await
+    .expect("the drain waited out the write budget");
+    assert_eq!(drain.abandoned, 0, "the waiting worker stopped by itself");
+    let sent = events_created(&sim);
+    assert!(sent < 1000, "every Event was sent: {sent}");
+    let skipped = decisions
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|d| **d == Decision::Skipped)
+        .count();
+    assert!(skipped >= 1, "the writes left are audited as skipped");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        events_created(&sim),
+        sent,
+        "nothing is sent after the drain"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_abandons_a_call_stuck_past_the_shutdown_timeout() -> Result {
+    let sim = sim().await?;
+    let policy = hostile_events(1000, "{mode: event-burst, count: 1000}");
+    let (controller, decisions) = start_hostile(&sim, policy).await?;
+    eventually(Duration::from_secs(20), "Events being sent", || {
+        !decisions.lock().unwrap().is_empty()
+    })
+    .await;
+    // Every request from now on takes a minute: the worker is stuck inside an API call.
+    sim.faults().set_latency(Duration::from_secs(60));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let drain = tokio::time::timeout(
+        Duration::from_secs(30),
+        controller.shutdown_within(Duration::from_millis(300)),
+    )
+    .await
+    .expect("the drain waited for a stuck API call past its timeout");
+    assert!(drain.abandoned >= 1, "{drain:?}");
+    sim.faults().set_latency(Duration::ZERO);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_reasons_are_checked_before_anything_is_sent() -> Result {
+    let sim = sim().await?;
+    let policy = hostile_events(100, "{mode: huge-event-reason, bytes: 1048576}");
+    let (controller, _) = start_hostile(&sim, policy).await?;
+    eventually(Duration::from_secs(20), "the refusal logged", || {
+        !log_lines_with("must be CamelCase").is_empty()
+    })
+    .await;
+    controller.shutdown().await;
+    assert_eq!(
+        events_created(&sim),
+        0,
+        "an invalid Event reached the API server"
+    );
+    for line in log_lines_with("must be CamelCase") {
+        assert!(
+            line.len() < 4096,
+            "the 1 MiB reason was logged: {} bytes",
+            line.len()
+        );
+        assert!(line.contains("1048576 bytes"), "{line}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_event_messages_are_cut_to_what_the_api_server_keeps() -> Result {
+    let sim = sim().await?;
+    let policy = hostile_events(100, "{mode: long-event-note, bytes: 100000}");
+    let (controller, _) = start_hostile(&sim, policy).await?;
+    let events: Api<Event> = Api::namespaced(sim.client()?, "drain");
+    let start = Instant::now();
+    let note = loop {
+        let list = events.list(&ListParams::default()).await?;
+        if let Some(note) = list.items.into_iter().find_map(|e| e.note) {
+            break note;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no Event was sent"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    controller.shutdown().await;
+    assert!(note.len() <= 1024, "{} bytes", note.len());
+    assert!(note.ends_with("…[truncated]"), "{note}");
+    Ok(())
 }

@@ -60,7 +60,9 @@ impl Action {
         Action::Delete(target.clone())
     }
 
-    /// A Kubernetes Event about `regarding`.
+    /// A Kubernetes Event about `regarding`. `reason` must be CamelCase (1–128 ASCII letters
+    /// and digits, e.g. `ImagePinned`) or the host refuses the call; a message longer than
+    /// 1 KiB is cut.
     pub fn event(
         regarding: &ObjectRef,
         event_type: EventType,

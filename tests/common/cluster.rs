@@ -124,6 +124,18 @@ pub fn image_of(sim: &Sim, ns: &str, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The policy of instance `name` from the YAML of its `spec`.
+pub fn policy_from_spec(name: &str, spec: &str) -> kubeplug::policy::Policy {
+    use kubeplug::policy::{Policy, PolicyDocument};
+    let indented: String = spec.lines().map(|l| format!("  {l}\n")).collect();
+    let text = format!(
+        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata:\n  name: {name}\nspec:\n{indented}"
+    );
+    let file = Path::new("test.policy.yaml");
+    let doc = PolicyDocument::parse(&text, file).unwrap();
+    Policy::from_document(&doc, name, file).unwrap()
+}
+
 /// Polls `check` until it holds, failing after `limit` with `what`.
 pub async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();

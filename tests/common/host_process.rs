@@ -90,6 +90,28 @@ impl HostProcess {
         (status.success(), std::mem::take(&mut self.seen))
     }
 
+    /// SIGTERMs it and waits at most `limit` for it to exit: `None` if it is still running
+    /// then (it is killed when dropped), else whether it exited 0 and all its stderr.
+    pub fn terminate_within(mut self, limit: Duration) -> Option<(bool, String)> {
+        self.signal("-TERM");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > limit {
+                return None;
+            }
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                self.push(line);
+            }
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.push(line);
+        }
+        Some((status.success(), std::mem::take(&mut self.seen)))
+    }
+
     /// SIGTERMs it, asserts it exited 0, and returns all its stderr.
     pub fn stop(self) -> String {
         let (ok, seen) = self.terminate();

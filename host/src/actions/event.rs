@@ -1,12 +1,10 @@
 //! Kubernetes Events (events.k8s.io/v1) for plugin event actions.
 
+use crate::contract::event_fields;
 use crate::contract::{EventType, ObjectRef};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-
-/// The API server limits an event's note to 1 KiB.
-const MAX_NOTE: usize = 1024;
 
 /// What an event says, from a plugin's event action.
 pub(crate) struct EventSpec<'a> {
@@ -19,15 +17,7 @@ pub(crate) struct EventSpec<'a> {
 
 /// Builds the Event, reported by `kubeplug/<plugin>` from `instance`.
 pub(crate) fn build(spec: &EventSpec<'_>, plugin: &str, instance: &str) -> Event {
-    let mut note = spec.message.to_string();
-    if note.len() > MAX_NOTE {
-        let mut cut = MAX_NOTE - 3;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-        note.push_str("...");
-    }
+    let note = event_fields::note(spec.message).into_owned();
     let r = spec.regarding;
     Event {
         metadata: ObjectMeta {
@@ -84,6 +74,8 @@ mod tests {
         assert_eq!(e.type_.as_deref(), Some("Warning"));
         assert_eq!(e.metadata.namespace.as_deref(), Some("shop"));
         assert_eq!(e.metadata.generate_name.as_deref(), Some("web."));
-        assert!(e.note.unwrap().len() <= MAX_NOTE);
+        let note = e.note.unwrap();
+        assert!(note.len() <= event_fields::MAX_NOTE_BYTES);
+        assert!(note.ends_with(event_fields::NOTE_CUT_MARKER));
     }
 }

@@ -32,11 +32,17 @@ pub enum Command {
 /// Runs the parsed command line and maps its outcome to an exit code.
 pub fn main(cli: Cli) -> ExitCode {
     crate::telemetry::init(cli.log_json);
-    let result = match cli.command {
-        Command::Eval(args) => runtime().and_then(|rt| rt.block_on(eval::run(args))),
-        Command::Run(args) => runtime().and_then(|rt| rt.block_on(run::run(args))),
-        Command::Sim(args) => runtime().and_then(|rt| rt.block_on(sim::run(args))),
-    };
+    let result = runtime().and_then(|rt| {
+        let result = match cli.command {
+            Command::Eval(args) => rt.block_on(eval::run(args)),
+            Command::Run(args) => rt.block_on(run::run(args)),
+            Command::Sim(args) => rt.block_on(sim::run(args)),
+        };
+        // Each command has drained what it means to (within its own bounds); a plugin call
+        // abandoned at the shutdown deadline must not hold the exit.
+        rt.shutdown_background();
+        result
+    });
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// Memory limit of one plugin instance, in MiB.
     #[arg(long, env = "KUBEPLUG_MEMORY_MIB", default_value_t = 64)]
     pub memory_mib: usize,
+    /// On SIGINT/SIGTERM, how long to wait for calls in flight, in seconds; writes still
+    /// waiting for a plugin's write budget are skipped at once (audited), and workers still
+    /// busy after this are abandoned.
+    #[arg(long, env = "KUBEPLUG_SHUTDOWN_TIMEOUT", value_name = "SECONDS", default_value_t = crate::controller::DEFAULT_SHUTDOWN_TIMEOUT.as_secs())]
+    pub shutdown_timeout: u64,
     /// Where precompiled plugins are cached (default: ~/.cache/kubeplug).
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub compile_cache: Option<PathBuf>,
@@ -174,8 +179,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             tracing::error!("rescan failed, the running plugins are unchanged: {err}");
         }
     }
-    tracing::info!("shutting down: finishing in-flight reconciles");
-    controller.shutdown().await;
+    let timeout = Duration::from_secs(args.shutdown_timeout);
+    tracing::info!(
+        timeout_s = args.shutdown_timeout,
+        "shutting down: finishing in-flight reconciles, skipping writes still waiting for a write budget"
+    );
+    let drain = controller.shutdown_within(timeout).await;
+    match drain.abandoned {
+        0 => tracing::info!(workers = drain.finished, "drained"),
+        n => tracing::warn!(
+            abandoned = n,
+            finished = drain.finished,
+            "shutdown timeout reached: {n} workers abandoned in the middle of a call"
+        ),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

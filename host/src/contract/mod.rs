@@ -2,6 +2,7 @@
 //! serialisable Rust types, independent of the WIT bindings of any one contract version.
 
 mod action;
+pub mod event_fields;
 mod metadata;
 mod object_ref;
 mod request;

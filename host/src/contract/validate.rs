@@ -111,13 +111,14 @@ fn check_action(action: &Action) -> Result<(), String> {
         }
         Action::Delete { target } => check_ref(target),
         Action::Event {
-            regarding, reason, ..
+            regarding,
+            reason,
+            event_action,
+            ..
         } => {
             check_ref(regarding)?;
-            if reason.is_empty() {
-                return Err("an event needs a reason".into());
-            }
-            Ok(())
+            super::event_fields::check_camel_case("reason", reason)?;
+            super::event_fields::check_camel_case("action", event_action)
         }
         Action::Log { .. } | Action::RequeueAfter { .. } => Ok(()),
     }

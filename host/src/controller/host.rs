@@ -19,6 +19,7 @@ use crate::queue::{QueueMetrics, WorkQueue};
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// A running controller host; clones share it.
@@ -326,28 +327,66 @@ impl Controller {
         register(&mut lock(&self.inner.registry));
     }
 
-    /// Stops taking keys, lets in-flight calls (and keys already queued) finish, then stops
-    /// the watches.
-    pub async fn shutdown(&self) {
-        let mut changing = self.inner.changing.lock().await;
-        *changing = true;
-        for unit in self.inner.units.snapshot().iter() {
-            unit.queue.shut_down();
+    /// Drains with the default bound ([`DEFAULT_SHUTDOWN_TIMEOUT`]); see
+    /// [`Controller::shutdown_within`].
+    pub async fn shutdown(&self) -> Drain {
+        self.shutdown_within(DEFAULT_SHUTDOWN_TIMEOUT).await
+    }
+
+    /// Stops every plugin as a removal does: queued keys are dropped (a restart relists them),
+    /// calls in flight finish, and their writes still waiting for the write budget are
+    /// skipped and audited. Workers still busy `timeout` after the start are abandoned, so a
+    /// slow API server or a long budget never holds the process. Then stops the watches.
+    pub async fn shutdown_within(&self, timeout: Duration) -> Drain {
+        let deadline = tokio::time::Instant::now() + timeout;
+        // A reload in progress holds this lock; stop the plugins whether or not it ends in time.
+        let changing = tokio::time::timeout_at(deadline, self.inner.changing.lock()).await;
+        match changing {
+            Ok(mut changing) => *changing = true,
+            Err(_) => {
+                tracing::warn!("a plugin change is still in progress at the shutdown deadline")
+            }
         }
-        let tasks: Vec<UnitTasks> = lock(&self.inner.tasks).drain().map(|(_, t)| t).collect();
-        for t in tasks {
+        for unit in self.inner.units.snapshot().iter() {
+            unit.stop();
+        }
+        let tasks: Vec<(String, UnitTasks)> = lock(&self.inner.tasks).drain().collect();
+        let mut drain = Drain::default();
+        for (name, t) in tasks {
             if let Some(task) = t.enqueue_all {
                 task.abort();
             }
-            for worker in t.workers {
-                let _ = worker.await;
+            for mut worker in t.workers {
+                if tokio::time::timeout_at(deadline, &mut worker)
+                    .await
+                    .is_err()
+                {
+                    worker.abort();
+                    drain.abandoned += 1;
+                    tracing::warn!(plugin = %name, timeout_ms = timeout.as_millis() as u64, "worker still busy at the shutdown deadline: abandoned");
+                } else {
+                    drain.finished += 1;
+                }
             }
         }
         for task in lock(&self.inner.background).drain(..) {
             task.abort();
         }
         self.inner.watches.stop_all();
+        drain
     }
+}
+
+/// How long a drain waits for busy workers unless told otherwise (`--shutdown-timeout`).
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a shutdown came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drain {
+    /// Workers that finished their call (or were idle) before the deadline.
+    pub finished: usize,
+    /// Workers still busy at the deadline, stopped where they were.
+    pub abandoned: usize,
 }
 
 fn policy_source(instance: &PluginInstance) -> String {

@@ -18,5 +18,5 @@ mod watches;
 pub use cache_objects::CacheObjects;
 pub use config::ControllerConfig;
 pub use error::ControllerError;
-pub use host::{Applied, Controller};
+pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT, Drain};
 pub use instance::PluginInstance;

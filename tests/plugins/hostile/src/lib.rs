@@ -8,8 +8,14 @@
 //! `patchType`: `merge`, `json`, `json-move`, `strategic`, `strategic-replace`, `apply`),
 //! `"delete"`, `"create-in"` (a Lease, with `namespace`) and `"write-burst"` (`count`
 //! label patches in one call).
+//!
+//! Event fields and shutdown: `"huge-event-reason"` (a reason of `bytes` bytes),
+//! `"long-event-note"` (a message of `bytes` bytes), `"event-burst"` (`count` Events in one
+//! call).
 
-use kubeplug_sdk::{Action, Error, KindRef, Metadata, PatchType, Reconciler, Request, host};
+use kubeplug_sdk::{
+    Action, Error, EventType, KindRef, Metadata, PatchType, Reconciler, Request, host,
+};
 use serde::Deserialize;
 use serde_json::json;
 use std::hint::black_box;
@@ -180,6 +186,29 @@ impl Reconciler for Hostile {
                 })
                 .collect()),
             "transient" => Err(Error::transient("try again later")),
+            // Event fields and shutdown (issue 11 items 8 and 9).
+            "huge-event-reason" => Ok(vec![Action::event(
+                &req.target,
+                EventType::Normal,
+                &"A".repeat(config.bytes),
+                "a reason the API server would refuse",
+            )]),
+            "long-event-note" => Ok(vec![Action::event(
+                &req.target,
+                EventType::Normal,
+                "LongNote",
+                "n".repeat(config.bytes),
+            )]),
+            "event-burst" => Ok((0..config.count)
+                .map(|i| {
+                    Action::event(
+                        &req.target,
+                        EventType::Normal,
+                        "Burst",
+                        format!("event {i}"),
+                    )
+                })
+                .collect()),
             "behave" => Ok(vec![Action::info(format!("reconciled {}", req.key()))]),
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),
         }
