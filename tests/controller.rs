@@ -622,3 +622,24 @@ async fn long_event_messages_are_cut_to_what_the_api_server_keeps() -> Result {
     assert!(note.ends_with("…[truncated]"), "{note}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_after_zero_cannot_turn_a_key_into_a_busy_loop() -> Result {
+    let sim = sim().await?;
+    let policy = hostile_events(100, "{mode: requeue-at-once}");
+    let (controller, _) = start_hostile(&sim, policy).await?;
+    let calls = || log_lines_with("requeue-at-once call drain/web").len();
+    eventually(Duration::from_secs(20), "the first call", || calls() > 0).await;
+    let window = Duration::from_secs(3);
+    tokio::time::sleep(window).await;
+    controller.shutdown().await;
+    // One call per MIN_REQUEUE_AFTER, with room for a slow machine's scheduling: without the
+    // floor this is thousands.
+    let limit = 2 + 2 * (window.as_millis() / kubeplug::controller::MIN_REQUEUE_AFTER.as_millis());
+    assert!(
+        (calls() as u128) <= limit,
+        "{} calls in {window:?}",
+        calls()
+    );
+    Ok(())
+}

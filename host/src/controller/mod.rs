@@ -20,3 +20,4 @@ pub use config::ControllerConfig;
 pub use error::ControllerError;
 pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT, Drain};
 pub use instance::PluginInstance;
+pub use unit::MIN_REQUEUE_AFTER;

@@ -33,6 +33,9 @@ pub(crate) struct PluginUnit {
 
 /// How long a key waits for the cache to show its own writes before it is reconciled anyway.
 const EXPECTATION_WAIT: Duration = Duration::from_secs(2);
+/// The shortest `requeue-after` honoured: a shorter one (0 included) waits this long, so a
+/// plugin cannot turn its key into a busy loop.
+pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
 /// How often a waiting key looks again.
 const EXPECTATION_RECHECK: Duration = Duration::from_millis(20);
 
@@ -251,7 +254,9 @@ impl PluginUnit {
                     };
                 }
                 if let Some(delay) = execution.requeue_after {
-                    self.queue.add_after(key.clone(), delay);
+                    // A plugin asking again at once on every call would spin its workers.
+                    self.queue
+                        .add_after(key.clone(), delay.max(MIN_REQUEUE_AFTER));
                 }
             }
         }

@@ -11,7 +11,7 @@
 //!
 //! Event fields and shutdown: `"huge-event-reason"` (a reason of `bytes` bytes),
 //! `"long-event-note"` (a message of `bytes` bytes), `"event-burst"` (`count` Events in one
-//! call).
+//! call), `"requeue-at-once"` (asks to be called again after 0 ms, every time).
 
 use kubeplug_sdk::{
     Action, Error, EventType, KindRef, Metadata, PatchType, Reconciler, Request, host,
@@ -199,6 +199,10 @@ impl Reconciler for Hostile {
                 "LongNote",
                 "n".repeat(config.bytes),
             )]),
+            "requeue-at-once" => Ok(vec![
+                Action::info(format!("requeue-at-once call {}", req.key())),
+                Action::requeue_after(std::time::Duration::ZERO),
+            ]),
             "event-burst" => Ok((0..config.count)
                 .map(|i| {
                     Action::event(
