@@ -3,6 +3,8 @@
 
 mod action;
 pub mod event_fields;
+#[cfg(test)]
+mod frozen;
 mod metadata;
 mod object_ref;
 mod request;
