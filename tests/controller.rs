@@ -354,6 +354,25 @@ mod binary {
     }
 
     #[test]
+    fn a_bad_limit_flag_is_one_error_before_anything_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(plugin("image-pinner"), dir.path().join("image-pinner.wasm")).unwrap();
+        let plugins = dir.path().to_str().unwrap();
+        for (flag, value) in [
+            ("--qps", "-1"),
+            ("--memory-mib", "0"),
+            ("--timeout-ms", "0"),
+        ] {
+            let arg = format!("{flag}={value}");
+            let (ok, err) = run_to_end(&["run", "--embedded", "--plugins", plugins, &arg]);
+            assert!(!ok, "{flag} {value} was accepted");
+            let lines: Vec<_> = err.lines().collect();
+            assert_eq!(lines.len(), 1, "{err}");
+            assert!(lines[0].starts_with(&format!("error: {flag}")), "{err}");
+        }
+    }
+
+    #[test]
     fn bad_kubeconfig_is_one_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let kc = dir.path().join("kubeconfig");

@@ -2,6 +2,7 @@
 
 pub mod eval;
 pub mod run;
+pub mod run_settings;
 pub mod sim;
 
 use clap::{Parser, Subcommand};

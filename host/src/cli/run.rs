@@ -2,8 +2,7 @@
 
 use crate::cluster::{ClusterArgs, connect};
 use crate::controller::{Controller, ControllerConfig};
-use crate::plugin::{Limits, PluginRuntime, RuntimeConfig};
-use crate::queue::{QueueConfig, RateLimitConfig};
+use crate::plugin::{PluginRuntime, RuntimeConfig};
 use crate::reload::{ReloadConfig, Reloader};
 use crate::server::{Server, ServerState};
 use anyhow::{Context, bail};
@@ -11,7 +10,6 @@ use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Options of `kubeplug run`.
 #[derive(Debug, Args)]
@@ -87,6 +85,7 @@ pub const SAMPLE_MANIFESTS: &str = include_str!("../../samples/demo.yaml");
 /// Runs the controller until SIGINT or SIGTERM, then drains and exits 0. Plugins come and go
 /// with the files in the plugins directory (unless `--watch=false`); SIGHUP rescans.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let settings = super::run_settings::RunSettings::from_args(&args)?;
     let mut signals = ShutdownSignals::install()?;
     if !args.plugins.is_dir() {
         bail!(
@@ -121,22 +120,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let config = ControllerConfig {
         namespace: args.cluster.namespace.clone(),
-        workers: args.workers,
-        queue: QueueConfig {
-            rate_limit: RateLimitConfig {
-                base_delay: Duration::from_millis(args.backoff_base_ms),
-                max_delay: Duration::from_secs(args.backoff_max_seconds),
-                qps: args.qps,
-                burst: args.burst,
-            },
-            ..QueueConfig::default()
-        },
-        limits: Limits {
-            timeout: Duration::from_millis(args.timeout_ms),
-            memory_bytes: args.memory_mib << 20,
-            ..Limits::default()
-        },
-        resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
+        workers: settings.workers,
+        queue: settings.queue.clone(),
+        limits: settings.limits,
+        resync: settings.resync,
         instance: hostname(),
         audit: crate::policy::AuditSink::default(),
     };
@@ -145,7 +132,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &args.plugins,
         args.policies.as_deref().unwrap_or(&args.plugins),
     );
-    reload.debounce = Duration::from_millis(args.debounce_ms);
+    reload.debounce = settings.debounce;
     let reloader = Reloader::new(Arc::new(runtime), controller.clone(), reload);
     reloader.rescan(false).await?;
     // Without file events the host still serves what it loaded, and SIGHUP still rescans.
@@ -179,9 +166,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             tracing::error!("rescan failed, the running plugins are unchanged: {err}");
         }
     }
-    let timeout = Duration::from_secs(args.shutdown_timeout);
+    let timeout = settings.shutdown_timeout;
     tracing::info!(
-        timeout_s = args.shutdown_timeout,
+        timeout_s = timeout.as_secs(),
         "shutting down: finishing in-flight reconciles, skipping writes still waiting for a write budget"
     );
     let drain = controller.shutdown_within(timeout).await;

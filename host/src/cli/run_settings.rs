@@ -1,0 +1,180 @@
+//! The numeric flags of `kubeplug run`, checked together before anything starts: a typo in
+//! `--qps` or `--memory-mib` is one error line at start, not every plugin failing as it
+//! starts (or a shift overflowing).
+
+use super::run::RunArgs;
+use crate::plugin::Limits;
+use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
+use std::time::Duration;
+
+/// The host settings `kubeplug run` starts with, all checked.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Workers per plugin.
+    pub workers: usize,
+    /// Each plugin's workqueue.
+    pub queue: QueueConfig,
+    /// Limits of one plugin call (a policy may narrow them).
+    pub limits: Limits,
+    /// Period of the full re-enqueue, if any.
+    pub resync: Option<Duration>,
+    /// Quiet time after a file event before rescanning.
+    pub debounce: Duration,
+    /// How long a drain may take on SIGINT/SIGTERM.
+    pub shutdown_timeout: Duration,
+}
+
+/// A flag whose value the host cannot run with.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A value outside the range the flag allows.
+    #[error("--{flag} {value}: must be {range}")]
+    OutOfRange {
+        /// The flag, without its dashes.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+        /// The range allowed, in words.
+        range: &'static str,
+    },
+    /// The retry rate limiter refused the settings.
+    #[error("--qps/--burst: {0}")]
+    RateLimit(#[source] ConfigError),
+}
+
+/// The largest linear memory a wasm32 guest can address.
+const MAX_MEMORY_MIB: usize = 4096;
+/// The longest plugin call a host allows.
+const MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+
+fn in_range<T: PartialOrd + ToString>(
+    flag: &'static str,
+    value: T,
+    min: T,
+    max: T,
+    range: &'static str,
+) -> Result<T, SettingsError> {
+    if value < min || value > max {
+        return Err(SettingsError::OutOfRange {
+            flag,
+            value: value.to_string(),
+            range,
+        });
+    }
+    Ok(value)
+}
+
+impl RunSettings {
+    /// Checks every numeric flag of `args`.
+    pub fn from_args(args: &RunArgs) -> Result<Self, SettingsError> {
+        let workers = in_range("workers", args.workers, 1, 1024, "1 to 1024")?;
+        let memory_mib = in_range(
+            "memory-mib",
+            args.memory_mib,
+            1,
+            MAX_MEMORY_MIB,
+            "1 to 4096",
+        )?;
+        let timeout_ms = in_range(
+            "timeout-ms",
+            args.timeout_ms,
+            1,
+            MAX_TIMEOUT_MS,
+            "1 to 600000",
+        )?;
+        let max_delay = Duration::from_secs(in_range(
+            "backoff-max-seconds",
+            args.backoff_max_seconds,
+            1,
+            7 * 24 * 3600,
+            "1 to 604800 (a week)",
+        )?);
+        let base_delay = Duration::from_millis(in_range(
+            "backoff-base-ms",
+            args.backoff_base_ms,
+            1,
+            max_delay.as_millis() as u64,
+            "at least 1 and at most --backoff-max-seconds",
+        )?);
+        let rate_limit = RateLimitConfig {
+            base_delay,
+            max_delay,
+            qps: args.qps,
+            burst: args.burst,
+        };
+        rate_limit
+            .build::<String>()
+            .map_err(SettingsError::RateLimit)?;
+        let debounce_ms = in_range("debounce-ms", args.debounce_ms, 0, 60_000, "0 to 60000")?;
+        let shutdown_s = in_range(
+            "shutdown-timeout",
+            args.shutdown_timeout,
+            0,
+            3600,
+            "0 to 3600 seconds",
+        )?;
+        Ok(RunSettings {
+            workers,
+            queue: QueueConfig {
+                rate_limit,
+                ..QueueConfig::default()
+            },
+            limits: Limits {
+                timeout: Duration::from_millis(timeout_ms),
+                memory_bytes: memory_mib << 20,
+                ..Limits::default()
+            },
+            resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
+            debounce: Duration::from_millis(debounce_ms),
+            shutdown_timeout: Duration::from_secs(shutdown_s),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(extra: &[&str]) -> Result<RunSettings, SettingsError> {
+        let mut argv = vec!["kubeplug", "run", "--plugins", "p"];
+        argv.extend_from_slice(extra);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        match cli.command {
+            crate::cli::Command::Run(args) => RunSettings::from_args(&args),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.limits.memory_bytes, 64 << 20);
+        assert_eq!(s.limits.timeout, Duration::from_secs(1));
+        assert_eq!(s.shutdown_timeout, Duration::from_secs(10));
+        assert_eq!(s.workers, 2);
+    }
+
+    #[test]
+    fn each_bad_flag_is_one_error_naming_it() {
+        for (args, flag) in [
+            (&["--qps", "0"][..], "--qps"),
+            (&["--qps", "NaN"], "--qps"),
+            (&["--qps", "inf"], "--qps"),
+            (&["--burst", "0"], "--qps/--burst"),
+            (&["--memory-mib", "0"], "--memory-mib 0"),
+            (&["--memory-mib", "1125899906842624"], "--memory-mib"),
+            (&["--timeout-ms", "0"], "--timeout-ms 0"),
+            (&["--workers", "0"], "--workers 0"),
+            (&["--backoff-base-ms", "0"], "--backoff-base-ms"),
+            (
+                &["--backoff-base-ms", "5000", "--backoff-max-seconds", "1"],
+                "--backoff-base-ms 5000",
+            ),
+            (&["--shutdown-timeout", "100000"], "--shutdown-timeout"),
+        ] {
+            let err = parse(args).unwrap_err().to_string();
+            assert!(err.starts_with(flag), "{args:?}: {err}");
+        }
+    }
+}
