@@ -12,7 +12,8 @@ use std::sync::{Arc, OnceLock};
 /// Namespaces a plugin may see and touch.
 #[derive(Debug, Clone)]
 pub enum Namespaces {
-    /// Every namespace, and cluster-scoped objects.
+    /// Every namespace; cluster-scoped objects may be read and queued, but writing them
+    /// takes the separate cluster-scope grant ([`Grants::cluster_scoped`]).
     All,
     /// Only these namespaces, and those the selector matches; no cluster-scoped objects.
     Only {
@@ -118,6 +119,8 @@ pub enum Rules {
 #[derive(Debug, Clone)]
 pub struct Grants {
     pub namespaces: Namespaces,
+    /// Whether writes to cluster-scoped objects are granted (`namespaces.clusterScoped`).
+    pub cluster_scoped: bool,
     /// Kinds readable through the cache imports beyond the reconciled and owned ones.
     pub reads: BTreeSet<KindRef>,
     pub rules: Rules,
@@ -130,6 +133,7 @@ impl Grants {
     pub fn unconfigured() -> Self {
         Grants {
             namespaces: Namespaces::All,
+            cluster_scoped: true,
             reads: BTreeSet::new(),
             rules: Rules::Any,
         }
@@ -152,6 +156,7 @@ impl Grants {
         }
         Ok(Grants {
             namespaces: Namespaces::from_spec(&spec.namespaces),
+            cluster_scoped: spec.namespaces.cluster_scoped,
             reads: spec
                 .reads
                 .iter()
