@@ -135,10 +135,7 @@ impl Executor {
         match (action, target) {
             (
                 Action::Patch {
-                    patch_type,
-                    subresource,
-                    body,
-                    ..
+                    patch_type, body, ..
                 },
                 Some((target, resource)),
             ) => {
@@ -157,7 +154,6 @@ impl Executor {
                     .as_deref()
                     .map(path_segment)
                     .transpose()?;
-                debug_assert_eq!(sub.as_deref(), subresource.as_deref());
                 let patch: Patch<&Value> = match patch_type {
                     PatchType::Merge => Patch::Merge(body),
                     PatchType::Strategic => Patch::Strategic(body),

@@ -101,3 +101,49 @@ impl KindRegistry {
         &self.client
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registry whose API server address refuses connections: any request it made would
+    /// fail as a transport error, not as the validation error.
+    fn unreachable() -> KindRegistry {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        KindRegistry::new(kube::Client::try_from(config).unwrap())
+    }
+
+    #[tokio::test]
+    async fn plugin_chosen_api_versions_never_reach_a_discovery_url() {
+        let kinds = unreachable();
+        for (api_version, kind) in [
+            ("../../api/v1/namespaces/x", "Pod"),
+            ("apps/v1?watch=1", "Deployment"),
+            ("apps/v1", "Deploy/ment"),
+            ("", "Pod"),
+        ] {
+            let err = kinds
+                .resolve(&KindRef::new(api_version, kind))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    kube::Error::Discovery(DiscoveryError::InvalidGroupVersion(_))
+                ),
+                "{api_version} {kind}: {err}"
+            );
+            let scope = kinds.scope(&KindRef::new(api_version, kind)).await;
+            assert!(
+                matches!(scope, Err(ResolveError::Unknown { .. })),
+                "{scope:?}"
+            );
+        }
+        // A well-formed kind is looked up (and here fails as unavailable, to be retried).
+        let scope = kinds.scope(&KindRef::new("apps/v1", "Deployment")).await;
+        assert!(
+            matches!(scope, Err(ResolveError::Unavailable { .. })),
+            "{scope:?}"
+        );
+    }
+}
