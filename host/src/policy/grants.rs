@@ -12,13 +12,15 @@ use std::sync::{Arc, OnceLock};
 /// Namespaces a plugin may see and touch.
 #[derive(Debug, Clone)]
 pub enum Namespaces {
-    /// Every namespace; cluster-scoped objects may be read and queued, but writing them
-    /// takes the separate cluster-scope grant ([`Grants::cluster_scoped`]).
+    /// Every namespace; cluster-scoped objects may be read and queued (as before the
+    /// cluster-scope grant existed), but writing them takes [`Grants::cluster_scoped`].
     All,
-    /// Only these namespaces, and those the selector matches; no cluster-scoped objects.
+    /// Only these namespaces, and those the selector matches; cluster-scoped objects only
+    /// with `cluster` (the cluster-scope grant).
     Only {
         names: BTreeSet<String>,
         selector: Option<Arc<NamespaceSelector>>,
+        cluster: bool,
     },
 }
 
@@ -65,14 +67,19 @@ impl NamespaceSelector {
 }
 
 impl Namespaces {
-    /// Whether an object in `namespace` (`None`: cluster-scoped) is granted.
+    /// Whether an object in `namespace` (`None`: cluster-scoped) may be read and queued.
+    /// Writes are checked by [`Grants::check`], where only the cluster-scope grant allows
+    /// cluster-scoped objects.
     pub fn allows(&self, namespace: Option<&str>) -> bool {
         match (self, namespace) {
             (Namespaces::All, _) => true,
-            (Namespaces::Only { names, selector }, Some(ns)) => {
-                names.contains(ns) || selector.as_ref().is_some_and(|s| s.matches(ns))
-            }
-            (Namespaces::Only { .. }, None) => false,
+            (
+                Namespaces::Only {
+                    names, selector, ..
+                },
+                Some(ns),
+            ) => names.contains(ns) || selector.as_ref().is_some_and(|s| s.matches(ns)),
+            (Namespaces::Only { cluster, .. }, None) => *cluster,
         }
     }
 
@@ -89,6 +96,7 @@ impl Namespaces {
             return Namespaces::All;
         }
         Namespaces::Only {
+            cluster: spec.cluster_scoped,
             names: spec.names.iter().cloned().collect(),
             selector: spec
                 .selector
@@ -176,6 +184,7 @@ mod tests {
         let only = Namespaces::Only {
             names: ["a".to_string()].into(),
             selector: None,
+            cluster: false,
         };
         assert!(only.allows(Some("a")));
         assert!(!only.allows(Some("b")));
@@ -183,6 +192,13 @@ mod tests {
         assert!(Namespaces::All.allows(Some("b")) && Namespaces::All.allows(None));
         let none = Namespaces::from_spec(&NamespacesSpec::default());
         assert!(!none.allows(Some("default")));
+        // The cluster-scope grant also lets cluster-scoped objects be read and queued.
+        let cluster = Namespaces::from_spec(&NamespacesSpec {
+            names: vec!["a".into()],
+            cluster_scoped: true,
+            ..NamespacesSpec::default()
+        });
+        assert!(cluster.allows(None) && cluster.allows(Some("a")) && !cluster.allows(Some("b")));
     }
 
     #[test]
