@@ -575,3 +575,309 @@ rules:
     controller.shutdown().await;
     Ok(())
 }
+
+/// team-a only, with every verb on v1 Namespace: a namespaced grant that must not reach
+/// cluster-scoped objects.
+const CLUSTER_PROBE_POLICY: &str = "mode: enforce
+namespaces: {names: [team-a]}
+rules:
+  - apiVersion: v1
+    kind: Namespace
+    verbs: [patch, create, delete, event]
+    fields: [/metadata/labels]";
+
+/// Requests of `verb` on `resource` in the sim's log, as `(namespace, name, path)`.
+fn requests_on(
+    sim: &Sim,
+    verb: &str,
+    resource: &str,
+) -> Vec<(Option<String>, Option<String>, String)> {
+    sim.requests()
+        .records()
+        .into_iter()
+        .filter(|r| r.verb == verb && r.resource == resource)
+        .map(|r| (r.namespace, r.name, r.path))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_scoped_kinds_need_the_explicit_cluster_grant() -> Result {
+    let sim = seeded_sim().await?;
+    let client = sim.client()?;
+    for ns in ["demo", "victim", "granted"] {
+        create_namespace(&client, ns).await?;
+    }
+    let hostile = load(&test_plugin("hostile")).await;
+    let probe = |name: &str, config: serde_json::Value, spec: &str| {
+        PluginInstance::named(hostile.clone(), name, Some(&config.to_string()))
+            .with_policy(policy(name, spec))
+    };
+    let all_ns = CLUSTER_PROBE_POLICY.replace("names: [team-a]", "all: true");
+    let granted =
+        CLUSTER_PROBE_POLICY.replace("names: [team-a]", "names: [team-a], clusterScoped: true");
+    // (instance, config, policy, the grant that must deny it)
+    let denied = [
+        (
+            "c-patch-ns",
+            json!({"mode": "patch-cluster", "namespace": "team-a", "name": "demo"}),
+            CLUSTER_PROBE_POLICY,
+            Grant::Invalid,
+        ),
+        (
+            "c-delete-ns",
+            json!({"mode": "delete-cluster", "namespace": "team-a", "name": "victim"}),
+            CLUSTER_PROBE_POLICY,
+            Grant::Invalid,
+        ),
+        (
+            "c-create-ns",
+            json!({"mode": "create-cluster", "namespace": "team-a", "name": "created"}),
+            CLUSTER_PROBE_POLICY,
+            Grant::Invalid,
+        ),
+        (
+            "c-event-ns",
+            json!({"mode": "event-cluster", "namespace": "team-a", "name": "demo"}),
+            CLUSTER_PROBE_POLICY,
+            Grant::Invalid,
+        ),
+        (
+            "c-patch",
+            json!({"mode": "patch-cluster", "name": "demo"}),
+            CLUSTER_PROBE_POLICY,
+            Grant::ClusterScoped,
+        ),
+        (
+            "c-delete",
+            json!({"mode": "delete-cluster", "name": "victim"}),
+            CLUSTER_PROBE_POLICY,
+            Grant::ClusterScoped,
+        ),
+        (
+            "c-create",
+            json!({"mode": "create-cluster", "name": "created"}),
+            CLUSTER_PROBE_POLICY,
+            Grant::ClusterScoped,
+        ),
+        (
+            "c-all-delete",
+            json!({"mode": "delete-cluster", "name": "victim"}),
+            all_ns.as_str(),
+            Grant::ClusterScoped,
+        ),
+        (
+            "c-granted-ns",
+            json!({"mode": "patch-cluster", "namespace": "team-a", "name": "demo"}),
+            granted.as_str(),
+            Grant::Invalid,
+        ),
+        (
+            "c-unknown",
+            json!({"mode": "delete-cluster", "apiVersion": "example.com/v1", "kind": "Widget", "name": "w"}),
+            granted.as_str(),
+            Grant::Invalid,
+        ),
+    ];
+    let mut instances: Vec<_> = denied
+        .iter()
+        .map(|(name, config, spec, _)| probe(name, config.clone(), spec))
+        .collect();
+    instances.push(probe(
+        "c-granted",
+        json!({"mode": "patch-cluster", "name": "granted"}),
+        &granted,
+    ));
+    instances.push(probe(
+        "c-granted-event",
+        json!({"mode": "event-cluster", "name": "granted"}),
+        &granted,
+    ));
+    let config = fast_config();
+    let mut audit = config.audit.subscribe();
+    let controller = Controller::start(client.clone(), config, instances).await?;
+    let mut records = Vec::new();
+    eventually(Duration::from_secs(30), "every probe audited", || {
+        drain(&mut audit, &mut records);
+        let seen = |p: &str| records.iter().any(|r| r.plugin.name == p);
+        denied.iter().all(|d| seen(d.0))
+            && sim
+                .get("namespaces", None, "granted")
+                .and_then(|n| n.pointer("/metadata/labels/hostile").cloned())
+                .is_some()
+            && !requests_on(&sim, "create", "events").is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drain(&mut audit, &mut records);
+    for (name, _, _, grant) in &denied {
+        let grants = denied_by(&records, name);
+        assert!(
+            !grants.is_empty() && grants.iter().all(|g| g == grant),
+            "{name}: {grants:?}"
+        );
+        let sent = writes_by(&sim, &format!("kubeplug/{name}"));
+        assert!(sent.is_empty(), "{name} sent {sent:?}");
+    }
+    // Nothing denied reached a Namespace: only the granted probe's patch did.
+    for ns in ["demo", "victim"] {
+        let obj = sim.get("namespaces", None, ns).expect("still there");
+        assert_eq!(obj.pointer("/metadata/labels/hostile"), None, "{ns}");
+    }
+    assert!(sim.get("namespaces", None, "created").is_none());
+    assert!(requests_on(&sim, "delete", "namespaces").is_empty());
+    assert!(
+        requests_on(&sim, "create", "namespaces")
+            .iter()
+            .all(|r| r.1.as_deref() != Some("created"))
+    );
+    let patched: Vec<_> = requests_on(&sim, "patch", "namespaces");
+    assert!(
+        patched
+            .iter()
+            .all(|r| r.1.as_deref() == Some("granted") && r.0.is_none()),
+        "{patched:?}"
+    );
+    // The event about a cluster-scoped object goes to `default`, as the checker allowed.
+    let events = requests_on(&sim, "create", "events");
+    assert!(
+        events.iter().all(|e| e.0.as_deref() == Some("default")),
+        "{events:?}"
+    );
+    assert!(denied_by(&records, "c-granted").is_empty());
+    assert!(denied_by(&records, "c-granted-event").is_empty());
+    controller.shutdown().await;
+    Ok(())
+}
+
+/// The issue's hostile strings: a query smuggled into a name, a path climbing out of its
+/// collection.
+const QUERY_NAME: &str = "x?fieldManager=kube-controller-manager&a=";
+const CLIMBING_NAME: &str = "x/../../../demo/deployments/web";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_names_and_subresources_never_reach_a_url() -> Result {
+    captured_logs();
+    let sim = seeded_sim().await?;
+    let client = sim.client()?;
+    let hostile = load(&test_plugin("hostile")).await;
+    let spec = "mode: enforce
+namespaces: {names: [team-a]}
+rules:
+  - apiVersion: v1
+    kind: Pod
+    verbs: [patch, patch-status, create, delete, event]
+    fields: [/metadata/labels, /spec]";
+    let probes = [
+        (
+            "n-patch-query",
+            json!({"mode": "name-attack", "name": QUERY_NAME}),
+        ),
+        (
+            "n-patch-climb",
+            json!({"mode": "name-attack", "name": CLIMBING_NAME}),
+        ),
+        (
+            "n-sub-query",
+            json!({"mode": "name-attack", "name": "cm", "subresource": QUERY_NAME}),
+        ),
+        (
+            "n-sub-climb",
+            json!({"mode": "name-attack", "name": "cm", "subresource": CLIMBING_NAME}),
+        ),
+        (
+            "n-delete-query",
+            json!({"mode": "name-attack", "verb": "delete", "name": QUERY_NAME}),
+        ),
+        (
+            "n-delete-climb",
+            json!({"mode": "name-attack", "verb": "delete", "name": CLIMBING_NAME}),
+        ),
+        (
+            "n-event-query",
+            json!({"mode": "name-attack", "verb": "event", "name": QUERY_NAME}),
+        ),
+        (
+            "n-namespace",
+            json!({"mode": "name-attack", "namespace": "team-a/../team-b", "name": "cm"}),
+        ),
+        (
+            "n-create-name",
+            json!({"mode": "name-attack", "verb": "create", "name": CLIMBING_NAME}),
+        ),
+        (
+            "n-create-generate",
+            json!({"mode": "name-attack", "verb": "create", "generateName": QUERY_NAME}),
+        ),
+        (
+            "n-dot",
+            json!({"mode": "name-attack", "verb": "delete", "name": ".."}),
+        ),
+    ];
+    let mut instances: Vec<_> = probes
+        .iter()
+        .map(|(name, config)| {
+            PluginInstance::named(hostile.clone(), name, Some(&config.to_string()))
+                .with_policy(policy(name, spec))
+        })
+        .collect();
+    // A control: the same plugin with a valid name reaches the API server.
+    instances.push(
+        PluginInstance::named(
+            hostile.clone(),
+            "n-control",
+            Some(&json!({"mode": "name-attack", "name": "cm-ok"}).to_string()),
+        )
+        .with_policy(policy("n-control", spec)),
+    );
+    let config = fast_config();
+    let mut audit = config.audit.subscribe();
+    let controller = Controller::start(client.clone(), config, instances).await?;
+    let refused = |p: &str| {
+        log_lines_with(&format!("plugin=\"{p}\""))
+            .iter()
+            .any(|l| l.contains("invalid-output"))
+    };
+    // Each probe was called: refused as invalid output, or (without the checks) audited.
+    let mut records = Vec::new();
+    eventually(Duration::from_secs(30), "every probe called", || {
+        drain(&mut audit, &mut records);
+        probes
+            .iter()
+            .all(|(p, _)| refused(p) || records.iter().any(|r| r.plugin.name == *p))
+            && !writes_by(&sim, "kubeplug/n-control").is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for r in sim.requests().records() {
+        let url = format!("{}?{}", r.path, r.query);
+        assert!(
+            !url.contains("kube-controller-manager")
+                && !url.contains("..")
+                && !url.contains("/x/")
+                && r.field_manager.as_deref() != Some("kube-controller-manager"),
+            "{r:?}"
+        );
+    }
+    for (name, _) in &probes {
+        let sent = writes_by(&sim, &format!("kubeplug/{name}"));
+        assert!(sent.is_empty(), "{name} sent {sent:?}");
+        // Refused as a whole, before the policy check: nothing of it is audited, and the
+        // refusal names the problem.
+        let lines = log_lines_with(&format!("plugin=\"{name}\""));
+        assert!(
+            lines.iter().any(|l| l.contains("invalid-output")
+                && (l.contains("DNS-1123") || l.contains("subresource"))),
+            "{name}: {lines:?}"
+        );
+        assert!(!records.iter().any(|r| r.plugin.name == *name), "{name}");
+    }
+    let control = requests_on(&sim, "patch", "pods");
+    assert!(
+        control
+            .iter()
+            .all(|c| c.1.as_deref() == Some("cm-ok") && c.0.as_deref() == Some("team-a")),
+        "{control:?}"
+    );
+    controller.shutdown().await;
+    Ok(())
+}

@@ -22,7 +22,13 @@ pub(crate) fn build(spec: &EventSpec<'_>, plugin: &str, instance: &str) -> Event
     Event {
         metadata: ObjectMeta {
             generate_name: Some(format!("{}.", r.name)),
-            namespace: Some(r.namespace.clone().unwrap_or_else(|| "default".into())),
+            // A cluster-scoped object's events go where the checker and the request target
+            // say they go.
+            namespace: Some(
+                r.namespace
+                    .clone()
+                    .unwrap_or_else(|| super::target::CLUSTER_EVENT_NAMESPACE.into()),
+            ),
             ..Default::default()
         },
         event_time: Some(MicroTime(jiff::Timestamp::now())),

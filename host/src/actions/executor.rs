@@ -5,9 +5,11 @@
 
 use super::event::{self, EventSpec};
 use super::outcome::{ActionRecord, ActionResult, ApiFailure, Execution};
+use super::target::{RequestTarget, TargetError, path_segment, request_target};
 use crate::cluster::KindRegistry;
-use crate::contract::{Action, ObjectRef, PatchType};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use crate::contract::{Action, PatchType, Scope};
+use crate::policy::kind_of;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,13 +40,38 @@ impl Executor {
         format!("kubeplug/{plugin}")
     }
 
-    async fn api_for(&self, target: &ObjectRef) -> Result<Api<DynamicObject>, kube::Error> {
-        let kind = self.kinds.resolve(&target.kind_ref()).await?;
+    /// Where `action` goes: its request target on its kind's scope (from discovery), and the
+    /// kind's resource. `None` for logs and requeues.
+    async fn resolve(
+        &self,
+        action: &Action,
+    ) -> Result<Option<(RequestTarget, ApiResource)>, ExecError> {
+        let Some(kind) = kind_of(action) else {
+            return Ok(None);
+        };
+        let resolved = self.kinds.resolve(&kind).await?;
+        let scope = Scope::from_namespaced(resolved.namespaced);
+        Ok(request_target(action, scope)?.map(|t| (t, resolved.resource)))
+    }
+
+    /// The API of `target`'s collection: namespaced exactly when the target names a
+    /// namespace (the scope was checked when the target was made), the namespace escaped
+    /// as a path segment.
+    fn api(
+        &self,
+        target: &RequestTarget,
+        resource: &ApiResource,
+    ) -> Result<Api<DynamicObject>, ExecError> {
         let client = self.kinds.client().clone();
-        Ok(match (&target.namespace, kind.namespaced) {
-            (Some(ns), true) => Api::namespaced_with(client, ns, &kind.resource),
-            _ => Api::all_with(client, &kind.resource),
+        Ok(match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, &path_segment(ns)?, resource),
+            None => Api::all_with(client, resource),
         })
+    }
+
+    /// The registry that resolves kinds (and their scopes) for this executor.
+    pub fn kinds(&self) -> &Arc<KindRegistry> {
+        &self.kinds
     }
 
     /// Executes `actions` of `plugin`'s call for `key`, in order, stopping at the first failure.
@@ -99,15 +126,21 @@ impl Executor {
         key: &str,
         action: &Action,
         execution: &mut Execution,
-    ) -> Result<Done, kube::Error> {
-        match action {
-            Action::Patch {
-                target,
-                patch_type,
-                subresource,
-                body,
-            } => {
-                let api = self.api_for(target).await?;
+    ) -> Result<Done, ExecError> {
+        let target = self.resolve(action).await?;
+        // The object name as one escaped path segment (kube does not escape it).
+        let name = |t: &RequestTarget| -> Result<String, ExecError> {
+            Ok(path_segment(t.name.as_deref().unwrap_or_default())?.into_owned())
+        };
+        match (action, target) {
+            (
+                Action::Patch {
+                    patch_type, body, ..
+                },
+                Some((target, resource)),
+            ) => {
+                let api: Api<DynamicObject> = self.api(&target, &resource)?;
+                let name = name(&target)?;
                 let manager = Self::field_manager(plugin);
                 let params = match patch_type {
                     PatchType::Apply => PatchParams::apply(&manager).force(),
@@ -116,6 +149,11 @@ impl Executor {
                         ..Default::default()
                     },
                 };
+                let sub = target
+                    .subresource
+                    .as_deref()
+                    .map(path_segment)
+                    .transpose()?;
                 let patch: Patch<&Value> = match patch_type {
                     PatchType::Merge => Patch::Merge(body),
                     PatchType::Strategic => Patch::Strategic(body),
@@ -123,20 +161,10 @@ impl Executor {
                     PatchType::Json => {
                         let ops: json_patch::Patch = serde_json::from_value(body.clone())
                             .map_err(kube::Error::SerdeError)?;
-                        let result = match subresource.as_deref() {
-                            Some(sub) => {
-                                api.patch_subresource(
-                                    sub,
-                                    &target.name,
-                                    &params,
-                                    &Patch::<()>::Json(ops),
-                                )
-                                .await
-                            }
-                            None => {
-                                api.patch(&target.name, &params, &Patch::<()>::Json(ops))
-                                    .await
-                            }
+                        let ops = Patch::<()>::Json(ops);
+                        let result = match sub.as_deref() {
+                            Some(sub) => api.patch_subresource(sub, &name, &params, &ops).await,
+                            None => api.patch(&name, &params, &ops).await,
                         };
                         return gone_is_done(
                             result.map(|o| o.metadata.resource_version),
@@ -144,31 +172,19 @@ impl Executor {
                         );
                     }
                 };
-                let result = match subresource.as_deref() {
-                    Some(sub) => {
-                        api.patch_subresource(sub, &target.name, &params, &patch)
-                            .await
-                    }
-                    None => api.patch(&target.name, &params, &patch).await,
+                let result = match sub.as_deref() {
+                    Some(sub) => api.patch_subresource(sub, &name, &params, &patch).await,
+                    None => api.patch(&name, &params, &patch).await,
                 };
                 gone_is_done(
                     result.map(|o| o.metadata.resource_version),
                     "object is gone",
                 )
             }
-            Action::Create { manifest } => {
+            (Action::Create { manifest }, Some((target, resource))) => {
                 let object: DynamicObject =
                     serde_json::from_value(manifest.clone()).map_err(kube::Error::SerdeError)?;
-                let target = ObjectRef {
-                    api_version: str_at(manifest, "/apiVersion"),
-                    kind: str_at(manifest, "/kind"),
-                    namespace: manifest
-                        .pointer("/metadata/namespace")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    name: str_at(manifest, "/metadata/name"),
-                };
-                let api = self.api_for(&target).await?;
+                let api: Api<DynamicObject> = self.api(&target, &resource)?;
                 let params = PostParams {
                     field_manager: Some(Self::field_manager(plugin)),
                     ..Default::default()
@@ -177,25 +193,28 @@ impl Executor {
                     Err(kube::Error::Api(e)) if e.code == 409 && e.reason == "AlreadyExists" => {
                         Ok(Done::Already("object already exists".into()))
                     }
-                    other => other.map(|o| Done::Ok(o.metadata.resource_version)),
+                    other => Ok(other.map(|o| Done::Ok(o.metadata.resource_version))?),
                 }
             }
-            Action::Delete { target } => {
-                let api = self.api_for(target).await?;
+            (Action::Delete { .. }, Some((target, resource))) => {
+                let api: Api<DynamicObject> = self.api(&target, &resource)?;
                 gone_is_done(
-                    api.delete(&target.name, &DeleteParams::background())
+                    api.delete(&name(&target)?, &DeleteParams::background())
                         .await
                         .map(|_| None),
                     "object is gone",
                 )
             }
-            Action::Event {
-                regarding,
-                event_type,
-                reason,
-                message,
-                event_action,
-            } => {
+            (
+                Action::Event {
+                    regarding,
+                    event_type,
+                    reason,
+                    message,
+                    event_action,
+                },
+                Some((target, _)),
+            ) => {
                 let spec = EventSpec {
                     regarding,
                     event_type: *event_type,
@@ -204,25 +223,41 @@ impl Executor {
                     action: event_action,
                 };
                 let event = event::build(&spec, plugin, &self.instance);
-                let ns = event.metadata.namespace.clone().unwrap_or_default();
+                if event.metadata.namespace != target.namespace {
+                    return Err(ExecError::Mismatch);
+                }
+                let ns = target.namespace.as_deref().ok_or(ExecError::Mismatch)?;
                 let api: Api<k8s_openapi::api::events::v1::Event> =
-                    Api::namespaced(self.kinds.client().clone(), &ns);
+                    Api::namespaced(self.kinds.client().clone(), &path_segment(ns)?);
                 api.create(&PostParams::default(), &event)
                     .await
                     .map(|_| Done::Ok(None))
+                    .map_err(ExecError::from)
             }
-            Action::Log { level, message } => {
+            (Action::Log { level, message }, _) => {
                 crate::telemetry::plugin_log(plugin, key, *level, message);
                 Ok(Done::Ok(None))
             }
-            Action::RequeueAfter { after_ms } => {
+            (Action::RequeueAfter { after_ms }, _) => {
                 let delay = Duration::from_millis(*after_ms);
                 execution.requeue_after =
                     Some(execution.requeue_after.map_or(delay, |d| d.min(delay)));
                 Ok(Done::Ok(None))
             }
+            (_, None) => Err(ExecError::Mismatch),
         }
     }
+}
+
+/// Why one action could not be executed.
+#[derive(Debug, thiserror::Error)]
+enum ExecError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("refused before sending: {0}")]
+    Target(#[from] TargetError),
+    #[error("refused before sending: the request does not match the action")]
+    Mismatch,
 }
 
 fn str_at(v: &Value, pointer: &str) -> String {
@@ -242,24 +277,27 @@ fn describe_manifest(m: &Value) -> String {
 }
 
 /// NotFound on a patch or delete means the object is already gone: not an error.
-fn gone_is_done(
-    result: Result<Option<String>, kube::Error>,
-    why: &str,
-) -> Result<Done, kube::Error> {
+fn gone_is_done(result: Result<Option<String>, kube::Error>, why: &str) -> Result<Done, ExecError> {
     match result {
         Ok(rv) => Ok(Done::Ok(rv)),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Done::Already(why.to_string())),
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Conflicts, throttling, server errors and transport failures are worth retrying;
 /// requests the server judged invalid or forbidden are not, until the object changes.
-fn classify(err: &kube::Error) -> ApiFailure {
+/// Actions refused before sending never are.
+fn classify(err: &ExecError) -> ApiFailure {
     let transient = match err {
-        kube::Error::Api(e) => !matches!(e.code, 400 | 401 | 403 | 404 | 405 | 415 | 422),
-        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => false,
-        _ => true,
+        ExecError::Api(kube::Error::Api(e)) => {
+            !matches!(e.code, 400 | 401 | 403 | 404 | 405 | 415 | 422)
+        }
+        ExecError::Api(
+            kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) | kube::Error::Discovery(_),
+        ) => false,
+        ExecError::Api(_) => true,
+        ExecError::Target(_) | ExecError::Mismatch => false,
     };
     ApiFailure {
         transient,

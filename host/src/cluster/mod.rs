@@ -8,5 +8,5 @@ pub mod watch;
 
 pub use cache::{CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef};
 pub use connect::{ClusterArgs, connect};
-pub use kinds::{KindRegistry, ResolvedKind};
+pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use watch::{WatchHandle, spawn_watch};

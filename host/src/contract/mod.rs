@@ -6,6 +6,7 @@ pub mod event_fields;
 #[cfg(test)]
 mod frozen;
 mod metadata;
+pub mod names;
 mod object_ref;
 mod request;
 pub mod text;
@@ -13,7 +14,7 @@ pub(crate) mod validate;
 
 pub use action::{Action, EventType, LogLevel, PatchType};
 pub use metadata::PluginMetadata;
-pub use object_ref::{KindRef, ObjectRef};
+pub use object_ref::{KindRef, ObjectRef, Scope};
 pub use request::{Reason, ReconcileRequest};
 pub use validate::{OutputLimits, OutputViolation, validate_actions};
 

@@ -80,6 +80,35 @@ impl fmt::Display for KindRef {
     }
 }
 
+/// Where a kind's objects live, as discovery reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// In a namespace: references and manifests name one.
+    Namespaced,
+    /// In the cluster (Namespace, ClusterRole, Node…): references and manifests name none.
+    Cluster,
+}
+
+impl Scope {
+    /// The scope of a kind discovery reports as `namespaced` or not.
+    pub fn from_namespaced(namespaced: bool) -> Self {
+        if namespaced {
+            Scope::Namespaced
+        } else {
+            Scope::Cluster
+        }
+    }
+
+    /// `namespaced` or `cluster-scoped`, for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Namespaced => "namespaced",
+            Scope::Cluster => "cluster-scoped",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

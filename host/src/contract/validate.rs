@@ -1,7 +1,7 @@
 //! Checks on what a plugin returns, before anything else looks at it: bounded in number and
 //! size, patch bodies and manifests valid JSON of the right shape, references complete.
 
-use super::{Action, ObjectRef};
+use super::{Action, ObjectRef, names};
 use serde_json::Value;
 
 /// Bounds on one call's output.
@@ -68,12 +68,88 @@ pub fn validate_actions(actions: &[Action], limits: OutputLimits) -> Result<(), 
     Ok(())
 }
 
+/// A reference's apiVersion, kind, namespace and name, as Kubernetes accepts them: each of
+/// them ends up in a URL (discovery, the object's path), so nothing else gets through.
 fn check_ref(r: &ObjectRef) -> Result<(), String> {
-    if r.api_version.is_empty() || r.kind.is_empty() || r.name.is_empty() {
-        return Err(format!("incomplete object reference {r:?}"));
+    check_kind(&r.api_version, &r.kind)?;
+    if let Some(ns) = &r.namespace {
+        if ns.is_empty() {
+            return Err("empty namespace (omit it for cluster-scoped objects)".into());
+        }
+        names::dns_label("namespace", ns)?;
     }
-    if r.namespace.as_deref() == Some("") {
-        return Err("empty namespace (omit it for cluster-scoped objects)".into());
+    let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    names::object_name(group, &r.kind, &r.name)
+}
+
+fn check_kind(api_version: &str, kind: &str) -> Result<(), String> {
+    names::api_version(api_version)?;
+    names::kind(kind)
+}
+
+/// A string field of a manifest: absent, or a string.
+fn manifest_str<'a>(manifest: &'a Value, pointer: &str) -> Result<Option<&'a str>, String> {
+    match manifest.pointer(pointer) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!(
+            "{} must be a string",
+            &pointer[1..].replace('/', ".")
+        )),
+    }
+}
+
+/// A manifest to create: an object with apiVersion, kind and metadata.name or
+/// metadata.generateName, all as Kubernetes accepts them.
+fn check_manifest(manifest: &Value) -> Result<(), String> {
+    if !manifest.is_object() {
+        return Err("a manifest must be a JSON object".into());
+    }
+    if manifest.get("metadata").is_some_and(|m| !m.is_object()) {
+        return Err("metadata must be an object".into());
+    }
+    let api_version = manifest_str(manifest, "/apiVersion")?.unwrap_or("");
+    let kind = manifest_str(manifest, "/kind")?.unwrap_or("");
+    if api_version.is_empty() || kind.is_empty() {
+        return Err("a manifest needs apiVersion and kind".into());
+    }
+    check_kind(api_version, kind)?;
+    let name = manifest_str(manifest, "/metadata/name")?;
+    let generate = manifest_str(manifest, "/metadata/generateName")?;
+    if name.unwrap_or("").is_empty() && generate.unwrap_or("").is_empty() {
+        return Err("a manifest needs metadata.name or metadata.generateName".into());
+    }
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    if let Some(name) = name.filter(|n| !n.is_empty()) {
+        names::object_name(group, kind, name)?;
+    }
+    if let Some(prefix) = generate.filter(|g| !g.is_empty()) {
+        names::generate_name(prefix)?;
+    }
+    if let Some(ns) = manifest_str(manifest, "/metadata/namespace")? {
+        if ns.is_empty() {
+            return Err("empty metadata.namespace (omit it for cluster-scoped objects)".into());
+        }
+        names::dns_label("metadata.namespace", ns)?;
+    }
+    Ok(())
+}
+
+/// A patch body may not name another object than its target: `metadata.name` and
+/// `metadata.namespace`, where the body sets them, are the target's.
+fn check_body_names(target: &ObjectRef, body: &Value) -> Result<(), String> {
+    let Some(metadata) = body.get("metadata") else {
+        return Ok(());
+    };
+    if let Some(name) = metadata.get("name")
+        && name.as_str() != Some(target.name.as_str())
+    {
+        return Err("the body's metadata.name is not the target's name".into());
+    }
+    if let Some(ns) = metadata.get("namespace")
+        && ns.as_str() != target.namespace.as_deref()
+    {
+        return Err("the body's metadata.namespace is not the target's namespace".into());
     }
     Ok(())
 }
@@ -87,28 +163,19 @@ fn check_action(action: &Action) -> Result<(), String> {
             subresource,
         } => {
             check_ref(target)?;
-            if subresource.as_deref() == Some("") {
-                return Err("empty subresource".into());
+            if let Some(sub) = subresource {
+                names::subresource(sub)?;
             }
             match (patch_type, body) {
                 (super::PatchType::Json, Value::Array(_)) => Ok(()),
                 (super::PatchType::Json, _) => {
                     Err("a JSON patch must be an array of operations".into())
                 }
-                (_, Value::Object(_)) => Ok(()),
+                (_, Value::Object(_)) => check_body_names(target, body),
                 _ => Err("a patch body must be a JSON object".into()),
             }
         }
-        Action::Create { manifest } => {
-            let field = |p: &str| manifest.pointer(p).and_then(Value::as_str).unwrap_or("");
-            if field("/apiVersion").is_empty() || field("/kind").is_empty() {
-                return Err("a manifest needs apiVersion and kind".into());
-            }
-            if field("/metadata/name").is_empty() && field("/metadata/generateName").is_empty() {
-                return Err("a manifest needs metadata.name or metadata.generateName".into());
-            }
-            Ok(())
-        }
+        Action::Create { manifest } => check_manifest(manifest),
         Action::Delete { target } => check_ref(target),
         Action::Event {
             regarding,
@@ -207,5 +274,147 @@ mod tests {
                 .starts_with("action 3 (patch): invalid JSON"),
             "{err}"
         );
+    }
+
+    fn refused(action: Action) -> String {
+        validate_actions(&[action], OutputLimits::default())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn hostile_names_are_invalid_output_for_every_action() {
+        for bad in [
+            "x?fieldManager=kube-controller-manager&a=",
+            "x/../../../demo/deployments/web",
+            "..",
+            "a b",
+            "Web",
+        ] {
+            let mut t = target();
+            t.name = bad.into();
+            for action in [
+                Action::Delete { target: t.clone() },
+                patch(PatchType::Merge, json!({})),
+                Action::Event {
+                    regarding: t.clone(),
+                    event_type: crate::contract::EventType::Normal,
+                    reason: "R".into(),
+                    message: "m".into(),
+                    event_action: "Reconcile".into(),
+                },
+            ] {
+                let action = match action {
+                    Action::Patch {
+                        patch_type, body, ..
+                    } => Action::Patch {
+                        target: t.clone(),
+                        patch_type,
+                        subresource: None,
+                        body,
+                    },
+                    other => other,
+                };
+                let err = refused(action);
+                assert!(err.contains("DNS-1123 subdomain"), "{bad}: {err}");
+            }
+            let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": bad, "namespace": "default"}});
+            assert!(
+                refused(Action::Create { manifest }).contains("DNS-1123"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn namespaces_must_be_dns_labels() {
+        for bad in ["team-a/../team-b", "Team", "a.b", "", &"a".repeat(64)] {
+            let mut t = target();
+            t.namespace = Some(bad.into());
+            assert!(
+                validate_actions(&[Action::Delete { target: t }], OutputLimits::default()).is_err(),
+                "{bad:?}"
+            );
+            let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": bad}});
+            assert!(
+                validate_actions(&[Action::Create { manifest }], OutputLimits::default()).is_err(),
+                "{bad:?}"
+            );
+        }
+        let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": 7}});
+        assert!(refused(Action::Create { manifest }).contains("must be a string"));
+    }
+
+    #[test]
+    fn subresources_are_status_or_scale() {
+        let with = |sub: &str| Action::Patch {
+            target: target(),
+            patch_type: PatchType::Merge,
+            subresource: Some(sub.into()),
+            body: json!({}),
+        };
+        assert!(validate_actions(&[with("status")], OutputLimits::default()).is_ok());
+        assert!(validate_actions(&[with("scale")], OutputLimits::default()).is_ok());
+        for bad in [
+            "x?fieldManager=kube-controller-manager&a=",
+            "x/../../../demo/deployments/web",
+            "exec",
+            "",
+        ] {
+            assert!(refused(with(bad)).contains("subresource"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn generate_names_kinds_and_api_versions_are_checked() {
+        let create = |m: Value| refused(Action::Create { manifest: m });
+        let err = create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"generateName": "x/../y-", "namespace": "default"}}));
+        assert!(err.contains("generateName"), "{err}");
+        let err = create(json!({"apiVersion": "../v1", "kind": "ConfigMap",
+            "metadata": {"name": "c"}}));
+        assert!(err.contains("apiVersion"), "{err}");
+        let err = create(json!({"apiVersion": "v1", "kind": "Config Map",
+            "metadata": {"name": "c"}}));
+        assert!(err.contains("kind"), "{err}");
+        let mut t = target();
+        t.api_version = "apps/v1/../../api".into();
+        assert!(refused(Action::Delete { target: t }).contains("apiVersion"));
+        let ok = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"generateName": "web-", "namespace": "default"}});
+        assert!(
+            validate_actions(&[Action::Create { manifest: ok }], OutputLimits::default()).is_ok()
+        );
+    }
+
+    #[test]
+    fn a_patch_body_cannot_name_another_object() {
+        let err = refused(patch(
+            PatchType::Apply,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "other", "namespace": "default"}}),
+        ));
+        assert!(err.contains("metadata.name"), "{err}");
+        let err = refused(patch(
+            PatchType::Merge,
+            json!({"metadata": {"namespace": "kube-system"}}),
+        ));
+        assert!(err.contains("metadata.namespace"), "{err}");
+        let same = patch(
+            PatchType::Apply,
+            json!({"metadata": {"name": "web", "namespace": "default"}}),
+        );
+        assert!(validate_actions(&[same], OutputLimits::default()).is_ok());
+    }
+
+    #[test]
+    fn a_huge_name_is_not_repeated_in_the_error() {
+        let mut t = target();
+        t.name = format!("x\n{}", "y".repeat(10 << 20));
+        let err = refused(Action::Delete { target: t });
+        assert!(err.len() < 4096, "{} bytes", err.len());
     }
 }

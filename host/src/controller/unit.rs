@@ -2,10 +2,10 @@
 
 use super::expectations::Expectations;
 use super::version::UnitVersion;
-use crate::actions::{ActionResult, Execution, Executor};
-use crate::cluster::{CachedObject, ObjKey};
-use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
-use crate::policy::{AuditRecord, AuditSink, Decision, Mode, check_call, is_write};
+use crate::actions::{ActionRecord, ActionResult, ApiFailure, Execution, Executor};
+use crate::cluster::{CachedObject, ObjKey, ResolveError};
+use crate::contract::{Action, KindRef, ObjectRef, Reason, ReconcileRequest, Scope};
+use crate::policy::{AuditRecord, AuditSink, Decision, Mode, check_call, is_write, kind_of};
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -36,6 +36,9 @@ const EXPECTATION_WAIT: Duration = Duration::from_secs(2);
 /// The shortest `requeue-after` honoured: a shorter one (0 included) waits this long, so a
 /// plugin cannot turn its key into a busy loop.
 pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
+/// The most distinct kinds one call's writes may act on: each is resolved through
+/// discovery before the policy check.
+pub(crate) const MAX_KINDS_PER_CALL: usize = 16;
 /// How often a waiting key looks again.
 const EXPECTATION_RECHECK: Duration = Duration::from_millis(20);
 
@@ -263,17 +266,68 @@ impl PluginUnit {
         tracing::debug!(plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled");
     }
 
+    /// The scope of each kind the call's writes act on, from discovery (cached), for at
+    /// most [`MAX_KINDS_PER_CALL`] distinct kinds; writes to kinds beyond are denied.
+    async fn kind_scopes(
+        &self,
+        actions: &[Action],
+    ) -> HashMap<KindRef, Result<Scope, ResolveError>> {
+        let mut scopes = HashMap::new();
+        for kind in actions.iter().filter_map(kind_of) {
+            if scopes.len() >= MAX_KINDS_PER_CALL || scopes.contains_key(&kind) {
+                continue;
+            }
+            let scope = self.executor.kinds().scope(&kind).await;
+            scopes.insert(kind, scope);
+        }
+        scopes
+    }
+
     /// Checks the call's actions against the policy (all-or-nothing), then executes what may
     /// run: in dry-run only logs and requeues; in enforce every action in order, each API
     /// write after a token of the plugin's write budget. Every action gets an audit record.
     async fn execute(&self, version: &UnitVersion, key: &str, actions: &[Action]) -> Execution {
-        let checks = check_call(&version.policy.grants, actions);
+        let scopes = self.kind_scopes(actions).await;
+        // Discovery failing (not a kind it does not know) fails the call's writes as
+        // transient: the key is retried.
+        let unavailable = scopes.values().find_map(|s| match s {
+            Err(e @ ResolveError::Unavailable { .. }) => Some(e.to_string()),
+            _ => None,
+        });
+        let scope_of = |kind: &KindRef| match scopes.get(kind) {
+            Some(Ok(scope)) => Ok(*scope),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err(format!("more than {MAX_KINDS_PER_CALL} kinds in one call")),
+        };
+        let checks = match unavailable {
+            // Nothing is checked (or sent) without the scopes: the writes fail below.
+            Some(_) => vec![Ok(()); actions.len()],
+            None => check_call(&version.policy.grants, actions, &scope_of),
+        };
         let dry_run = version.policy.mode == Mode::DryRun;
         let mut execution = Execution::default();
         let mut failed = false;
         for (action, check) in actions.iter().zip(checks) {
             let decision = match check {
                 Err(denial) => Decision::Denied(denial),
+                Ok(()) if is_write(action) && unavailable.is_some() && !failed => {
+                    let error = unavailable.clone().unwrap_or_default();
+                    failed = true;
+                    execution.records.push(ActionRecord {
+                        action: action.kind(),
+                        target: key.to_string(),
+                        result: ActionResult::Failed(ApiFailure {
+                            transient: true,
+                            message: error.clone(),
+                        }),
+                        resource_version: None,
+                    });
+                    Decision::Failed {
+                        error,
+                        transient: true,
+                    }
+                }
+                Ok(()) if is_write(action) && unavailable.is_some() => Decision::Skipped,
                 Ok(()) if dry_run && is_write(action) => Decision::DryRun,
                 Ok(()) if failed || self.is_stopped() => Decision::Skipped,
                 Ok(()) => {

@@ -3,7 +3,8 @@
 use super::document::Verb;
 use super::grants::{Grants, Rules};
 use super::paths::{self, FieldPath};
-use crate::contract::{Action, KindRef, PatchType};
+use crate::contract::text::shown;
+use crate::contract::{Action, KindRef, PatchType, Scope};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -12,10 +13,16 @@ use serde_json::Value;
 #[serde(rename_all = "kebab-case")]
 pub enum Grant {
     Namespaces,
+    /// A write to a cluster-scoped object without `namespaces.clusterScoped`.
+    ClusterScoped,
     Verbs,
     Fields,
     /// Another action of the same call was denied (all-or-nothing per call).
     Call,
+    /// Not a grant: the action does not fit its kind (a namespace on a cluster-scoped
+    /// object, none on a namespaced one, a kind the API server does not serve). Refused
+    /// whatever the policy.
+    Invalid,
 }
 
 impl Grant {
@@ -23,9 +30,11 @@ impl Grant {
     pub fn as_str(self) -> &'static str {
         match self {
             Grant::Namespaces => "namespaces",
+            Grant::ClusterScoped => "cluster-scoped",
             Grant::Verbs => "verbs",
             Grant::Fields => "fields",
             Grant::Call => "call",
+            Grant::Invalid => "invalid",
         }
     }
 }
@@ -47,19 +56,50 @@ pub fn is_write(action: &Action) -> bool {
     !matches!(action, Action::Log { .. } | Action::RequeueAfter { .. })
 }
 
+/// The kind an API write acts on (the regarding object's for an event); `None` for logs and
+/// requeues. Its scope decides how the action is checked and where it is sent.
+pub fn kind_of(action: &Action) -> Option<KindRef> {
+    match action {
+        Action::Patch { target, .. } | Action::Delete { target } => Some(target.kind_ref()),
+        Action::Event { regarding, .. } => Some(regarding.kind_ref()),
+        Action::Create { manifest } => Some(KindRef::new(
+            manifest["apiVersion"].as_str().unwrap_or_default(),
+            manifest["kind"].as_str().unwrap_or_default(),
+        )),
+        Action::Log { .. } | Action::RequeueAfter { .. } => None,
+    }
+}
+
+/// The namespace an API write names (the manifest's for a create, the regarding object's
+/// for an event); `None` for cluster-scoped objects.
+pub fn namespace_of(action: &Action) -> Option<&str> {
+    match action {
+        Action::Patch { target, .. } | Action::Delete { target } => target.namespace.as_deref(),
+        Action::Event { regarding, .. } => regarding.namespace.as_deref(),
+        Action::Create { manifest } => manifest
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str),
+        Action::Log { .. } | Action::RequeueAfter { .. } => None,
+    }
+}
+
 impl Grants {
-    /// Checks one action: its namespace, its verb on its kind, and the field paths it sets.
-    /// Logs and requeues are always allowed.
-    pub fn check(&self, action: &Action) -> Result<(), Denial> {
+    /// Checks one action on a kind of `scope`: where it is (a granted namespace, or the
+    /// cluster-scope grant), its verb on its kind, and the field paths it sets. Logs and
+    /// requeues are always allowed.
+    pub fn check(&self, action: &Action, scope: Scope) -> Result<(), Denial> {
+        let Some(kind) = kind_of(action) else {
+            return Ok(());
+        };
+        self.check_scope(&kind, scope, namespace_of(action))?;
         match action {
             Action::Log { .. } | Action::RequeueAfter { .. } => Ok(()),
             Action::Patch {
-                target,
                 patch_type,
                 subresource,
                 body,
+                ..
             } => {
-                self.check_namespace(target.namespace.as_deref())?;
                 let status = subresource.as_deref() == Some("status");
                 let verb = if status {
                     Verb::PatchStatus
@@ -75,41 +115,59 @@ impl Grants {
                     PatchType::Strategic => paths::strategic_patch_paths(body),
                     PatchType::Apply => paths::apply_paths(body),
                 };
-                self.check_write(&target.kind_ref(), verb, &touched, status)
+                self.check_write(&kind, verb, &touched, status)
             }
             Action::Create { manifest } => {
-                let kind = KindRef::new(
-                    manifest["apiVersion"].as_str().unwrap_or_default(),
-                    manifest["kind"].as_str().unwrap_or_default(),
-                );
-                self.check_namespace(
-                    manifest
-                        .pointer("/metadata/namespace")
-                        .and_then(Value::as_str),
-                )?;
                 self.check_write(&kind, Verb::Create, &paths::create_paths(manifest), false)
             }
-            Action::Delete { target } => {
-                self.check_namespace(target.namespace.as_deref())?;
-                self.check_write(&target.kind_ref(), Verb::Delete, &[], false)
-            }
-            Action::Event { regarding, .. } => {
-                self.check_namespace(regarding.namespace.as_deref())?;
-                self.check_write(&regarding.kind_ref(), Verb::Event, &[], false)
-            }
+            Action::Delete { .. } => self.check_write(&kind, Verb::Delete, &[], false),
+            Action::Event { .. } => self.check_write(&kind, Verb::Event, &[], false),
         }
     }
 
-    fn check_namespace(&self, namespace: Option<&str>) -> Result<(), Denial> {
-        if self.namespaces.allows(namespace) {
+    /// A namespaced kind needs a granted namespace; a cluster-scoped one no namespace and
+    /// the cluster-scope grant.
+    fn check_scope(
+        &self,
+        kind: &KindRef,
+        scope: Scope,
+        namespace: Option<&str>,
+    ) -> Result<(), Denial> {
+        match (scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => self.check_namespace(ns),
+            (Scope::Namespaced, None) => deny(
+                Grant::Invalid,
+                format!(
+                    "{} is namespaced: the action names no namespace",
+                    shown(&kind.to_string())
+                ),
+            ),
+            (Scope::Cluster, Some(ns)) => deny(
+                Grant::Invalid,
+                format!(
+                    "{} is cluster-scoped: the action names namespace {:?}",
+                    shown(&kind.to_string()),
+                    shown(ns)
+                ),
+            ),
+            (Scope::Cluster, None) if self.cluster_scoped => Ok(()),
+            (Scope::Cluster, None) => deny(
+                Grant::ClusterScoped,
+                format!(
+                    "{} is cluster-scoped and namespaces.clusterScoped is not granted",
+                    shown(&kind.to_string())
+                ),
+            ),
+        }
+    }
+
+    fn check_namespace(&self, namespace: &str) -> Result<(), Denial> {
+        if self.namespaces.allows(Some(namespace)) {
             return Ok(());
         }
         deny(
             Grant::Namespaces,
-            match namespace {
-                Some(ns) => format!("namespace {ns:?} is not granted"),
-                None => "cluster-scoped objects need all namespaces granted".into(),
-            },
+            format!("namespace {:?} is not granted", shown(namespace)),
         )
     }
 
@@ -129,7 +187,11 @@ impl Grants {
         let Some(rule) = rules.get(kind).filter(|r| r.verbs.contains(&verb)) else {
             return deny(
                 Grant::Verbs,
-                format!("verb {} on {kind} is not granted", verb.as_str()),
+                format!(
+                    "verb {} on {} is not granted",
+                    verb.as_str(),
+                    shown(&kind.to_string())
+                ),
             );
         };
         for path in touched {
@@ -137,7 +199,11 @@ impl Grants {
             if !status_path && !rule.fields.iter().any(|f| f.grants(path)) {
                 return deny(
                     Grant::Fields,
-                    format!("field {path} of {kind} is not granted"),
+                    format!(
+                        "field {} of {} is not granted",
+                        shown(&path.to_string()),
+                        shown(&kind.to_string())
+                    ),
                 );
             }
         }
@@ -145,11 +211,28 @@ impl Grants {
     }
 }
 
-/// Checks every action of a call. All-or-nothing: if any action is denied, every API write
-/// of the call is denied too (the others with [`Grant::Call`]); logs and requeues stay
-/// allowed.
-pub fn check_call(grants: &Grants, actions: &[Action]) -> Vec<Result<(), Denial>> {
-    let mut results: Vec<_> = actions.iter().map(|a| grants.check(a)).collect();
+/// Checks every action of a call, each on the scope `scope_of` gives its kind (from
+/// discovery; an `Err` names why the kind has none, and denies the action as invalid).
+/// All-or-nothing: if any action is denied, every API write of the call is denied too (the
+/// others with [`Grant::Call`]); logs and requeues stay allowed.
+pub fn check_call(
+    grants: &Grants,
+    actions: &[Action],
+    scope_of: &dyn Fn(&KindRef) -> Result<Scope, String>,
+) -> Vec<Result<(), Denial>> {
+    let mut results: Vec<_> = actions
+        .iter()
+        .map(|a| match kind_of(a) {
+            None => Ok(()),
+            Some(kind) => match scope_of(&kind) {
+                Ok(scope) => grants.check(a, scope),
+                Err(why) => deny(
+                    Grant::Invalid,
+                    format!("kind {}: {}", shown(&kind.to_string()), shown(&why)),
+                ),
+            },
+        })
+        .collect();
     if let Some(first) = results.iter().position(Result::is_err) {
         for (r, a) in results.iter_mut().zip(actions) {
             if r.is_ok() && is_write(a) {
@@ -202,6 +285,10 @@ mod tests {
         }
     }
 
+    fn namespaced(_: &KindRef) -> Result<Scope, String> {
+        Ok(Scope::Namespaced)
+    }
+
     fn grant_of(r: Result<(), Denial>) -> Option<Grant> {
         r.err().map(|d| d.grant)
     }
@@ -212,17 +299,20 @@ mod tests {
         let image =
             json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}});
         assert_eq!(
-            grant_of(g.check(&patch("a", PatchType::Strategic, image.clone()))),
+            grant_of(g.check(
+                &patch("a", PatchType::Strategic, image.clone()),
+                Scope::Namespaced
+            )),
             None
         );
         assert_eq!(
-            grant_of(g.check(&patch("b", PatchType::Strategic, image))),
+            grant_of(g.check(&patch("b", PatchType::Strategic, image), Scope::Namespaced)),
             Some(Grant::Namespaces)
         );
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "c", "namespace": "b"}, "data": {"k": "v"}});
         assert_eq!(
-            grant_of(g.check(&Action::Create { manifest: cm })),
+            grant_of(g.check(&Action::Create { manifest: cm }, Scope::Namespaced)),
             Some(Grant::Namespaces)
         );
     }
@@ -231,9 +321,12 @@ mod tests {
     fn verbs_are_checked_per_kind() {
         let g = grants();
         assert_eq!(
-            grant_of(g.check(&Action::Delete {
-                target: deploy("a")
-            })),
+            grant_of(g.check(
+                &Action::Delete {
+                    target: deploy("a")
+                },
+                Scope::Namespaced
+            )),
             Some(Grant::Verbs)
         );
         let cm = ObjectRef {
@@ -243,7 +336,7 @@ mod tests {
             name: "c".into(),
         };
         assert_eq!(
-            grant_of(g.check(&Action::Delete { target: cm.clone() })),
+            grant_of(g.check(&Action::Delete { target: cm.clone() }, Scope::Namespaced)),
             None
         );
         let event = |regarding| Action::Event {
@@ -253,21 +346,27 @@ mod tests {
             message: "m".into(),
             event_action: "Reconcile".into(),
         };
-        assert_eq!(grant_of(g.check(&event(deploy("a")))), None);
-        assert_eq!(grant_of(g.check(&event(cm))), Some(Grant::Verbs));
+        assert_eq!(
+            grant_of(g.check(&event(deploy("a")), Scope::Namespaced)),
+            None
+        );
+        assert_eq!(
+            grant_of(g.check(&event(cm), Scope::Namespaced)),
+            Some(Grant::Verbs)
+        );
         let status = Action::Patch {
             target: deploy("a"),
             patch_type: PatchType::Merge,
             subresource: Some("status".into()),
             body: json!({"status": {"phase": "x"}}),
         };
-        assert_eq!(grant_of(g.check(&status)), None);
+        assert_eq!(grant_of(g.check(&status, Scope::Namespaced)), None);
     }
 
     #[test]
     fn fields_are_checked_for_every_patch_type_and_create() {
         let g = grants();
-        let check = |t, body| grant_of(g.check(&patch("a", t, body)));
+        let check = |t, body| grant_of(g.check(&patch("a", t, body), Scope::Namespaced));
         assert_eq!(
             check(
                 PatchType::Merge,
@@ -323,12 +422,18 @@ mod tests {
             manifest: json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "c", "namespace": "a"}, "data": data}),
         };
-        assert_eq!(grant_of(g.check(&cm(json!({"k": "v"})))), None);
+        assert_eq!(
+            grant_of(g.check(&cm(json!({"k": "v"})), Scope::Namespaced)),
+            None
+        );
         let mut labelled = cm(json!({}));
         if let Action::Create { manifest } = &mut labelled {
             manifest["metadata"]["labels"] = json!({"x": "y"});
         }
-        assert_eq!(grant_of(g.check(&labelled)), Some(Grant::Fields));
+        assert_eq!(
+            grant_of(g.check(&labelled, Scope::Namespaced)),
+            Some(Grant::Fields)
+        );
     }
 
     #[test]
@@ -350,11 +455,11 @@ mod tests {
                 json!({"metadata": {"labels": {"x": "y"}}}),
             ),
         ];
-        let results = check_call(&g, &actions);
+        let results = check_call(&g, &actions, &namespaced);
         assert_eq!(grant_of(results[0].clone()), Some(Grant::Call));
         assert!(results[1].is_ok());
         assert_eq!(grant_of(results[2].clone()), Some(Grant::Namespaces));
-        let ok = check_call(&g, &actions[..2]);
+        let ok = check_call(&g, &actions[..2], &namespaced);
         assert!(ok.iter().all(Result::is_ok));
     }
 
@@ -362,10 +467,157 @@ mod tests {
     fn unconfigured_grants_allow_everything_for_dry_run() {
         let g = Grants::unconfigured();
         assert!(
-            g.check(&Action::Delete {
-                target: deploy("any")
-            })
+            g.check(
+                &Action::Delete {
+                    target: deploy("any")
+                },
+                Scope::Namespaced
+            )
             .is_ok()
+        );
+    }
+
+    fn cluster_grants(cluster_scoped: bool, all: bool) -> Grants {
+        let spec: PolicySpec = serde_json::from_value(json!({
+            "namespaces": {"names": ["team-a"], "all": all, "clusterScoped": cluster_scoped},
+            "rules": [{"apiVersion": "v1", "kind": "Namespace",
+                "verbs": ["patch", "create", "delete", "event"], "fields": ["/metadata/labels"]}]
+        }))
+        .unwrap();
+        Grants::from_spec(&spec).unwrap()
+    }
+
+    fn namespace_ref(namespace: Option<&str>, name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: namespace.map(str::to_string),
+            name: name.into(),
+        }
+    }
+
+    fn cluster_actions(namespace: Option<&str>) -> Vec<Action> {
+        let mut manifest = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "demo", "labels": {"a": "b"}}});
+        if let Some(ns) = namespace {
+            manifest["metadata"]["namespace"] = json!(ns);
+        }
+        vec![
+            Action::Patch {
+                target: namespace_ref(namespace, "demo"),
+                patch_type: PatchType::Merge,
+                subresource: None,
+                body: json!({"metadata": {"labels": {"a": "b"}}}),
+            },
+            Action::Delete {
+                target: namespace_ref(namespace, "victim"),
+            },
+            Action::Create { manifest },
+            Action::Event {
+                regarding: namespace_ref(namespace, "demo"),
+                event_type: EventType::Normal,
+                reason: "R".into(),
+                message: "m".into(),
+                event_action: "Reconcile".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_namespace_name_never_grants_a_cluster_scoped_kind() {
+        // The bypass: a ref to v1 Namespace carrying the granted namespace.
+        let g = cluster_grants(false, false);
+        for a in cluster_actions(Some("team-a")) {
+            assert_eq!(
+                grant_of(g.check(&a, Scope::Cluster)),
+                Some(Grant::Invalid),
+                "{a:?}"
+            );
+        }
+        for a in cluster_actions(None) {
+            assert_eq!(
+                grant_of(g.check(&a, Scope::Cluster)),
+                Some(Grant::ClusterScoped),
+                "{a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn all_namespaces_alone_is_not_the_cluster_grant() {
+        let g = cluster_grants(false, true);
+        for a in cluster_actions(None) {
+            assert_eq!(
+                grant_of(g.check(&a, Scope::Cluster)),
+                Some(Grant::ClusterScoped),
+                "{a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cluster_grant_allows_cluster_scoped_writes_by_the_rules() {
+        let g = cluster_grants(true, false);
+        for a in cluster_actions(None) {
+            assert_eq!(grant_of(g.check(&a, Scope::Cluster)), None, "{a:?}");
+        }
+        // Still the rules: a field outside them, or a namespace on the ref, is denied.
+        let spec = Action::Patch {
+            target: namespace_ref(None, "demo"),
+            patch_type: PatchType::Merge,
+            subresource: None,
+            body: json!({"spec": {"finalizers": []}}),
+        };
+        assert_eq!(
+            grant_of(g.check(&spec, Scope::Cluster)),
+            Some(Grant::Fields)
+        );
+        for a in cluster_actions(Some("team-a")) {
+            assert_eq!(grant_of(g.check(&a, Scope::Cluster)), Some(Grant::Invalid));
+        }
+    }
+
+    #[test]
+    fn a_namespaced_kind_needs_a_namespace() {
+        let g = cluster_grants(true, true);
+        let mut d = deploy("a");
+        d.namespace = None;
+        assert_eq!(
+            grant_of(g.check(&Action::Delete { target: d }, Scope::Namespaced)),
+            Some(Grant::Invalid)
+        );
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        assert_eq!(
+            grant_of(g.check(&Action::Create { manifest: cm }, Scope::Namespaced)),
+            Some(Grant::Invalid)
+        );
+    }
+
+    #[test]
+    fn an_unknown_kind_denies_the_call_as_invalid() {
+        let g = cluster_grants(true, true);
+        let unknown = |k: &KindRef| -> Result<Scope, String> {
+            if k.kind == "Namespace" {
+                Ok(Scope::Cluster)
+            } else {
+                Err("not served".into())
+            }
+        };
+        let mut actions = cluster_actions(None);
+        actions.push(Action::Delete {
+            target: ObjectRef {
+                api_version: "example.com/v1".into(),
+                kind: "Widget".into(),
+                namespace: Some("team-a".into()),
+                name: "w".into(),
+            },
+        });
+        let results = check_call(&g, &actions, &unknown);
+        assert_eq!(grant_of(results[4].clone()), Some(Grant::Invalid));
+        assert!(
+            results[..4]
+                .iter()
+                .all(|r| grant_of(r.clone()) == Some(Grant::Call))
         );
     }
 }

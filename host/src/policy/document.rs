@@ -65,12 +65,17 @@ pub enum Mode {
 }
 
 /// Namespaces granted: `all: true`, a list of `names`, and/or namespaces whose labels match
-/// `selector.matchLabels`.
+/// `selector.matchLabels`; and, only with `clusterScoped: true`, writes to cluster-scoped
+/// objects.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespacesSpec {
     #[serde(default)]
     pub all: bool,
+    /// Writes (per `rules`) to cluster-scoped objects: Namespaces, ClusterRoles, Nodes…
+    /// Never implied by `all` or by any namespace name.
+    #[serde(default)]
+    pub cluster_scoped: bool,
     #[serde(default)]
     pub names: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

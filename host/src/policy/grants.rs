@@ -12,12 +12,15 @@ use std::sync::{Arc, OnceLock};
 /// Namespaces a plugin may see and touch.
 #[derive(Debug, Clone)]
 pub enum Namespaces {
-    /// Every namespace, and cluster-scoped objects.
+    /// Every namespace; cluster-scoped objects may be read and queued (as before the
+    /// cluster-scope grant existed), but writing them takes [`Grants::cluster_scoped`].
     All,
-    /// Only these namespaces, and those the selector matches; no cluster-scoped objects.
+    /// Only these namespaces, and those the selector matches; cluster-scoped objects only
+    /// with `cluster` (the cluster-scope grant).
     Only {
         names: BTreeSet<String>,
         selector: Option<Arc<NamespaceSelector>>,
+        cluster: bool,
     },
 }
 
@@ -64,14 +67,19 @@ impl NamespaceSelector {
 }
 
 impl Namespaces {
-    /// Whether an object in `namespace` (`None`: cluster-scoped) is granted.
+    /// Whether an object in `namespace` (`None`: cluster-scoped) may be read and queued.
+    /// Writes are checked by [`Grants::check`], where only the cluster-scope grant allows
+    /// cluster-scoped objects.
     pub fn allows(&self, namespace: Option<&str>) -> bool {
         match (self, namespace) {
             (Namespaces::All, _) => true,
-            (Namespaces::Only { names, selector }, Some(ns)) => {
-                names.contains(ns) || selector.as_ref().is_some_and(|s| s.matches(ns))
-            }
-            (Namespaces::Only { .. }, None) => false,
+            (
+                Namespaces::Only {
+                    names, selector, ..
+                },
+                Some(ns),
+            ) => names.contains(ns) || selector.as_ref().is_some_and(|s| s.matches(ns)),
+            (Namespaces::Only { cluster, .. }, None) => *cluster,
         }
     }
 
@@ -88,6 +96,7 @@ impl Namespaces {
             return Namespaces::All;
         }
         Namespaces::Only {
+            cluster: spec.cluster_scoped,
             names: spec.names.iter().cloned().collect(),
             selector: spec
                 .selector
@@ -118,6 +127,8 @@ pub enum Rules {
 #[derive(Debug, Clone)]
 pub struct Grants {
     pub namespaces: Namespaces,
+    /// Whether writes to cluster-scoped objects are granted (`namespaces.clusterScoped`).
+    pub cluster_scoped: bool,
     /// Kinds readable through the cache imports beyond the reconciled and owned ones.
     pub reads: BTreeSet<KindRef>,
     pub rules: Rules,
@@ -130,6 +141,7 @@ impl Grants {
     pub fn unconfigured() -> Self {
         Grants {
             namespaces: Namespaces::All,
+            cluster_scoped: true,
             reads: BTreeSet::new(),
             rules: Rules::Any,
         }
@@ -152,6 +164,7 @@ impl Grants {
         }
         Ok(Grants {
             namespaces: Namespaces::from_spec(&spec.namespaces),
+            cluster_scoped: spec.namespaces.cluster_scoped,
             reads: spec
                 .reads
                 .iter()
@@ -171,6 +184,7 @@ mod tests {
         let only = Namespaces::Only {
             names: ["a".to_string()].into(),
             selector: None,
+            cluster: false,
         };
         assert!(only.allows(Some("a")));
         assert!(!only.allows(Some("b")));
@@ -178,6 +192,13 @@ mod tests {
         assert!(Namespaces::All.allows(Some("b")) && Namespaces::All.allows(None));
         let none = Namespaces::from_spec(&NamespacesSpec::default());
         assert!(!none.allows(Some("default")));
+        // The cluster-scope grant also lets cluster-scoped objects be read and queued.
+        let cluster = Namespaces::from_spec(&NamespacesSpec {
+            names: vec!["a".into()],
+            cluster_scoped: true,
+            ..NamespacesSpec::default()
+        });
+        assert!(cluster.allows(None) && cluster.allows(Some("a")) && !cluster.allows(Some("b")));
     }
 
     #[test]

@@ -20,7 +20,7 @@ mod paths;
 
 pub use audit::{AuditRecord, AuditSink, Decision, PluginIdentity, digest};
 pub use budget::{DEFAULT_WRITE_BURST, DEFAULT_WRITES_PER_SECOND, WriteBudget};
-pub use check::{Denial, Grant, check_call, is_write};
+pub use check::{Denial, Grant, check_call, is_write, kind_of, namespace_of};
 pub use document::{
     API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
     PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,

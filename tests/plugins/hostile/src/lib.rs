@@ -12,9 +12,17 @@
 //! Event fields and shutdown: `"huge-event-reason"` (a reason of `bytes` bytes),
 //! `"long-event-note"` (a message of `bytes` bytes), `"event-burst"` (`count` Events in one
 //! call), `"requeue-at-once"` (asks to be called again after 0 ms, every time).
+//!
+//! Scope and URL probes (tests/policy.rs, cluster-scoped kinds and names): `"patch-cluster"`,
+//! `"delete-cluster"`, `"event-cluster"` (a label patch, delete or event of the object
+//! `apiVersion`/`kind`/`name`, default `v1 Namespace`, with `namespace` when set),
+//! `"create-cluster"` (a manifest of that kind with `name` and, when set, `namespace`), and
+//! `"name-attack"` (`verb` `patch` (default), `delete`, `event` or `create` of a Pod
+//! in `namespace` (default the target's) named `name`, with `subresource` on the patch and
+//! `generateName` on the create, each when set).
 
 use kubeplug_sdk::{
-    Action, Error, EventType, KindRef, Metadata, PatchType, Reconciler, Request, host,
+    Action, Error, EventType, KindRef, Metadata, ObjectRef, PatchType, Reconciler, Request, host,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -31,6 +39,28 @@ struct Config {
     kind: String,
     namespace: String,
     patch_type: String,
+    name: String,
+    subresource: String,
+    verb: String,
+    generate_name: String,
+}
+
+/// The object a scope probe names: `apiVersion`/`kind` (default `v1 Namespace`), `name`,
+/// and `namespace` when set.
+fn probe_ref(config: &Config) -> ObjectRef {
+    let or = |v: &str, d: &str| {
+        if v.is_empty() {
+            d.to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    ObjectRef {
+        api_version: or(&config.api_version, "v1"),
+        kind: or(&config.kind, "Namespace"),
+        namespace: (!config.namespace.is_empty()).then(|| config.namespace.clone()),
+        name: config.name.clone(),
+    }
 }
 
 /// The hostile reconciler.
@@ -214,6 +244,67 @@ impl Reconciler for Hostile {
                 })
                 .collect()),
             "behave" => Ok(vec![Action::info(format!("reconciled {}", req.key()))]),
+            // Cluster-scoped kinds and URL path segments (policy, helper A).
+            "patch-cluster" => Ok(vec![Action::merge_patch(
+                &probe_ref(&config),
+                json!({"metadata": {"labels": {"hostile": "was-here"}}}),
+            )]),
+            "delete-cluster" => Ok(vec![Action::delete(&probe_ref(&config))]),
+            "event-cluster" => Ok(vec![Action::event(
+                &probe_ref(&config),
+                EventType::Normal,
+                "Probed",
+                "hostile",
+            )]),
+            "create-cluster" => {
+                let r = probe_ref(&config);
+                let mut manifest = json!({"apiVersion": r.api_version, "kind": r.kind,
+                    "metadata": {"name": r.name, "labels": {"hostile": "was-here"}}});
+                if let Some(ns) = r.namespace {
+                    manifest["metadata"]["namespace"] = json!(ns);
+                }
+                Ok(vec![Action::create(&manifest)])
+            }
+            "name-attack" => {
+                let namespace = if config.namespace.is_empty() {
+                    req.target.namespace.clone()
+                } else {
+                    Some(config.namespace.clone())
+                };
+                let target = ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    namespace: namespace.clone(),
+                    name: config.name.clone(),
+                };
+                Ok(vec![match config.verb.as_str() {
+                    "" | "patch" => {
+                        let patch = Action::merge_patch(
+                            &target,
+                            json!({"metadata": {"labels": {"hostile": "was-here"}}}),
+                        );
+                        if config.subresource.is_empty() {
+                            patch
+                        } else {
+                            patch.on_subresource(&config.subresource)
+                        }
+                    }
+                    "delete" => Action::delete(&target),
+                    "event" => Action::event(&target, EventType::Normal, "Probed", "hostile"),
+                    "create" => {
+                        let mut manifest = json!({"apiVersion": "v1", "kind": "Pod",
+                            "metadata": {"namespace": namespace}, "spec": {"containers": []}});
+                        if !config.name.is_empty() {
+                            manifest["metadata"]["name"] = json!(config.name);
+                        }
+                        if !config.generate_name.is_empty() {
+                            manifest["metadata"]["generateName"] = json!(config.generate_name);
+                        }
+                        Action::create(&manifest)
+                    }
+                    other => return Err(Error::permanent(format!("unknown verb {other:?}"))),
+                }])
+            }
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),
         }
     }

@@ -1,0 +1,297 @@
+//! Kubernetes' rules for the strings a plugin puts where the host builds a URL or a request
+//! from them: namespaces, names, generateName prefixes, subresources, apiVersions and kinds.
+//! Each check returns why a value is refused, with the value shown capped and escaped.
+
+use super::text::shown;
+
+/// The most bytes of a DNS-1123 label (namespaces, version parts).
+pub const MAX_LABEL: usize = 63;
+/// The most bytes of a DNS-1123 subdomain (object names, API groups).
+pub const MAX_SUBDOMAIN: usize = 253;
+/// The most bytes of a kind name.
+pub const MAX_KIND: usize = 63;
+/// Characters the API server appends to a `generateName` prefix.
+const GENERATED_SUFFIX: usize = 5;
+/// The subresources a plugin may patch: `status` (the `patch-status` verb) and `scale`
+/// (checked as a `patch` of the kind's `/spec/replicas`).
+pub const SUBRESOURCES: &[&str] = &["status", "scale"];
+/// Kinds whose names may also be path-segment names (`system:controller:foo`), as the
+/// API server allows for them.
+const PATH_SEGMENT_NAMED: &[(&str, &str)] = &[
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+];
+
+fn lower_alnum(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or
+/// digit, at most 63 bytes.
+pub fn dns_label(what: &str, value: &str) -> Result<(), String> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_LABEL
+        && value.chars().all(|c| lower_alnum(c) || c == '-')
+        && value.starts_with(lower_alnum)
+        && value.ends_with(lower_alnum);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {:?} is not a DNS-1123 label (lowercase letters, digits and '-', at most {MAX_LABEL})",
+            shown(value)
+        ))
+    }
+}
+
+fn is_subdomain(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_SUBDOMAIN
+        && value.split('.').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| lower_alnum(c) || c == '-')
+                && part.starts_with(lower_alnum)
+                && part.ends_with(lower_alnum)
+        })
+}
+
+/// A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 bytes.
+pub fn dns_subdomain(what: &str, value: &str) -> Result<(), String> {
+    if is_subdomain(value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most {MAX_SUBDOMAIN})",
+            shown(value)
+        ))
+    }
+}
+
+/// A path-segment name as RBAC kinds allow: ASCII letters, digits, `-`, `.`, `_`, `:` and
+/// `@`, at most 253 bytes, never `.` or `..`. Nothing a URL treats specially.
+fn is_path_segment_name(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_SUBDOMAIN
+        && value != "."
+        && value != ".."
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | ':' | '@'))
+}
+
+/// An object name of `group`/`kind`: a DNS-1123 subdomain, or for the RBAC kinds a
+/// path-segment name.
+pub fn object_name(group: &str, kind: &str, value: &str) -> Result<(), String> {
+    if is_subdomain(value) {
+        return Ok(());
+    }
+    let relaxed = PATH_SEGMENT_NAMED.contains(&(group, kind));
+    if relaxed && is_path_segment_name(value) {
+        return Ok(());
+    }
+    Err(format!(
+        "name {:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most {MAX_SUBDOMAIN}){}",
+        shown(value),
+        if relaxed {
+            " nor a path-segment name"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// A `generateName` prefix: what the API server appends 5 characters to must stay a
+/// DNS-1123 subdomain, so lowercase letters, digits, `-` and `.`, starting with a letter or
+/// digit, at most 248 bytes.
+pub fn generate_name(value: &str) -> Result<(), String> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_SUBDOMAIN - GENERATED_SUFFIX
+        && value.starts_with(lower_alnum)
+        && value
+            .chars()
+            .all(|c| lower_alnum(c) || c == '-' || c == '.')
+        && !value.contains("..");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "generateName {:?} is not a DNS-1123 subdomain prefix (lowercase letters, digits, '-' and '.', at most {})",
+            shown(value),
+            MAX_SUBDOMAIN - GENERATED_SUFFIX
+        ))
+    }
+}
+
+/// A subresource from [`SUBRESOURCES`].
+pub fn subresource(value: &str) -> Result<(), String> {
+    if SUBRESOURCES.contains(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "subresource {:?} is not one of {SUBRESOURCES:?}",
+            shown(value)
+        ))
+    }
+}
+
+/// A version: a DNS-1035 label (lowercase letters, digits and `-`, starting with a letter),
+/// at most 63 bytes: `v1`, `v1beta1`.
+fn is_version(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_LABEL
+        && value.starts_with(|c: char| c.is_ascii_lowercase())
+        && value.ends_with(lower_alnum)
+        && value.chars().all(|c| lower_alnum(c) || c == '-')
+}
+
+/// An apiVersion: `version` (the core group) or `group/version`, the group a DNS-1123
+/// subdomain. It names a discovery URL, so nothing else is accepted.
+pub fn api_version(value: &str) -> Result<(), String> {
+    let ok = match value.split_once('/') {
+        None => is_version(value),
+        Some((group, version)) => is_subdomain(group) && is_version(version),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "apiVersion {:?} is not `version` or `group/version`",
+            shown(value)
+        ))
+    }
+}
+
+/// A kind: an ASCII letter, then letters and digits (`Deployment`, `ClusterRole`), at most
+/// 63 bytes.
+pub fn kind(value: &str) -> Result<(), String> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_KIND
+        && value.starts_with(|c: char| c.is_ascii_alphabetic())
+        && value.chars().all(|c| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "kind {:?} is not a kind name (ASCII letters and digits, at most {MAX_KIND})",
+            shown(value)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names that must never reach a URL, whatever the kind.
+    const HOSTILE: &[&str] = &[
+        "",
+        ".",
+        "..",
+        "x/../../../demo/deployments/web",
+        "x?fieldManager=kube-controller-manager&a=",
+        "x#frag",
+        "x%2F",
+        "a b",
+        "a\nb",
+        "a\u{0}b",
+        "a\tb",
+        "Web",
+        "-web",
+        "web-",
+        "web..x",
+    ];
+
+    #[test]
+    fn hostile_names_are_refused_for_every_kind() {
+        for name in HOSTILE {
+            assert!(object_name("apps", "Deployment", name).is_err(), "{name:?}");
+            assert!(dns_label("namespace", name).is_err(), "{name:?}");
+            assert!(subresource(name).is_err(), "{name:?}");
+            if *name != "web-" {
+                // A prefix may end in `-`: the API server appends the rest.
+                assert!(generate_name(name).is_err(), "{name:?}");
+            }
+        }
+        for name in &HOSTILE[..11] {
+            assert!(
+                object_name("rbac.authorization.k8s.io", "ClusterRole", name).is_err(),
+                "{name:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn kubernetes_names_are_accepted() {
+        for name in ["web", "web-1", "a.b.c", "0", &"a".repeat(253)] {
+            assert_eq!(object_name("apps", "Deployment", name), Ok(()), "{name}");
+        }
+        assert!(object_name("apps", "Deployment", &"a".repeat(254)).is_err());
+        assert!(object_name("apps", "Deployment", "system:admin").is_err());
+        for name in ["system:controller:foo", "Admin_Role", "a@b"] {
+            assert_eq!(
+                object_name("rbac.authorization.k8s.io", "ClusterRole", name),
+                Ok(()),
+                "{name}"
+            );
+        }
+        assert_eq!(dns_label("namespace", "team-a"), Ok(()));
+        assert_eq!(dns_label("namespace", &"a".repeat(63)), Ok(()));
+        assert!(dns_label("namespace", &"a".repeat(64)).is_err());
+        assert!(dns_label("namespace", "team.a").is_err());
+        assert_eq!(generate_name("web-"), Ok(()));
+        assert_eq!(generate_name("web."), Ok(()));
+        assert!(generate_name(&"a".repeat(249)).is_err());
+    }
+
+    #[test]
+    fn subresources_are_a_known_set() {
+        assert_eq!(subresource("status"), Ok(()));
+        assert_eq!(subresource("scale"), Ok(()));
+        for s in ["exec", "proxy", "status/x", "Status", "eviction"] {
+            assert!(subresource(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn api_versions_and_kinds() {
+        for v in [
+            "v1",
+            "apps/v1",
+            "coordination.k8s.io/v1",
+            "example.com/v1beta1",
+        ] {
+            assert_eq!(api_version(v), Ok(()), "{v}");
+        }
+        for v in [
+            "",
+            "/v1",
+            "apps/",
+            "apps/v1/x",
+            "../v1",
+            "apps/../v1",
+            "1",
+            "V1",
+            "apps/v1?x=y",
+            "apps v1",
+        ] {
+            assert!(api_version(v).is_err(), "{v:?}");
+        }
+        assert!(api_version(&format!("{}/v1", "a".repeat(254))).is_err());
+        for k in ["Deployment", "ClusterRole", "V1Thing"] {
+            assert_eq!(kind(k), Ok(()), "{k}");
+        }
+        for k in ["", "1Pod", "Pod/x", "Pod ", "Pod?", &"P".repeat(64)] {
+            assert!(kind(k).is_err(), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn errors_show_a_capped_escaped_value() {
+        let huge = format!("x\n{}", "y".repeat(10 << 20));
+        let err = object_name("apps", "Deployment", &huge).unwrap_err();
+        assert!(err.len() < 4096, "{}", err.len());
+        assert!(err.contains("x\\ny") && !err.contains('\n'), "{err}");
+    }
+}
