@@ -586,7 +586,7 @@ async fn plugin_text_cannot_forge_host_log_lines_or_drive_a_terminal() {
     );
     for line in text.lines().filter(|l| l.contains("FORGED")) {
         assert!(
-            line.contains(" kubeplug::plugin: ") && line.ends_with("key=default/web"),
+            line.contains(" kubeplug::plugin: ") && line.ends_with("key=\"default/web\""),
             "{line}"
         );
     }

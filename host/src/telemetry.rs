@@ -10,24 +10,26 @@ pub const PLUGIN_LOG_LINE_MAX: usize = 4096;
 /// (and the names) are capped and escaped here, whoever calls: a plugin's newline cannot
 /// forge a host log line, its escape sequences cannot drive a terminal.
 pub fn plugin_log(plugin: &str, key: &str, level: LogLevel, message: &str) {
-    let plugin = shown_max(plugin, 256);
-    let key = shown_max(key, 512);
+    // Recorded as strings, as before: quoted in text lines, plain in JSON.
+    let plugin = shown_max(plugin, 256).to_string();
+    let key = shown_max(key, 512).to_string();
+    let (plugin, key) = (plugin.as_str(), key.as_str());
     let message = shown_max(message, PLUGIN_LOG_LINE_MAX);
     match level {
         LogLevel::Trace => {
-            tracing::trace!(target: "kubeplug::plugin", plugin = %plugin, key = %key, "{message}")
+            tracing::trace!(target: "kubeplug::plugin", plugin, key, "{message}")
         }
         LogLevel::Debug => {
-            tracing::debug!(target: "kubeplug::plugin", plugin = %plugin, key = %key, "{message}")
+            tracing::debug!(target: "kubeplug::plugin", plugin, key, "{message}")
         }
         LogLevel::Info => {
-            tracing::info!(target: "kubeplug::plugin", plugin = %plugin, key = %key, "{message}")
+            tracing::info!(target: "kubeplug::plugin", plugin, key, "{message}")
         }
         LogLevel::Warn => {
-            tracing::warn!(target: "kubeplug::plugin", plugin = %plugin, key = %key, "{message}")
+            tracing::warn!(target: "kubeplug::plugin", plugin, key, "{message}")
         }
         LogLevel::Error => {
-            tracing::error!(target: "kubeplug::plugin", plugin = %plugin, key = %key, "{message}")
+            tracing::error!(target: "kubeplug::plugin", plugin, key, "{message}")
         }
     }
 }

@@ -261,8 +261,8 @@ pub(super) fn settle<R>(
     let taken = state.take_logs();
     if taken.dropped > 0 {
         tracing::warn!(
-            plugin = %shown_max(plugin, 256),
-            key = %shown_max(key, 512),
+            plugin = shown_max(plugin, 256).to_string().as_str(),
+            key = shown_max(key, 512).to_string().as_str(),
             dropped = taken.dropped,
             "plugin log lines dropped: over the per-call log limit or the plugin's log rate"
         );
