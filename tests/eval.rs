@@ -248,3 +248,57 @@ fn core_modules_are_refused_as_not_components() {
         "{err}"
     );
 }
+
+/// What a terminal could act on: escape sequences (C0 ESC, C1 CSI), carriage returns, bidi
+/// overrides.
+fn has_terminal_controls(text: &str) -> bool {
+    text.contains(['\u{1b}', '\u{9b}', '\r', '\u{202e}'])
+}
+
+#[test]
+fn plugin_text_reaches_the_terminal_escaped() {
+    let args = |config: &'static str| {
+        [
+            "--plugin".to_string(),
+            s(&test_plugin("hostile")).to_string(),
+            "--object".to_string(),
+            s(&fixture("web-alpine.yaml")).to_string(),
+            "--config".to_string(),
+            config.to_string(),
+        ]
+    };
+    let forged = args(r#"{"mode": "forge-log"}"#);
+    let out = eval(&forged.iter().map(String::as_str).collect::<Vec<_>>());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(!has_terminal_controls(&stdout), "stdout: {stdout}");
+    assert!(!has_terminal_controls(&stderr), "stderr: {stderr}");
+    // Every line carrying the plugin's text is one of the host's plugin events, never a bare
+    // line that starts like a host line of its own.
+    for line in stderr.lines().filter(|l| l.contains("FORGED")) {
+        assert!(
+            !line.starts_with("2026-11-23T00:00:00") && line.contains(" kubeplug::plugin: "),
+            "a forged line reached stderr: {line}"
+        );
+    }
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        actions_of("log", &json)[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\u{9b}2J"),
+        "the JSON still carries the plugin's text exactly: {json}"
+    );
+    // A 40 MiB error is neither printed whole nor with its control characters.
+    let huge = args(r#"{"mode": "huge-error", "bytes": 41943040}"#);
+    let out = eval(&huge.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!out.status.success());
+    assert!(
+        out.stderr.len() < 16 << 10,
+        "stderr of {} bytes",
+        out.stderr.len()
+    );
+}

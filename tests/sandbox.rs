@@ -5,7 +5,15 @@ mod common;
 
 use common::sandbox::{call, ctx, hostile, messages, request, runtime, still_behaves};
 use common::{plugin, test_plugin};
-use kubeplug::plugin::{CacheOutcome, CallError, CompileCache, Limits, LoadError};
+use kubeplug::cluster::{CachedObject, KindCache, ObjKey};
+use kubeplug::contract::KindRef;
+use kubeplug::controller::CacheObjects;
+use kubeplug::plugin::{
+    CacheOutcome, CallContext, CallError, CompileCache, Limits, LoadError, LogRateConfig,
+    MAX_ERROR_BYTES, MAX_LOG_LINE_BYTES, ObjectSource,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[tokio::test]
@@ -308,4 +316,356 @@ async fn reference_plugins_describe_themselves() {
     assert!(!pinner.metadata().wants_previous);
     let logger = rt.load_file(&plugin("change-logger")).await.unwrap();
     assert!(logger.metadata().wants_previous);
+}
+
+// ---- Issue 11: imports past the deadline, unbounded metadata, logs as a weapon ----
+
+/// Everything the host logs on this thread while the guard lives, as text.
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLog {
+    /// Captures the host's events (any level) emitted on the current thread.
+    fn start() -> (Self, tracing::subscriber::DefaultGuard) {
+        let log = CapturedLog::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("kubeplug=trace"))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        (log, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn limits_ms(ms: u64) -> Limits {
+    Limits {
+        timeout: Duration::from_millis(ms),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn a_plugin_that_outlives_its_runtime_still_times_out() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // On its own thread: without the fix the guest spins forever and the call never ends.
+    std::thread::spawn(move || {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = tokio.block_on(async {
+            let rt = runtime(None);
+            let p = hostile(&rt).await;
+            drop(rt);
+            p.reconcile(&request(r#"{"mode": "loop"}"#), &ctx(limits_ms(200)))
+                .await
+                .outcome
+        });
+        let _ = tx.send(outcome);
+    });
+    let outcome = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a CPU-bound call on a plugin whose runtime was dropped never ended");
+    assert!(
+        matches!(outcome, Err(CallError::Timeout { .. })),
+        "{outcome:?}"
+    );
+}
+
+fn deployment(i: usize, rv: u64) -> CachedObject {
+    let name = format!("d{i}");
+    CachedObject {
+        key: ObjKey::new(Some("default"), &name),
+        json: format!(r#"{{"metadata":{{"name":"{name}","namespace":"default"}}}}"#).into(),
+        resource_version: rv.to_string(),
+        labels: [("app".to_string(), "web".to_string())].into(),
+        controller: None,
+    }
+}
+
+#[tokio::test]
+async fn a_huge_selector_is_refused_at_once_and_never_holds_up_the_cache() {
+    let cache = Arc::new(KindCache::new(KindRef::deployment()));
+    for i in 0..100 {
+        cache.upsert(deployment(i, 1));
+    }
+    // The watch's side: keeps writing, and records its slowest write.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (cache, stop) = (cache.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut slowest = Duration::ZERO;
+            let mut rv = 2;
+            while !stop.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                cache.upsert(deployment(rv as usize % 100, rv));
+                slowest = slowest.max(started.elapsed());
+                rv += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            slowest
+        })
+    };
+    let rt = runtime(None);
+    let p = hostile(&rt).await;
+    let objects = Arc::new(CacheObjects::new([cache.clone()]));
+    let limits = limits_ms(1000);
+    let started = Instant::now();
+    let report = p
+        .reconcile(
+            &request(
+                r#"{"mode": "huge-selector", "count": 1000000, "apiVersion": "apps/v1", "kind": "Deployment"}"#,
+            ),
+            &CallContext::new(limits, objects.clone()),
+        )
+        .await;
+    let took = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let slowest_write = writer.join().unwrap();
+    match report.outcome {
+        Err(CallError::Permanent(m)) => {
+            assert!(
+                m.starts_with("list refused: ")
+                    && m.contains(
+                        "label selector of 8888889 bytes is longer than the limit of 4096"
+                    ),
+                "{m}"
+            );
+            assert!(m.len() < 1024, "{} bytes", m.len());
+        }
+        other => panic!("expected the list to be refused, got {other:?}"),
+    }
+    eprintln!("huge selector: call {took:?}, slowest cache write {slowest_write:?}");
+    assert!(took < limits.timeout * 10, "the call took {took:?}");
+    assert!(
+        slowest_write < Duration::from_secs(1),
+        "a cache write waited {slowest_write:?}"
+    );
+    // A selector inside the bounds still works.
+    let report = p
+        .reconcile(
+            &request(
+                r#"{"mode": "huge-selector", "count": 64, "apiVersion": "apps/v1", "kind": "Deployment"}"#,
+            ),
+            &CallContext::new(limits, objects),
+        )
+        .await;
+    assert_eq!(messages(&report), ["listed 100"]);
+}
+
+/// Objects that take far longer to read than a call may last.
+struct SlowObjects;
+
+impl ObjectSource for SlowObjects {
+    fn get(&self, _: &KindRef, _: Option<&str>, _: &str) -> Result<Option<Arc<str>>, String> {
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(None)
+    }
+
+    fn list(&self, _: &KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<Arc<str>>, String> {
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(vec![])
+    }
+}
+
+#[tokio::test]
+async fn a_slow_host_read_cannot_hold_the_call_past_its_deadline() {
+    let rt = runtime(None);
+    let p = hostile(&rt).await;
+    let limits = limits_ms(200);
+    let started = Instant::now();
+    let report = p
+        .reconcile(
+            &request(r#"{"mode": "host-list", "apiVersion": "v1", "kind": "Pod"}"#),
+            &CallContext::new(limits, Arc::new(SlowObjects)),
+        )
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        report.outcome.unwrap_err(),
+        CallError::Timeout {
+            limit: limits.timeout
+        }
+    );
+    assert!(took < Duration::from_millis(2000), "the call took {took:?}");
+    still_behaves(&p).await;
+}
+
+#[tokio::test]
+async fn log_floods_are_bounded_per_call_and_across_calls() {
+    let rt = runtime(None);
+    let p = hostile(&rt).await;
+    let (log, _guard) = CapturedLog::start();
+    let flood = r#"{"mode": "flood-log", "count": 200, "bytes": 1048576}"#;
+    let report = call(&p, flood).await;
+    assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+    // 200 MiB offered; one call keeps at most its 64 KiB room, 4 KiB a line.
+    let one_call = log.len();
+    assert!(one_call < 128 << 10, "one call wrote {one_call} bytes");
+    assert_eq!(report.dropped_logs, 200 - 16);
+    assert!(
+        report
+            .logs
+            .iter()
+            .all(|l| l.message.len() <= MAX_LOG_LINE_BYTES)
+    );
+    assert!(
+        report
+            .logs
+            .last()
+            .unwrap()
+            .message
+            .starts_with("(184 log lines dropped"),
+        "{:?}",
+        report.logs.last()
+    );
+    assert!(log.text().contains("plugin log lines dropped"));
+    // Across calls, the plugin's log rate holds: burst plus rate over the elapsed time.
+    let started = Instant::now();
+    for _ in 0..10 {
+        call(&p, flood).await;
+    }
+    let rate = LogRateConfig::default();
+    let allowed = rate.burst_bytes as f64
+        + rate.bytes_per_second as f64 * started.elapsed().as_secs_f64()
+        + (64 << 10) as f64;
+    let total = log.len() as f64;
+    assert!(
+        total < allowed * 1.25,
+        "11 calls wrote {total} bytes, the rate allows about {allowed}"
+    );
+    assert!(p.dropped_logs() >= 10 * 184);
+}
+
+#[tokio::test]
+async fn plugin_text_cannot_forge_host_log_lines_or_drive_a_terminal() {
+    let rt = runtime(None);
+    let p = hostile(&rt).await;
+    let (log, _guard) = CapturedLog::start();
+    let report = call(&p, r#"{"mode": "forge-log"}"#).await;
+    assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+    let text = log.text();
+    assert!(!text.is_empty());
+    for line in text.lines() {
+        assert!(
+            !line.starts_with("2026-11-23T00:00:00"),
+            "forged line: {line}"
+        );
+        assert!(
+            !line.contains(['\u{1b}', '\r', '\u{9b}']),
+            "raw control characters: {line:?}"
+        );
+    }
+    // The import's message is one escaped line; stdout and stderr are split into lines,
+    // each one a plugin event of its own, never a bare host line.
+    assert_eq!(
+        text.matches("innocent\\n2026-11-23T00:00:00.000000Z ERROR kubeplug::controller: FORGED")
+            .count(),
+        1,
+        "{text}"
+    );
+    for line in text.lines().filter(|l| l.contains("FORGED")) {
+        assert!(
+            line.contains(" kubeplug::plugin: ") && line.ends_with("key=\"default/web\""),
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_huge_plugin_error_is_capped_where_it_enters_the_host() {
+    let rt = runtime(None);
+    let p = hostile(&rt).await;
+    let report = call(&p, r#"{"mode": "huge-error", "bytes": 41943040}"#).await;
+    match report.outcome {
+        Err(err @ CallError::Transient(_)) => {
+            let CallError::Transient(m) = &err else {
+                unreachable!()
+            };
+            assert!(m.len() <= MAX_ERROR_BYTES, "kept {} bytes", m.len());
+            assert!(m.ends_with("…(truncated)"));
+            assert!(err.to_string().len() < 2048, "{}", err.to_string().len());
+        }
+        other => panic!("expected a transient error, got {other:?}"),
+    }
+    still_behaves(&p).await;
+}
+
+/// The hostile-meta plugin with its metadata variant rewritten.
+fn hostile_meta(variant: &str) -> Vec<u8> {
+    const MARKER: &[u8] = b"KUBEPLUG-META-VARIANT:";
+    let mut wasm = std::fs::read(test_plugin("hostile-meta")).unwrap();
+    let at = wasm
+        .windows(MARKER.len())
+        .position(|w| w == MARKER)
+        .expect("variant marker in hostile-meta.wasm")
+        + MARKER.len();
+    let field = &mut wasm[at..at + 26];
+    field.fill(b' ');
+    field[..variant.len()].copy_from_slice(variant.as_bytes());
+    wasm
+}
+
+#[tokio::test]
+async fn hostile_metadata_is_refused_with_short_escaped_errors() {
+    let rt = runtime(None);
+    let ok = rt
+        .load_bytes("behave.wasm", hostile_meta("behave"))
+        .await
+        .unwrap();
+    assert_eq!(ok.metadata().name, "hostile-meta");
+    for (variant, expected) in [
+        ("huge-name", "(10485760 bytes) must be a DNS label"),
+        ("huge-version", "(41943040 bytes) must be 1-128 bytes"),
+        (
+            "many-owns",
+            "declares 100000 owned kinds, more than the limit of 16",
+        ),
+        ("forged-kind", "reconciled kind: kind "),
+    ] {
+        match rt
+            .load_bytes(&format!("{variant}.wasm"), hostile_meta(variant))
+            .await
+        {
+            Err(err @ LoadError::InvalidMetadata { .. }) => {
+                let text = err.to_string();
+                assert!(text.contains(expected), "{variant}: {text}");
+                assert!(text.len() < 1024, "{variant}: {} bytes", text.len());
+                assert!(!text.contains(['\n', '\u{1b}']), "{variant}: {text:?}");
+            }
+            other => panic!("{variant}: expected invalid metadata, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_log_flood_at_load_is_bounded() {
+    let rt = runtime(None);
+    let (log, _guard) = CapturedLog::start();
+    let p = rt
+        .load_bytes("flood.wasm", hostile_meta("flood-log"))
+        .await
+        .unwrap();
+    assert!(log.len() < 128 << 10, "loading wrote {} bytes", log.len());
+    assert_eq!(p.dropped_logs(), 300 - 16);
 }

@@ -1,15 +1,36 @@
 //! Logging set-up and the structured log events shared by several modules.
 
 use crate::contract::LogLevel;
+use crate::contract::text::shown_max;
 
-/// Emits a plugin's log line as a tracing event with `plugin` and `key` fields.
+/// The most bytes of one plugin-provided log message written to the host log.
+pub const PLUGIN_LOG_LINE_MAX: usize = 4096;
+
+/// Emits a plugin's log line as a tracing event with `plugin` and `key` fields. The message
+/// (and the names) are capped and escaped here, whoever calls: a plugin's newline cannot
+/// forge a host log line, its escape sequences cannot drive a terminal.
 pub fn plugin_log(plugin: &str, key: &str, level: LogLevel, message: &str) {
+    // Recorded as strings, as before: quoted in text lines, plain in JSON.
+    let plugin = shown_max(plugin, 256).to_string();
+    let key = shown_max(key, 512).to_string();
+    let (plugin, key) = (plugin.as_str(), key.as_str());
+    let message = shown_max(message, PLUGIN_LOG_LINE_MAX);
     match level {
-        LogLevel::Trace => tracing::trace!(target: "kubeplug::plugin", plugin, key, "{message}"),
-        LogLevel::Debug => tracing::debug!(target: "kubeplug::plugin", plugin, key, "{message}"),
-        LogLevel::Info => tracing::info!(target: "kubeplug::plugin", plugin, key, "{message}"),
-        LogLevel::Warn => tracing::warn!(target: "kubeplug::plugin", plugin, key, "{message}"),
-        LogLevel::Error => tracing::error!(target: "kubeplug::plugin", plugin, key, "{message}"),
+        LogLevel::Trace => {
+            tracing::trace!(target: "kubeplug::plugin", plugin, key, "{message}")
+        }
+        LogLevel::Debug => {
+            tracing::debug!(target: "kubeplug::plugin", plugin, key, "{message}")
+        }
+        LogLevel::Info => {
+            tracing::info!(target: "kubeplug::plugin", plugin, key, "{message}")
+        }
+        LogLevel::Warn => {
+            tracing::warn!(target: "kubeplug::plugin", plugin, key, "{message}")
+        }
+        LogLevel::Error => {
+            tracing::error!(target: "kubeplug::plugin", plugin, key, "{message}")
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! `kubeplug eval`: run one plugin offline against a manifest and print its actions.
 
+use crate::contract::text::shown;
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
 use crate::fixtures::FixtureObjects;
 use crate::manifest;
@@ -94,6 +95,24 @@ fn target_of(object: &Value) -> ObjectRef {
     }
 }
 
+/// JSON text with every character a terminal could act on written as a `\uXXXX` escape:
+/// serde_json escapes C0 controls in strings, not DEL, C1 controls (`\u{9b}` starts an
+/// escape sequence on some terminals) or bidi overrides. Only the pretty printer's own
+/// newlines stay raw.
+fn terminal_safe_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let risky = (c.is_control() && c != '\n')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}');
+        if risky {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn read_config(config: Option<&str>) -> anyhow::Result<Option<Arc<str>>> {
     let Some(config) = config else {
         return Ok(None);
@@ -162,21 +181,48 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     });
     match report.outcome {
         Ok(actions) => {
-            let out = json!({
+            let mut out = json!({
                 "plugin": plugin_info,
                 "target": request.target,
                 "actions": actions,
                 "logs": report.logs,
             });
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            if report.dropped_logs > 0 {
+                out["droppedLogs"] = report.dropped_logs.into();
+            }
+            println!(
+                "{}",
+                terminal_safe_json(&serde_json::to_string_pretty(&out)?)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
             for log in &report.logs {
-                eprintln!("plugin {:?}: {}", log.source, log.message);
+                eprintln!("plugin {:?}: {}", log.source, shown(&log.message));
+            }
+            if report.dropped_logs > 0 {
+                eprintln!("plugin: {} log lines dropped", report.dropped_logs);
             }
             eprintln!("error: plugin {} ({}) {err}", meta.name, err.kind());
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_for_the_terminal_escapes_what_serde_json_leaves_raw() {
+        let v = json!({"m": "a\u{1b}[31m\u{9b}2J\u{7f}\u{202e}\nz"});
+        let text = terminal_safe_json(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text}");
+        assert!(
+            text.contains("\\u009b") && text.contains("\\u202e"),
+            "{text}"
+        );
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v);
     }
 }

@@ -131,19 +131,30 @@ impl KindCache {
         self.read().get(key).cloned()
     }
 
-    /// Objects in `namespace` (or all) matching `selector`, sorted by key.
+    /// The objects in `namespace` (or all) as they are now: the lock is held only to clone
+    /// their `Arc`s, never while anything is done with them.
+    pub fn snapshot(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
+        let objects = self.read();
+        match namespace {
+            None => objects.values().cloned().collect(),
+            Some(ns) => objects
+                .values()
+                .filter(|o| o.key.namespace.as_deref() == Some(ns))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Objects in `namespace` (or all) matching `selector`, sorted by key. Matching and
+    /// sorting work on a [`snapshot`](Self::snapshot), outside the lock the watch writes
+    /// through, so a slow selector cannot hold up the watch.
     pub fn list(
         &self,
         namespace: Option<&str>,
         selector: &LabelSelector,
     ) -> Vec<Arc<CachedObject>> {
-        let mut items: Vec<_> = self
-            .read()
-            .values()
-            .filter(|o| namespace.is_none() || o.key.namespace.as_deref() == namespace)
-            .filter(|o| selector.matches_labels(&o.labels))
-            .cloned()
-            .collect();
+        let mut items = self.snapshot(namespace);
+        items.retain(|o| selector.matches_labels(&o.labels));
         items.sort_by(|a, b| a.key.cmp(&b.key));
         items
     }

@@ -1,6 +1,7 @@
 //! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`): parsed once, matched
 //! against an object's labels. Shared by the cache's list import and the embedded API server.
 
+use crate::contract::text::{prefix, shown_max};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -19,23 +20,62 @@ pub enum Requirement {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector(pub Vec<Requirement>);
 
-/// A selector term that does not parse.
+/// The longest selector accepted, in bytes: checked before anything else is done with it.
+pub const MAX_SELECTOR_BYTES: usize = 4096;
+/// The most requirements (comma-separated terms) of one selector.
+pub const MAX_REQUIREMENTS: usize = 64;
+/// The most values in the `in`/`notin` sets of one selector, together.
+pub const MAX_SET_VALUES: usize = 256;
+
+/// A selector that is refused: too large, or a term that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unable to parse requirement: invalid label selector term {term:?}")]
-pub struct SelectorError {
-    pub term: String,
+pub enum SelectorError {
+    /// A term that does not parse (kept capped).
+    #[error(
+        "unable to parse requirement: invalid label selector term {:?}",
+        shown_max(term, 256)
+    )]
+    Term { term: String },
+    /// Longer than [`MAX_SELECTOR_BYTES`].
+    #[error("label selector of {bytes} bytes is longer than the limit of {MAX_SELECTOR_BYTES}")]
+    TooLong { bytes: usize },
+    /// More than [`MAX_REQUIREMENTS`] terms.
+    #[error("label selector has {count} requirements, more than the limit of {MAX_REQUIREMENTS}")]
+    TooManyRequirements { count: usize },
+    /// More than [`MAX_SET_VALUES`] values in its sets.
+    #[error("label selector has more than {MAX_SET_VALUES} values in its sets")]
+    TooManyValues,
 }
 
 impl LabelSelector {
     /// Parses the syntax of `kubectl -l` and of the API's `labelSelector` parameter.
+    /// Its size is bounded first ([`MAX_SELECTOR_BYTES`], [`MAX_REQUIREMENTS`],
+    /// [`MAX_SET_VALUES`]), so parsing and matching stay cheap whoever wrote it.
     pub fn parse(input: &str) -> Result<Self, SelectorError> {
-        let mut reqs = Vec::new();
-        for term in split_terms(input) {
-            let term = term.trim();
-            if term.is_empty() {
-                continue;
-            }
-            reqs.push(parse_requirement(term)?);
+        if input.len() > MAX_SELECTOR_BYTES {
+            return Err(SelectorError::TooLong { bytes: input.len() });
+        }
+        let terms: Vec<&str> = split_terms(input)
+            .into_iter()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        if terms.len() > MAX_REQUIREMENTS {
+            return Err(SelectorError::TooManyRequirements { count: terms.len() });
+        }
+        let reqs = terms
+            .into_iter()
+            .map(parse_requirement)
+            .collect::<Result<Vec<_>, _>>()?;
+        let values: usize = reqs
+            .iter()
+            .map(|r| match r {
+                Requirement::In(_, vs) | Requirement::NotIn(_, vs) => vs.len(),
+                _ => 0,
+            })
+            .sum();
+        if values > MAX_SET_VALUES {
+            return Err(SelectorError::TooManyValues);
         }
         Ok(Self(reqs))
     }
@@ -90,8 +130,8 @@ fn split_terms(input: &str) -> Vec<&str> {
 }
 
 fn bad(term: &str) -> SelectorError {
-    SelectorError {
-        term: term.to_string(),
+    SelectorError::Term {
+        term: prefix(term, 256).to_string(),
     }
 }
 
@@ -208,6 +248,41 @@ mod tests {
         assert!(LabelSelector::parse("=x").is_err());
         assert!(LabelSelector::parse("bad key=x").is_err());
         let err = LabelSelector::parse("app=web,env in dev").unwrap_err();
-        assert_eq!(err.term, "env in dev");
+        assert_eq!(
+            err,
+            SelectorError::Term {
+                term: "env in dev".into()
+            }
+        );
+        let err = LabelSelector::parse(&format!("a b\n\u{1b}[31m{}", "c".repeat(3000)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.len() < 400 && !err.contains('\n') && !err.contains('\u{1b}'),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sizes_are_bounded_before_parsing() {
+        let huge = format!("!{}", vec!["k"; 1_000_000].join(",!"));
+        assert_eq!(
+            LabelSelector::parse(&huge),
+            Err(SelectorError::TooLong { bytes: huge.len() })
+        );
+        let many = vec!["!k"; MAX_REQUIREMENTS + 1].join(",");
+        assert_eq!(
+            LabelSelector::parse(&many),
+            Err(SelectorError::TooManyRequirements {
+                count: MAX_REQUIREMENTS + 1
+            })
+        );
+        assert!(LabelSelector::parse(&vec!["!k"; MAX_REQUIREMENTS].join(",")).is_ok());
+        let set = |n: usize| format!("k in ({})", vec!["v"; n].join(","));
+        assert!(LabelSelector::parse(&set(MAX_SET_VALUES)).is_ok());
+        assert_eq!(
+            LabelSelector::parse(&set(MAX_SET_VALUES + 1)),
+            Err(SelectorError::TooManyValues)
+        );
     }
 }

@@ -1,7 +1,24 @@
-//! What a plugin says about itself.
+//! What a plugin says about itself, and the bounds it must keep: metadata is read once at
+//! load and then used by routing, watches and every audit record, so each field is capped
+//! before anything uses it.
 
 use super::KindRef;
+use super::text::shown_max;
 use serde::Serialize;
+
+/// The longest plugin name: a DNS label.
+pub const MAX_NAME_BYTES: usize = 63;
+/// The longest plugin version.
+pub const MAX_VERSION_BYTES: usize = 128;
+/// The most kinds a plugin may declare it owns.
+pub const MAX_OWNED_KINDS: usize = 16;
+/// The longest apiVersion: a group (a DNS subdomain, 253) and a version (a DNS label, 63).
+pub const MAX_API_VERSION_BYTES: usize = 253 + 1 + 63;
+/// The longest kind name (a DNS label once lower-cased, as for custom resources).
+pub const MAX_KIND_BYTES: usize = 63;
+
+/// How much of a refused value an error shows.
+const SHOWN: usize = 64;
 
 /// A plugin's self-description, read once when it loads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -17,26 +34,187 @@ pub struct PluginMetadata {
     pub wants_previous: bool,
 }
 
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Whether `s` is an apiVersion: `version` or `group/version`.
+fn is_api_version(s: &str) -> bool {
+    let version = |v: &str| {
+        !v.is_empty()
+            && v.len() <= 63
+            && v.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    match s.split_once('/') {
+        Some((group, v)) => is_dns_subdomain(group) && version(v),
+        None => version(s),
+    }
+}
+
+fn is_kind(s: &str) -> bool {
+    s.len() <= MAX_KIND_BYTES
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Checks one declared kind; `role` says where it was declared.
+fn check_kind(role: &str, k: &KindRef) -> Result<(), String> {
+    if !is_api_version(&k.api_version) {
+        return Err(format!(
+            "{role}: apiVersion {:?} ({} bytes) must be `version` or `group/version` (a DNS subdomain and a lower-case version, at most {MAX_API_VERSION_BYTES} bytes)",
+            shown_max(&k.api_version, SHOWN),
+            k.api_version.len()
+        ));
+    }
+    if !is_kind(&k.kind) {
+        return Err(format!(
+            "{role}: kind {:?} ({} bytes) must be 1-{MAX_KIND_BYTES} ASCII letters and digits, starting with a letter",
+            shown_max(&k.kind, SHOWN),
+            k.kind.len()
+        ));
+    }
+    Ok(())
+}
+
 impl PluginMetadata {
-    /// Checks what the host relies on: a usable name and well-formed kinds.
-    pub fn validate(&self) -> Result<(), String> {
-        let name_ok = !self.name.is_empty()
-            && self.name.len() <= 63
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !name_ok {
+    /// Refuses more than [`MAX_OWNED_KINDS`] owned kinds; checked first, on the count
+    /// alone, before the kinds are converted or compared with anything.
+    pub fn check_owned_count(count: usize) -> Result<(), String> {
+        if count > MAX_OWNED_KINDS {
             return Err(format!(
-                "plugin name {:?} must be 1-63 characters of a-z, 0-9 and '-'",
-                self.name
+                "declares {count} owned kinds, more than the limit of {MAX_OWNED_KINDS}"
             ));
         }
-        for k in std::iter::once(&self.reconciles).chain(&self.owns) {
-            if k.api_version.is_empty() || k.kind.is_empty() {
-                return Err(format!("kind {k} needs both apiVersion and kind"));
-            }
+        Ok(())
+    }
+
+    /// Checks what the host relies on, sizes first: a DNS-label name, a short printable
+    /// version, at most [`MAX_OWNED_KINDS`] owned kinds, well-formed kinds. Errors show at
+    /// most a short, escaped prefix of a refused value.
+    pub fn validate(&self) -> Result<(), String> {
+        Self::check_owned_count(self.owns.len())?;
+        if !is_dns_label(&self.name) {
+            return Err(format!(
+                "plugin name {:?} ({} bytes) must be a DNS label: 1-{MAX_NAME_BYTES} characters of a-z, 0-9 and '-', starting and ending with a letter or digit",
+                shown_max(&self.name, SHOWN),
+                self.name.len()
+            ));
+        }
+        let version_ok = !self.version.is_empty()
+            && self.version.len() <= MAX_VERSION_BYTES
+            && self
+                .version
+                .chars()
+                .all(|c| c.is_ascii_graphic() || c.is_alphanumeric());
+        if !version_ok {
+            return Err(format!(
+                "version {:?} ({} bytes) must be 1-{MAX_VERSION_BYTES} bytes without spaces or control characters",
+                shown_max(&self.version, SHOWN),
+                self.version.len()
+            ));
+        }
+        check_kind("reconciled kind", &self.reconciles)?;
+        for (i, k) in self.owns.iter().enumerate() {
+            check_kind(&format!("owned kind {i}"), k)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> PluginMetadata {
+        PluginMetadata {
+            name: "image-pinner".into(),
+            version: "0.1.0+build.7".into(),
+            reconciles: KindRef::new("apps/v1", "Deployment"),
+            owns: vec![
+                KindRef::new("v1", "ConfigMap"),
+                KindRef::new("example.com/v1alpha1", "Widget"),
+            ],
+            wants_previous: false,
+        }
+    }
+
+    #[test]
+    fn well_formed_metadata_passes() {
+        assert_eq!(meta().validate(), Ok(()));
+    }
+
+    #[test]
+    fn too_many_owned_kinds_are_refused_on_the_count_before_any_kind_is_looked_at() {
+        let mut m = meta();
+        // Every kind is malformed: were they looked at, the error would be about a kind.
+        m.owns = vec![KindRef::new("", "\n"); 100_000];
+        let err = m.validate().unwrap_err();
+        assert_eq!(
+            err,
+            "declares 100000 owned kinds, more than the limit of 16"
+        );
+        m.owns.truncate(MAX_OWNED_KINDS);
+        assert!(m.validate().unwrap_err().starts_with("owned kind 0: "));
+    }
+
+    #[test]
+    fn huge_names_and_versions_are_refused_without_being_repeated() {
+        let mut m = meta();
+        m.name = "a".repeat(10 << 20);
+        let err = m.validate().unwrap_err();
+        assert!(err.len() < 400, "{} bytes", err.len());
+        assert!(err.contains("(10485760 bytes)"), "{err}");
+        let mut m = meta();
+        m.version = "1".repeat(40 << 20);
+        let err = m.validate().unwrap_err();
+        assert!(err.len() < 400 && err.contains("41943040 bytes"), "{err}");
+        m.version = "1".repeat(MAX_VERSION_BYTES);
+        assert_eq!(m.validate(), Ok(()));
+    }
+
+    #[test]
+    fn names_are_dns_labels_and_versions_printable() {
+        for bad in ["", "-x", "x-", "Upper", "a_b", "a.b", &"a".repeat(64)] {
+            let mut m = meta();
+            m.name = bad.into();
+            assert!(m.validate().is_err(), "{bad:?}");
+        }
+        for bad in ["", "1.0 beta", "1.0\n2026 ERROR forged", "\u{1b}[31m"] {
+            let mut m = meta();
+            m.version = bad.into();
+            let err = m.validate().unwrap_err();
+            assert!(!err.contains('\n') && !err.contains('\u{1b}'), "{err}");
+        }
+    }
+
+    #[test]
+    fn kinds_are_checked_for_shape_and_length() {
+        for (api_version, kind) in [
+            ("", "Pod"),
+            ("v1", ""),
+            ("Apps/v1", "Deployment"),
+            ("apps/", "Deployment"),
+            ("apps/v1/x", "Deployment"),
+            ("v1", "Pod\u{1b}[2J"),
+            ("v1", "9Pod"),
+            ("v1", &"P".repeat(64)),
+            (&format!("{}/v1", "a".repeat(300)), "Pod"),
+        ] {
+            let mut m = meta();
+            m.reconciles = KindRef::new(api_version, kind);
+            let err = m.validate().unwrap_err();
+            assert!(err.starts_with("reconciled kind: "), "{err}");
+            assert!(!err.contains('\u{1b}'), "{err}");
+        }
     }
 }

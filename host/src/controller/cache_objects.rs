@@ -1,9 +1,13 @@
 //! The host cache as plugins read it through the `get`/`list` imports: only the kinds the
-//! plugin was given, and only objects in the namespaces its policy grants.
+//! plugin was given, and only objects in the namespaces its policy grants. The imports bound
+//! the arguments (lengths; the selector's size is bounded by its parser) before they get
+//! here; lists match on a snapshot of the cache, never under its lock; errors show the
+//! plugin's text capped and escaped.
 
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::{KindCache, ObjKey};
 use crate::contract::KindRef;
+use crate::contract::text::shown_max;
 use crate::plugin::ObjectSource;
 use crate::policy::Namespaces;
 use std::collections::HashMap;
@@ -34,18 +38,21 @@ impl CacheObjects {
 
     fn check_namespace(&self, namespace: Option<&str>) -> Result<(), String> {
         match namespace {
-            Some(ns) if !self.namespaces.allows(Some(ns)) => {
-                Err(format!("namespace {ns} is not granted to this plugin"))
-            }
+            Some(ns) if !self.namespaces.allows(Some(ns)) => Err(format!(
+                "namespace {} is not granted to this plugin",
+                shown_max(ns, 64)
+            )),
             _ => Ok(()),
         }
     }
 
     fn cache(&self, kind: &KindRef) -> Result<&KindCache, String> {
-        self.caches
-            .get(kind)
-            .map(Arc::as_ref)
-            .ok_or_else(|| format!("reading {kind} is not granted to this plugin"))
+        self.caches.get(kind).map(Arc::as_ref).ok_or_else(|| {
+            format!(
+                "reading {} is not granted to this plugin",
+                shown_max(&kind.to_string(), 128)
+            )
+        })
     }
 }
 

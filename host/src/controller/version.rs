@@ -27,7 +27,7 @@ pub(crate) struct UnitVersion {
     /// Its write budget, awaited before each API write (kept across versions while the
     /// policy's write limits stay the same, so a reload does not refill it).
     pub budget: Arc<WriteBudget>,
-    pub identity: PluginIdentity,
+    pub identity: Arc<PluginIdentity>,
 }
 
 impl UnitVersion {
@@ -79,11 +79,11 @@ impl UnitVersion {
             _ => Arc::new(policy.write_budget()),
         };
         Ok(UnitVersion {
-            identity: PluginIdentity {
+            identity: Arc::new(PluginIdentity {
                 name: instance.name.clone(),
                 version: meta.version.clone(),
                 digest: instance.plugin.digest().to_string(),
-            },
+            }),
             plugin: instance.plugin.clone(),
             primary: caches[0].clone(),
             caches,

@@ -7,13 +7,12 @@ use super::contract_version;
 use super::error::LoadError;
 use super::limits::Limits;
 use super::loaded::{CallContext, Plugin};
+use super::log_gate::{LogRate, LogRateConfig};
 use super::objects::NoObjects;
 use super::sandbox::SandboxState;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -32,6 +31,8 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// The largest memory any plugin may be granted; per-call limits are at most this.
     pub max_memory_bytes: usize,
+    /// Each plugin's log rate (across its calls) into the host log.
+    pub log_rate: LogRateConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -41,42 +42,29 @@ impl Default for RuntimeConfig {
             epoch_tick: Duration::from_millis(5),
             max_instances: 128,
             max_memory_bytes: 1 << 30,
+            log_rate: LogRateConfig::default(),
         }
     }
 }
 
-/// Advances the engine's epoch on a timer thread, so deadlines trap running guests.
-struct EpochTicker {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl EpochTicker {
-    fn start(engine: Engine, tick: Duration) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("kubeplug-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(tick);
-                    engine.increment_epoch();
+/// Advances the engine's epoch on a timer thread, so deadlines trap running guests. The
+/// thread holds only a weak reference: it lives exactly as long as the engine (every
+/// [`Plugin`] keeps the engine alive), so a plugin that outlives its [`PluginRuntime`] still
+/// has its CPU-bound calls trapped, and the thread exits once the engine is gone.
+fn start_epoch_ticker(engine: &Engine, tick: Duration) -> std::io::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("kubeplug-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(tick);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => return,
                 }
-            })?;
-        Ok(EpochTicker {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+            }
+        })?;
+    Ok(())
 }
 
 /// Loads plugins and owns what they share: the engine, the linker and the compile cache.
@@ -85,7 +73,6 @@ pub struct PluginRuntime {
     linker: Linker<SandboxState>,
     cache: Option<CompileCache>,
     config: RuntimeConfig,
-    _ticker: EpochTicker,
 }
 
 impl std::fmt::Debug for PluginRuntime {
@@ -133,13 +120,12 @@ impl PluginRuntime {
             .cache_dir
             .as_ref()
             .map(|d| CompileCache::new(d, &engine));
-        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick).map_err(engine_error)?;
+        start_epoch_ticker(&engine, config.epoch_tick).map_err(engine_error)?;
         Ok(PluginRuntime {
             engine,
             linker,
             cache,
             config,
-            _ticker: ticker,
         })
     }
 
@@ -188,19 +174,16 @@ impl PluginRuntime {
         let pre = v0_1_0::PluginPre::new(pre).map_err(link_error)?;
         let metadata_limits = Limits::default();
         let ctx = CallContext::new(metadata_limits, Arc::new(NoObjects));
-        let metadata =
-            Plugin::call_metadata(&self.engine, &pre, self.config.epoch_tick, &ctx, &origin)
-                .await
-                .map_err(|source| LoadError::Metadata {
-                    origin: origin.clone(),
-                    source,
-                })?;
-        metadata
-            .validate()
-            .map_err(|message| LoadError::InvalidMetadata {
-                origin: origin.clone(),
-                message,
-            })?;
+        let log_rate = Arc::new(LogRate::new(self.config.log_rate));
+        let metadata = Plugin::call_metadata(
+            &self.engine,
+            &pre,
+            self.config.epoch_tick,
+            &ctx,
+            log_rate.clone(),
+            &origin,
+        )
+        .await?;
         tracing::debug!(plugin = %metadata.name, %origin, ?cache_outcome, contract, "plugin loaded");
         Ok(Arc::new(Plugin {
             engine: self.engine.clone(),
@@ -212,6 +195,7 @@ impl PluginRuntime {
             cache_outcome,
             max_memory: self.config.max_memory_bytes,
             epoch_tick: self.config.epoch_tick,
+            log_rate,
         }))
     }
 }

@@ -1,5 +1,7 @@
-//! Typed errors of loading and calling plugins.
+//! Typed errors of loading and calling plugins. Text that came from a plugin (its messages,
+//! a panic, names in a compile or link error) is shown capped and escaped.
 
+use crate::contract::text::shown;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,21 +20,26 @@ pub enum LoadError {
         "{origin} is a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
     )]
     NotAComponent { origin: String },
-    #[error("{origin} does not compile: {message}")]
+    #[error("{origin} does not compile: {}", shown(message))]
     Compile { origin: String, message: String },
     #[error(
-        "{origin} is not a kubeplug plugin: it exports no kubeplug:plugin/reconciler (exports: {exports})"
+        "{origin} is not a kubeplug plugin: it exports no kubeplug:plugin/reconciler (exports: {})",
+        shown(exports)
     )]
     NotAPlugin { origin: String, exports: String },
     #[error(
-        "{origin} was built for plugin contract {found}, but this host supports {supported}: rebuild it with a kubeplug-sdk for one of those"
+        "{origin} was built for plugin contract {}, but this host supports {supported}: rebuild it with a kubeplug-sdk for one of those",
+        shown(found)
     )]
     ContractMismatch {
         origin: String,
         found: String,
         supported: String,
     },
-    #[error("{origin} needs imports this host does not provide: {message}")]
+    #[error(
+        "{origin} needs imports this host does not provide: {}",
+        shown(message)
+    )]
     Link { origin: String, message: String },
     #[error("{origin}: its metadata call failed: {source}")]
     Metadata {
@@ -53,19 +60,19 @@ pub enum CallError {
     Timeout { limit: Duration },
     #[error("ran out of memory: tried to grow to {requested} bytes, limit is {limit}")]
     OutOfMemory { requested: usize, limit: usize },
-    #[error("panicked: {message}")]
+    #[error("panicked: {}", shown(message))]
     Panic { message: String },
     #[error("stack overflow")]
     StackOverflow,
-    #[error("trapped: {message}")]
+    #[error("trapped: {}", shown(message))]
     Trap { message: String },
     #[error("invalid output: {0}")]
     InvalidOutput(#[from] crate::contract::OutputViolation),
-    #[error("reported a transient error: {0}")]
+    #[error("reported a transient error: {}", shown(.0))]
     Transient(String),
-    #[error("reported a permanent error: {0}")]
+    #[error("reported a permanent error: {}", shown(.0))]
     Permanent(String),
-    #[error("could not be instantiated: {message}")]
+    #[error("could not be instantiated: {}", shown(message))]
     Instantiate { message: String },
 }
 

@@ -14,6 +14,9 @@ pub struct Limits {
     pub output: OutputLimits,
     /// Bytes kept of each of stdout, stderr and the `log` import per call; more is dropped.
     pub log_bytes: usize,
+    /// Bytes the `get`/`list` imports may return in one call, together; a read that would
+    /// return more is refused (an error to the plugin).
+    pub read_bytes: usize,
 }
 
 impl Default for Limits {
@@ -23,6 +26,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(1),
             output: OutputLimits::default(),
             log_bytes: 64 << 10,
+            read_bytes: 16 << 20,
         }
     }
 }

@@ -3,11 +3,13 @@
 
 use super::bindings::v0_1_0::{self, kubeplug::plugin::types};
 use super::compile_cache::CacheOutcome;
-use super::error::CallError;
+use super::error::{CallError, LoadError};
 use super::limits::Limits;
+use super::log_gate::{LogRate, cap_line};
 use super::objects::ObjectSource;
-use super::sandbox::{LogSource, PluginLog, SandboxState, log_level};
+use super::sandbox::{CallIdentity, PluginLog, SandboxState, log_level};
 use super::trap;
+use crate::contract::text::{shown_max, truncate_with_marker};
 use crate::contract::validate::parse_json;
 use crate::contract::{
     Action, EventType, KindRef, ObjectRef, OutputLimits, OutputViolation, PatchType,
@@ -37,6 +39,9 @@ impl CallContext {
 pub struct CallReport {
     pub outcome: Result<Vec<Action>, CallError>,
     pub logs: Vec<PluginLog>,
+    /// Log lines the plugin wrote in this call that were dropped (per-call limit or the
+    /// plugin's log rate).
+    pub dropped_logs: u64,
     pub elapsed: Duration,
 }
 
@@ -51,6 +56,8 @@ pub struct Plugin {
     pub(super) cache_outcome: CacheOutcome,
     pub(super) max_memory: usize,
     pub(super) epoch_tick: Duration,
+    /// The plugin's log rate, shared by all its calls.
+    pub(super) log_rate: Arc<LogRate>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -83,6 +90,11 @@ impl Plugin {
         self.contract
     }
 
+    /// Log lines of this plugin dropped since it loaded (per-call limit or log rate).
+    pub fn dropped_logs(&self) -> u64 {
+        self.log_rate.dropped_total()
+    }
+
     /// Whether loading used the precompiled cache.
     pub fn cache_outcome(&self) -> CacheOutcome {
         self.cache_outcome
@@ -92,16 +104,22 @@ impl Plugin {
     pub async fn reconcile(&self, request: &ReconcileRequest, ctx: &CallContext) -> CallReport {
         let started = Instant::now();
         let limits = self.clamp(ctx.limits);
+        let deadline = started + limits.timeout;
+        let key = request.target.key();
         let mut store = new_store(
             &self.engine,
             self.epoch_tick,
             &limits,
-            ctx,
-            self.name.clone(),
-            request.target.key().into(),
+            ctx.objects.clone(),
+            CallIdentity {
+                plugin: self.name.clone(),
+                key: key.as_str().into(),
+                log_rate: self.log_rate.clone(),
+                deadline,
+            },
         );
         let wit_request = to_wit(request);
-        let result = tokio::time::timeout(limits.timeout, async {
+        let result = tokio::time::timeout_at(deadline.into(), async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             instance
                 .kubeplug_plugin_reconciler()
@@ -109,16 +127,11 @@ impl Plugin {
                 .await
         })
         .await;
-        let (outcome, logs) = settle(
-            &mut store,
-            result,
-            &limits,
-            &self.name,
-            &request.target.key(),
-        );
+        let settled = settle(&mut store, result, &limits, &self.name, &key);
         CallReport {
-            outcome: into_actions(outcome, limits.output),
-            logs,
+            outcome: into_actions(settled.outcome, limits.output),
+            logs: settled.logs,
+            dropped_logs: settled.dropped,
             elapsed: started.elapsed(),
         }
     }
@@ -128,24 +141,31 @@ impl Plugin {
         limits
     }
 
-    /// Calls the metadata export once, in the same sandbox as reconciles.
+    /// Calls the metadata export once, in the same sandbox as reconciles (and the same log
+    /// rate the plugin will have), and checks what it says before anything else uses it.
     pub(crate) async fn call_metadata(
         engine: &Engine,
         pre: &v0_1_0::PluginPre<SandboxState>,
         epoch_tick: Duration,
         ctx: &CallContext,
+        log_rate: Arc<LogRate>,
         origin: &str,
-    ) -> Result<PluginMetadata, CallError> {
+    ) -> Result<PluginMetadata, LoadError> {
         let limits = ctx.limits;
+        let deadline = Instant::now() + limits.timeout;
         let mut store = new_store(
             engine,
             epoch_tick,
             &limits,
-            ctx,
-            origin.into(),
-            "metadata".into(),
+            ctx.objects.clone(),
+            CallIdentity {
+                plugin: origin.into(),
+                key: "metadata".into(),
+                log_rate,
+                deadline,
+            },
         );
-        let result = tokio::time::timeout(limits.timeout, async {
+        let result = tokio::time::timeout_at(deadline.into(), async {
             let instance = pre.instantiate_async(&mut store).await?;
             instance
                 .kubeplug_plugin_reconciler()
@@ -153,15 +173,27 @@ impl Plugin {
                 .await
         })
         .await;
-        let (outcome, _) = settle(&mut store, result, &limits, origin, "metadata");
-        let m = outcome?;
-        Ok(PluginMetadata {
+        let m = settle(&mut store, result, &limits, origin, "metadata")
+            .outcome
+            .map_err(|source| LoadError::Metadata {
+                origin: origin.to_string(),
+                source,
+            })?;
+        let invalid = |message| LoadError::InvalidMetadata {
+            origin: origin.to_string(),
+            message,
+        };
+        // Sizes first: nothing downstream (routing, watches, audit) sees unbounded metadata.
+        PluginMetadata::check_owned_count(m.owns.len()).map_err(invalid)?;
+        let metadata = PluginMetadata {
             name: m.name,
             version: m.version,
             reconciles: kind_ref(m.reconciles),
             owns: m.owns.into_iter().map(kind_ref).collect(),
             wants_previous: m.wants_previous,
-        })
+        };
+        metadata.validate().map_err(invalid)?;
+        Ok(metadata)
     }
 }
 
@@ -177,41 +209,63 @@ pub(super) fn into_actions(
 ) -> Result<Vec<Action>, CallError> {
     outcome.and_then(|r| match r {
         Ok(actions) => from_wit(actions, output).map_err(CallError::from),
-        Err(types::ReconcileError::Transient(m)) => Err(CallError::Transient(m)),
-        Err(types::ReconcileError::Permanent(m)) => Err(CallError::Permanent(m)),
+        Err(types::ReconcileError::Transient(m)) => Err(CallError::Transient(cap_error(&m))),
+        Err(types::ReconcileError::Permanent(m)) => Err(CallError::Permanent(cap_error(&m))),
     })
+}
+
+/// The most bytes kept of a plugin's error message (the rest is cut, with a marker), so that
+/// logs, retries and audit records downstream only ever carry this much.
+pub const MAX_ERROR_BYTES: usize = 4096;
+
+/// A plugin's error message, cut to [`MAX_ERROR_BYTES`].
+pub(super) fn cap_error(message: &str) -> String {
+    truncate_with_marker(message, MAX_ERROR_BYTES, "…(truncated)").into_owned()
 }
 
 pub(super) fn new_store(
     engine: &Engine,
     tick: Duration,
     limits: &Limits,
-    ctx: &CallContext,
-    plugin: Arc<str>,
-    key: Arc<str>,
+    objects: Arc<dyn ObjectSource>,
+    who: CallIdentity,
 ) -> Store<SandboxState> {
-    let state = SandboxState::new(limits, ctx.objects.clone(), plugin, key);
+    let state = SandboxState::new(limits, objects, who);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     // Deadline in epoch ticks, set before instantiation (which runs guest code); reaching
-    // it traps. The wall-clock timeout around the call catches guests blocked in host calls.
+    // it traps. Host imports check the same deadline themselves (the epoch cannot interrupt
+    // host code), and the wall-clock timeout around the call catches waits.
     store.set_epoch_deadline(epoch_ticks(limits.timeout, tick));
     store
 }
 
-/// Maps the raw outcome to a typed one and collects the plugin's output, emitting its stdout
-/// and stderr lines as log events attributed to the plugin and key.
+/// A settled call: its typed outcome and what the plugin logged.
+pub(super) struct Settled<R> {
+    pub(super) outcome: Result<R, CallError>,
+    pub(super) logs: Vec<PluginLog>,
+    pub(super) dropped: u64,
+}
+
+/// Maps the raw outcome to a typed one and collects the plugin's output (its stdout and
+/// stderr lines are written to the host log here, through the log gate). Dropped lines are
+/// reported once per call, as a host line.
 pub(super) fn settle<R>(
     store: &mut Store<SandboxState>,
     result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
     limits: &Limits,
     plugin: &str,
     key: &str,
-) -> (Result<R, CallError>, Vec<PluginLog>) {
+) -> Settled<R> {
     let state = store.data_mut();
-    let (logs, stderr) = state.take_logs();
-    for log in logs.iter().filter(|l| l.source != LogSource::Import) {
-        crate::telemetry::plugin_log(plugin, key, log.level, &log.message);
+    let taken = state.take_logs();
+    if taken.dropped > 0 {
+        tracing::warn!(
+            plugin = shown_max(plugin, 256).to_string().as_str(),
+            key = shown_max(key, 512).to_string().as_str(),
+            dropped = taken.dropped,
+            "plugin log lines dropped: over the per-call log limit or the plugin's log rate"
+        );
     }
     let outcome = match result {
         Err(_elapsed) => Err(CallError::Timeout {
@@ -222,11 +276,15 @@ pub(super) fn settle<R>(
             &err,
             state.limiter.refused,
             limits.memory_bytes,
-            &stderr,
+            &taken.stderr,
             limits.timeout,
         )),
     };
-    (outcome, logs)
+    Settled {
+        outcome,
+        logs: taken.logs,
+        dropped: taken.dropped,
+    }
 }
 
 fn kind_ref(k: types::KindRef) -> KindRef {
@@ -350,7 +408,7 @@ fn from_wit(
                 },
                 types::Action::Log(l) => Action::Log {
                     level: log_level(l.level),
-                    message: l.message,
+                    message: cap_line(&l.message),
                 },
                 types::Action::RequeueAfter(ms) => Action::RequeueAfter { after_ms: ms },
             })

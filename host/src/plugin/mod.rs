@@ -9,15 +9,18 @@
 //! The sandbox: WASI p2 with no preopened directories, no sockets or name lookups, no
 //! environment or arguments, frozen clocks, stdout/stderr captured (bounded) and attributed
 //! to the plugin; a memory cap; an epoch deadline that traps CPU-bound code plus a wall-clock
-//! timeout for anything that waits; bounded output.
+//! timeout for anything that waits, checked by the host imports too; bounded import
+//! arguments and reads; bounded output; plugin log lines capped, escaped and rate-limited.
 
 mod bindings;
 mod compile_cache;
 mod contract_version;
 mod engine;
 mod error;
+mod imports;
 mod limits;
 mod loaded;
+mod log_gate;
 mod objects;
 mod output;
 mod sandbox;
@@ -27,8 +30,10 @@ mod warm;
 pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
 pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
+pub use imports::{MAX_NAME_BYTES, MAX_NAMESPACE_BYTES};
 pub use limits::Limits;
-pub use loaded::{CallContext, CallReport, Plugin};
+pub use loaded::{CallContext, CallReport, MAX_ERROR_BYTES, Plugin};
+pub use log_gate::{LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
 pub use objects::{NoObjects, ObjectSource};
 pub use sandbox::{LogSource, PluginLog};
 pub use warm::WarmInstance;

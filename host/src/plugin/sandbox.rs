@@ -1,14 +1,16 @@
 //! The state of one sandboxed call: WASI with nothing granted, a memory limiter, captured
-//! output, and the host imports (log, get, list) scoped to what the caller allows.
+//! output, the call's deadline and read budget, and its plugin log lines (bounded by
+//! [`LogGate`]). The host imports themselves are in `imports.rs`.
 
-use super::bindings::v0_1_0::kubeplug::plugin::{host, types};
+use super::bindings::v0_1_0::kubeplug::plugin::types;
 use super::limits::Limits;
+use super::log_gate::{LogGate, LogRate, cap_line};
 use super::objects::ObjectSource;
 use super::output::CapturedOutput;
-use crate::contract::{KindRef, LogLevel};
+use crate::contract::LogLevel;
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{
@@ -95,20 +97,28 @@ pub(crate) struct SandboxState {
     pub(crate) limiter: MemoryLimiter,
     stdout: CapturedOutput,
     stderr: CapturedOutput,
-    objects: Arc<dyn ObjectSource>,
+    pub(super) objects: Arc<dyn ObjectSource>,
     logs: Vec<PluginLog>,
-    log_room: usize,
+    gate: LogGate,
     plugin: Arc<str>,
     key: Arc<str>,
+    /// When the call must be over: imports refuse to start after it, and reads in progress
+    /// are abandoned at it.
+    pub(super) deadline: Instant,
+    /// Bytes the `get`/`list` imports may still return in this call.
+    pub(super) read_room: usize,
+}
+
+/// Who is calling, for the store: the plugin's name and log rate, the key, the deadline.
+pub(crate) struct CallIdentity {
+    pub(crate) plugin: Arc<str>,
+    pub(crate) key: Arc<str>,
+    pub(crate) log_rate: Arc<LogRate>,
+    pub(crate) deadline: Instant,
 }
 
 impl SandboxState {
-    pub(crate) fn new(
-        limits: &Limits,
-        objects: Arc<dyn ObjectSource>,
-        plugin: Arc<str>,
-        key: Arc<str>,
-    ) -> Self {
+    pub(crate) fn new(limits: &Limits, objects: Arc<dyn ObjectSource>, who: CallIdentity) -> Self {
         let stdout = CapturedOutput::new(limits.log_bytes);
         let stderr = CapturedOutput::new(limits.log_bytes);
         let wasi = WasiCtxBuilder::new()
@@ -132,49 +142,88 @@ impl SandboxState {
             stderr,
             objects,
             logs: Vec::new(),
-            log_room: limits.log_bytes,
-            plugin,
-            key,
+            gate: LogGate::new(who.log_rate, limits.log_bytes),
+            plugin: who.plugin,
+            key: who.key,
+            deadline: who.deadline,
+            read_room: limits.read_bytes,
         }
     }
 
-    /// Attributes further log lines to another key (for instances that serve several).
-    pub(crate) fn set_key(&mut self, key: Arc<str>) {
+    /// Attributes further log lines to another key and starts a new call's budgets (for
+    /// instances that serve several calls).
+    pub(crate) fn start_call(&mut self, key: Arc<str>, limits: &Limits, deadline: Instant) {
         self.key = key;
+        self.deadline = deadline;
+        self.read_room = limits.read_bytes;
+        self.gate.reset(limits.log_bytes);
     }
 
-    /// Everything the plugin logged: import calls first, then stdout and stderr lines.
-    pub(crate) fn take_logs(&mut self) -> (Vec<PluginLog>, String) {
-        let mut logs = std::mem::take(&mut self.logs);
-        let (stderr, _) = self.stderr.take();
-        for (source, (text, truncated)) in [
-            (LogSource::Stdout, self.stdout.take()),
-            (LogSource::Stderr, (stderr.clone(), false)),
+    /// Keeps and writes one plugin log line when the call's room and the plugin's log rate
+    /// allow it: capped at [`MAX_LOG_LINE_BYTES`](super::log_gate::MAX_LOG_LINE_BYTES), and
+    /// escaped when written to the host log.
+    pub(super) fn record_log(&mut self, source: LogSource, level: LogLevel, message: &str) {
+        if !self.gate.admit(source, message.len()) {
+            return;
+        }
+        let message = cap_line(message);
+        crate::telemetry::plugin_log(&self.plugin, &self.key, level, &message);
+        self.logs.push(PluginLog {
+            source,
+            level,
+            message,
+        });
+    }
+
+    /// Everything the plugin logged (import calls first, then stdout and stderr lines, each
+    /// written to the host log as it passes the gate), the raw stderr (for panic messages)
+    /// and how many lines were dropped.
+    pub(crate) fn take_logs(&mut self) -> TakenLogs {
+        let (stderr, stderr_cut) = self.stderr.take();
+        let (stdout, stdout_cut) = self.stdout.take();
+        for (source, text, cut) in [
+            (LogSource::Stdout, &stdout, stdout_cut),
+            (LogSource::Stderr, &stderr, stderr_cut),
         ] {
             let level = if source == LogSource::Stderr {
                 LogLevel::Warn
             } else {
                 LogLevel::Info
             };
-            logs.extend(
-                text.lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .map(|l| PluginLog {
-                        source,
-                        level,
-                        message: l.to_string(),
-                    }),
-            );
-            if truncated {
-                logs.push(PluginLog {
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                self.record_log(source, level, line);
+            }
+            if cut {
+                self.logs.push(PluginLog {
                     source,
                     level: LogLevel::Warn,
                     message: "(output truncated)".into(),
                 });
             }
         }
-        (logs, stderr)
+        let dropped = self.gate.dropped();
+        if dropped > 0 {
+            self.logs.push(PluginLog {
+                source: LogSource::Import,
+                level: LogLevel::Warn,
+                message: format!(
+                    "({dropped} log lines dropped: over the per-call log limit or the plugin's log rate)"
+                ),
+            });
+        }
+        TakenLogs {
+            logs: std::mem::take(&mut self.logs),
+            stderr,
+            dropped,
+        }
     }
+}
+
+/// What [`SandboxState::take_logs`] collected.
+pub(crate) struct TakenLogs {
+    pub(crate) logs: Vec<PluginLog>,
+    pub(crate) stderr: String,
+    pub(crate) dropped: u64,
 }
 
 impl WasiView for SandboxState {
@@ -193,62 +242,5 @@ pub(crate) fn log_level(level: types::LogLevel) -> LogLevel {
         types::LogLevel::Info => LogLevel::Info,
         types::LogLevel::Warn => LogLevel::Warn,
         types::LogLevel::Error => LogLevel::Error,
-    }
-}
-
-fn kind_ref(k: &types::KindRef) -> KindRef {
-    KindRef::new(&k.api_version, &k.kind)
-}
-
-impl types::Host for SandboxState {}
-
-impl host::Host for SandboxState {
-    async fn log(&mut self, level: types::LogLevel, message: String) {
-        let level = log_level(level);
-        let (plugin, key) = (&*self.plugin, &*self.key);
-        crate::telemetry::plugin_log(plugin, key, level, &message);
-        if message.len() > self.log_room {
-            if self.log_room > 0 {
-                self.logs.push(PluginLog {
-                    source: LogSource::Import,
-                    level: LogLevel::Warn,
-                    message: "(further log lines dropped: log limit reached)".into(),
-                });
-            }
-            self.log_room = 0;
-            return;
-        }
-        self.log_room -= message.len();
-        self.logs.push(PluginLog {
-            source: LogSource::Import,
-            level,
-            message,
-        });
-    }
-
-    async fn get_object(
-        &mut self,
-        kind: types::KindRef,
-        namespace: Option<String>,
-        name: String,
-    ) -> Result<Option<String>, String> {
-        let found = self
-            .objects
-            .get(&kind_ref(&kind), namespace.as_deref(), &name)?;
-        Ok(found.map(|o| o.to_string()))
-    }
-
-    async fn list_objects(
-        &mut self,
-        kind: types::KindRef,
-        namespace: Option<String>,
-        label_selector: Option<String>,
-    ) -> Result<Vec<String>, String> {
-        let items = self.objects.list(
-            &kind_ref(&kind),
-            namespace.as_deref(),
-            label_selector.as_deref(),
-        )?;
-        Ok(items.iter().map(|o| o.to_string()).collect())
     }
 }

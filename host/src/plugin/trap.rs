@@ -2,6 +2,8 @@
 //! guest's stderr) into a typed [`CallError`].
 
 use super::error::CallError;
+use super::imports::DeadlineExceeded;
+use super::loaded::cap_error;
 use wasmtime::Trap;
 
 /// Classifies a failed call. Memory refusal wins: a Rust guest that cannot allocate aborts
@@ -13,6 +15,9 @@ pub(crate) fn classify(
     stderr: &str,
     timeout: std::time::Duration,
 ) -> CallError {
+    if err.downcast_ref::<DeadlineExceeded>().is_some() {
+        return CallError::Timeout { limit: timeout };
+    }
     if let Some(requested) = refused_memory {
         return CallError::OutOfMemory {
             requested,
@@ -35,7 +40,7 @@ pub(crate) fn classify(
             message: trap.to_string(),
         },
         None => CallError::Trap {
-            message: format!("{err:#}"),
+            message: cap_error(&format!("{err:#}")),
         },
     }
 }
@@ -46,10 +51,10 @@ pub(crate) fn panic_message(stderr: &str) -> Option<String> {
     let rest = &stderr[start + "panicked at ".len()..];
     let (location, message) = match rest.split_once(":\n") {
         Some((loc, msg)) => (loc, msg),
-        None => return Some(rest.trim().to_string()),
+        None => return Some(cap_error(rest.trim())),
     };
     let message = message.split("\nnote:").next().unwrap_or(message).trim();
-    Some(format!("{message} (at {location})"))
+    Some(cap_error(&format!("{message} (at {location})")))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use super::limits::Limits;
 use super::loaded::{
     CallContext, CallReport, Plugin, epoch_ticks, into_actions, new_store, settle, to_wit,
 };
-use super::sandbox::SandboxState;
+use super::sandbox::{CallIdentity, SandboxState};
 use crate::contract::ReconcileRequest;
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,9 +32,13 @@ impl Plugin {
             &self.engine,
             self.epoch_tick,
             &limits,
-            ctx,
-            self.name.clone(),
-            "".into(),
+            ctx.objects.clone(),
+            CallIdentity {
+                plugin: self.name.clone(),
+                key: "".into(),
+                log_rate: self.log_rate.clone(),
+                deadline: Instant::now() + limits.timeout,
+            },
         );
         let bindings =
             self.pre
@@ -65,28 +69,33 @@ impl WarmInstance {
                     message: "instance trapped earlier and cannot be entered again".into(),
                 }),
                 logs: Vec::new(),
+                dropped_logs: 0,
                 elapsed: started.elapsed(),
             };
         }
         let key = request.target.key();
-        self.store.data_mut().set_key(key.as_str().into());
+        let deadline = started + self.limits.timeout;
+        self.store
+            .data_mut()
+            .start_call(key.as_str().into(), &self.limits, deadline);
         self.store.set_epoch_deadline(self.epoch_ticks);
         let wit_request = to_wit(request);
         let (store, bindings) = (&mut self.store, &self.bindings);
-        let result = tokio::time::timeout(self.limits.timeout, async {
+        let result = tokio::time::timeout_at(deadline.into(), async {
             bindings
                 .kubeplug_plugin_reconciler()
                 .call_reconcile(&mut *store, &wit_request)
                 .await
         })
         .await;
-        let (outcome, logs) = settle(&mut self.store, result, &self.limits, &self.name, &key);
-        if outcome.is_err() {
+        let settled = settle(&mut self.store, result, &self.limits, &self.name, &key);
+        if settled.outcome.is_err() {
             self.poisoned = true;
         }
         CallReport {
-            outcome: into_actions(outcome, self.limits.output),
-            logs,
+            outcome: into_actions(settled.outcome, self.limits.output),
+            logs: settled.logs,
+            dropped_logs: settled.dropped,
             elapsed: started.elapsed(),
         }
     }

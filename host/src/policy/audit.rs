@@ -3,6 +3,7 @@
 //! and to an in-process broadcast channel (for the live stream).
 
 use super::check::Denial;
+use crate::contract::text::{shown, truncate_with_marker};
 use crate::contract::{Action, PatchType};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -56,12 +57,17 @@ pub struct PluginIdentity {
     pub digest: String,
 }
 
+/// The most bytes of a target or subresource an audit record keeps (plugin-provided text).
+pub const MAX_TARGET_BYTES: usize = 1024;
+
 /// One action and its decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
     pub time: jiff::Timestamp,
-    pub plugin: PluginIdentity,
+    /// Shared by every record of the plugin version: never copied per record.
+    #[serde(serialize_with = "serialize_identity")]
+    pub plugin: Arc<PluginIdentity>,
     /// The key being reconciled.
     pub key: String,
     /// `patch`, `create`, `delete`, `event`, `log`, `requeue-after`.
@@ -83,8 +89,14 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    /// A record of `action` for `key`; the body is kept only for dry-run decisions.
-    pub fn new(plugin: &PluginIdentity, key: &str, action: &Action, decision: Decision) -> Self {
+    /// A record of `action` for `key`; the body is kept only for dry-run decisions. The
+    /// plugin's identity is shared, and the plugin-provided target is capped.
+    pub fn new(
+        plugin: &Arc<PluginIdentity>,
+        key: &str,
+        action: &Action,
+        decision: Decision,
+    ) -> Self {
         let (target, patch_type, subresource, body) = match action {
             Action::Patch {
                 target,
@@ -94,7 +106,7 @@ impl AuditRecord {
             } => (
                 target.to_string(),
                 Some(*patch_type),
-                subresource.clone(),
+                subresource.as_deref().map(capped),
                 Some(body),
             ),
             Action::Create { manifest } => (describe(manifest), None, None, Some(manifest)),
@@ -107,7 +119,11 @@ impl AuditRecord {
             plugin: plugin.clone(),
             key: key.to_string(),
             action: action.kind(),
-            target,
+            target: if target.len() > MAX_TARGET_BYTES {
+                capped(&target)
+            } else {
+                target
+            },
             patch_type,
             subresource,
             body_digest: body.map(digest),
@@ -115,6 +131,17 @@ impl AuditRecord {
             decision,
         }
     }
+}
+
+fn capped(text: &str) -> String {
+    truncate_with_marker(text, MAX_TARGET_BYTES, "…").into_owned()
+}
+
+fn serialize_identity<S: serde::Serializer>(
+    identity: &Arc<PluginIdentity>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    identity.as_ref().serialize(serializer)
 }
 
 fn describe(m: &Value) -> String {
@@ -192,13 +219,15 @@ impl AuditSink {
             record.action,
             record.decision.as_str(),
         );
-        let (target, digest) = (&record.target, record.body_digest.as_deref());
+        // Targets, reasons and errors carry plugin-provided text (names, paths, bodies
+        // echoed by the API server): shown capped and escaped.
+        let (target, digest) = (shown(&record.target), record.body_digest.as_deref());
         match &record.decision {
             Decision::Denied(d) => {
-                tracing::warn!(plugin, key, action, decision, %target, grant = d.grant.as_str(), digest, "action denied: {}", d.reason)
+                tracing::warn!(plugin, key, action, decision, %target, grant = d.grant.as_str(), digest, "action denied: {}", shown(&d.reason))
             }
             Decision::Failed { error, transient } => {
-                tracing::warn!(plugin, key, action, decision, %target, transient, digest, "action failed: {error}")
+                tracing::warn!(plugin, key, action, decision, %target, transient, digest, "action failed: {}", shown(error))
             }
             Decision::DryRun => {
                 tracing::info!(plugin, key, action, decision, %target, digest, "dry-run: not sent")
@@ -216,12 +245,12 @@ mod tests {
     use crate::contract::ObjectRef;
     use serde_json::json;
 
-    fn identity() -> PluginIdentity {
-        PluginIdentity {
+    fn identity() -> Arc<PluginIdentity> {
+        Arc::new(PluginIdentity {
             name: "p".into(),
             version: "1.0.0".into(),
             digest: "sha256:abc".into(),
-        }
+        })
     }
 
     fn patch() -> Action {
@@ -290,5 +319,33 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn records_share_the_identity_and_cap_plugin_text() {
+        let id = Arc::new(PluginIdentity {
+            name: "p".into(),
+            version: "9".repeat(128),
+            digest: "sha256:abc".into(),
+        });
+        let mut huge = patch();
+        if let Action::Patch {
+            target,
+            subresource,
+            ..
+        } = &mut huge
+        {
+            target.name = "n".repeat(1 << 20);
+            *subresource = Some("s".repeat(1 << 20));
+        }
+        let records: Vec<_> = (0..100)
+            .map(|_| AuditRecord::new(&id, "a/web", &huge, Decision::Executed))
+            .collect();
+        assert!(records.iter().all(|r| Arc::ptr_eq(&r.plugin, &id)));
+        assert_eq!(Arc::strong_count(&id), 101);
+        assert!(records[0].target.len() <= MAX_TARGET_BYTES);
+        assert!(records[0].subresource.as_ref().unwrap().len() <= MAX_TARGET_BYTES);
+        let json = serde_json::to_value(&records[0]).unwrap();
+        assert_eq!(json["plugin"]["name"], "p");
     }
 }

@@ -20,6 +20,12 @@
 //! `"name-attack"` (`verb` `patch` (default), `delete`, `event` or `create` of a Pod
 //! in `namespace` (default the target's) named `name`, with `subresource` on the patch and
 //! `generateName` on the create, each when set).
+//!
+//! Imports, logs and errors as weapons (issue 11): `"huge-selector"` (lists `apiVersion`/`kind`
+//! with a selector of `count` `!kN` terms), `"flood-log"` (`count` `log` calls of `bytes`
+//! bytes), `"forge-log"` (a newline, a fake host line and ANSI escapes through the `log`
+//! import, stdout, stderr and a log action) and `"huge-error"` (a transient error of `bytes`
+//! bytes).
 
 use kubeplug_sdk::{
     Action, Error, EventType, KindRef, Metadata, ObjectRef, PatchType, Reconciler, Request, host,
@@ -62,6 +68,9 @@ fn probe_ref(config: &Config) -> ObjectRef {
         name: config.name.clone(),
     }
 }
+
+/// A log message that tries to forge a host log line and drive the terminal.
+const FORGED: &str = "innocent\n2026-11-23T00:00:00.000000Z ERROR kubeplug::controller: FORGED host line\r\u{1b}[31mred\u{1b}[0m\u{9b}2J";
 
 /// The hostile reconciler.
 pub struct Hostile;
@@ -305,6 +314,33 @@ impl Reconciler for Hostile {
                     other => return Err(Error::permanent(format!("unknown verb {other:?}"))),
                 }])
             }
+            // Host imports, logs and errors as weapons (issue 11, items 5 and 7).
+            "huge-selector" => {
+                let mut selector = String::new();
+                for i in 0..config.count {
+                    let sep = if i == 0 { "" } else { "," };
+                    selector.push_str(&format!("{sep}!k{i}"));
+                }
+                let kind = KindRef::new(&config.api_version, &config.kind);
+                match host::list::<serde_json::Value>(&kind, None, Some(&selector)) {
+                    Ok(items) => Ok(vec![Action::info(format!("listed {}", items.len()))]),
+                    Err(e) => Err(Error::permanent(format!("list refused: {e}"))),
+                }
+            }
+            "flood-log" => {
+                let line = "x".repeat(config.bytes);
+                for _ in 0..config.count {
+                    host::log(kubeplug_sdk::LogLevel::Info, &line);
+                }
+                Ok(vec![])
+            }
+            "forge-log" => {
+                host::log(kubeplug_sdk::LogLevel::Info, FORGED);
+                println!("{FORGED}");
+                eprintln!("{FORGED}");
+                Ok(vec![Action::info(FORGED)])
+            }
+            "huge-error" => Err(Error::transient("e".repeat(config.bytes))),
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),
         }
     }
