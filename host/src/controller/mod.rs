@@ -19,4 +19,4 @@ pub use cache_objects::CacheObjects;
 pub use config::ControllerConfig;
 pub use error::ControllerError;
 pub use host::{Applied, Controller};
-pub use instance::PluginInstance;
+pub use instance::{MAX_INSTANCE_NAME, PluginInstance, validate_instance_name};

@@ -22,12 +22,26 @@ use wasmtime::{Engine, Store};
 pub struct CallContext {
     pub limits: Limits,
     pub objects: Arc<dyn ObjectSource>,
+    /// The instance the call is for: its output is logged under this name. `None`: the
+    /// name the plugin declares (offline use only).
+    pub instance: Option<Arc<str>>,
 }
 
 impl CallContext {
     /// A context with the given limits and object source.
     pub fn new(limits: Limits, objects: Arc<dyn ObjectSource>) -> Self {
-        CallContext { limits, objects }
+        CallContext {
+            limits,
+            objects,
+            instance: None,
+        }
+    }
+
+    /// The same context for instance `name`, so a plugin's output is attributed to the
+    /// operator's name for it, never to the name it declares.
+    pub fn for_instance(mut self, name: &str) -> Self {
+        self.instance = Some(name.into());
+        self
     }
 }
 
@@ -68,8 +82,9 @@ impl Plugin {
         &self.metadata
     }
 
-    /// The plugin's name (from its metadata).
-    pub fn name(&self) -> &str {
+    /// The name the plugin declares in its metadata: informational (shown beside the
+    /// instance name), never used to pick a policy, a queue or a field manager.
+    pub fn declared_name(&self) -> &str {
         &self.name
     }
 
@@ -92,12 +107,13 @@ impl Plugin {
     pub async fn reconcile(&self, request: &ReconcileRequest, ctx: &CallContext) -> CallReport {
         let started = Instant::now();
         let limits = self.clamp(ctx.limits);
+        let name = self.log_name(ctx);
         let mut store = new_store(
             &self.engine,
             self.epoch_tick,
             &limits,
             ctx,
-            self.name.clone(),
+            name.clone(),
             request.target.key().into(),
         );
         let wit_request = to_wit(request);
@@ -109,18 +125,17 @@ impl Plugin {
                 .await
         })
         .await;
-        let (outcome, logs) = settle(
-            &mut store,
-            result,
-            &limits,
-            &self.name,
-            &request.target.key(),
-        );
+        let (outcome, logs) = settle(&mut store, result, &limits, &name, &request.target.key());
         CallReport {
             outcome: into_actions(outcome, limits.output),
             logs,
             elapsed: started.elapsed(),
         }
+    }
+
+    /// The name a call's output is logged under: the instance's, else the declared one.
+    pub(super) fn log_name(&self, ctx: &CallContext) -> Arc<str> {
+        ctx.instance.clone().unwrap_or_else(|| self.name.clone())
     }
 
     pub(super) fn clamp(&self, mut limits: Limits) -> Limits {

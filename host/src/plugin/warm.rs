@@ -28,12 +28,13 @@ impl Plugin {
     /// Instantiates the plugin once, for repeated calls with the same limits and objects.
     pub async fn warm(&self, ctx: &CallContext) -> Result<WarmInstance, CallError> {
         let limits = self.clamp(ctx.limits);
+        let name = self.log_name(ctx);
         let mut store = new_store(
             &self.engine,
             self.epoch_tick,
             &limits,
             ctx,
-            self.name.clone(),
+            name.clone(),
             "".into(),
         );
         let bindings =
@@ -49,7 +50,7 @@ impl Plugin {
             bindings,
             limits,
             epoch_ticks,
-            name: self.name.clone(),
+            name,
             poisoned: false,
         })
     }

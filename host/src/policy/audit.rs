@@ -49,8 +49,10 @@ impl Decision {
 /// The plugin an action came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PluginIdentity {
-    /// Instance name.
+    /// Instance name (the operator's: the plugin file's name).
     pub name: String,
+    /// The name the plugin declares in its metadata: informational only.
+    pub declared: String,
     pub version: String,
     /// sha256 of the component.
     pub digest: String,
@@ -219,6 +221,7 @@ mod tests {
     fn identity() -> PluginIdentity {
         PluginIdentity {
             name: "p".into(),
+            declared: "p".into(),
             version: "1.0.0".into(),
             digest: "sha256:abc".into(),
         }
