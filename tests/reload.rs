@@ -872,7 +872,7 @@ async fn reads_come_from_the_policy_never_from_declared_owned_kinds() -> Result 
     let host = Host::start_on(tmp, sim).await?;
     host.create("team-a", ["web".to_string()]).await?;
     let lines_of = |name: &str| {
-        log_lines_with(&format!("greedy team-a/web"))
+        log_lines_with("greedy team-a/web")
             .into_iter()
             .filter(|l| l.contains(&format!("plugin=\"{name}\"")))
             .collect::<Vec<_>>()

@@ -266,7 +266,7 @@ mod tests {
         let reconciled = KindRef::deployment();
         assert_eq!(
             Grants::unconfigured().readable(&reconciled, &owns),
-            [reconciled.clone()],
+            std::slice::from_ref(&reconciled),
             "no policy: only the reconciled kind, whatever the plugin declares"
         );
         let spec: PolicySpec = serde_json::from_value(serde_json::json!({
