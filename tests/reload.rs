@@ -6,16 +6,16 @@
 mod common;
 
 use common::cluster::{
-    Result, captured_logs, deployment, eventually, fast_config, image_of, log_lines_with, runtime,
-    sim,
+    Result, captured_logs, deployment, eventually, fast_config, image_of, load, log_lines_with,
+    runtime, sim,
 };
 use common::host_process::HostProcess;
 use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kubeplug::controller::Controller;
-use kubeplug::policy::{AuditRecord, Decision, Mode};
+use kubeplug::controller::{Controller, ControllerError, PluginInstance};
+use kubeplug::policy::{AuditRecord, Decision, Mode, Policy, PolicyDocument};
 use kubeplug::reload::{FileStatus, ReloadConfig, Reloader, WatchTask};
 use kubeplug::sim::{ResourceKind, Sim};
 use serde_json::json;
@@ -809,6 +809,39 @@ async fn file_names_that_are_not_instance_names_are_refused_and_displace_nothing
     host.create("names", ["late".to_string()]).await?;
     host.wait_images("names", V1).await;
     host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_itself_refuses_bad_instance_names_and_unpinned_files() -> Result {
+    let sim = sim().await?;
+    let controller = Controller::new(sim.client()?, fast_config());
+    let v1 = load(&test_plugin("pinner-v1")).await;
+    let err = controller
+        .add(PluginInstance::named(v1.clone(), "Pinner", None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ControllerError::InvalidName { .. }) && err.to_string().contains("DNS-1123"),
+        "{err}"
+    );
+    let file = Path::new("pinner.policy.yaml");
+    let other = "0".repeat(64);
+    let text = format!("{PINNER_POLICY}  plugin:\n    sha256: {other}\n");
+    let policy = Policy::from_document(&PolicyDocument::parse(&text, file)?, "pinner", file)?;
+    let err = controller
+        .add(PluginInstance::named(v1.clone(), "pinner", None).with_policy(policy))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains(v1.digest())
+            && message.contains(&other)
+            && message.contains("pinner.policy.yaml"),
+        "{message}"
+    );
+    assert!(controller.plugins().is_empty());
+    controller.shutdown().await;
     Ok(())
 }
 

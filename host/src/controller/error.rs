@@ -17,7 +17,7 @@ pub enum ControllerError {
         "plugin {plugin}: its policy selects namespaces by label, but Namespaces cannot be watched: {message}"
     )]
     NamespacesUnwatchable { plugin: String, message: String },
-    /// Another file already provides a plugin instance with this name.
+    /// An instance with this name already runs ([`Controller::add`](super::Controller::add)).
     #[error("plugin {0}: another plugin with the same name is running")]
     DuplicateName(String),
     /// Its instance name cannot name a queue, a field manager and a policy file.
