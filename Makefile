@@ -4,7 +4,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 WASM_TARGET := wasm32-wasip2
 WASM_OUT := $(TARGET_DIR)/$(WASM_TARGET)/plugin
 REFERENCE_PLUGINS := image-pinner change-logger
-TEST_PLUGINS := hostile hostile-meta future-contract pinner-v1 pinner-v2 pinner-v3
+TEST_PLUGINS := hostile hostile-meta future-contract pinner-v1 pinner-v2 pinner-v3 greedy-reader
 export KUBEPLUG_PLUGIN_DIR := $(TARGET_DIR)/plugins
 export KUBEPLUG_TEST_PLUGIN_DIR := $(TARGET_DIR)/test-plugins
 

@@ -54,8 +54,8 @@ async fn image_pinner_converges_with_one_patch_per_deployment() -> Result {
                 .await?;
         }
     }
-    let pinner =
-        PluginInstance::new(load(&plugin("image-pinner")).await).with_policy(Policy::trusted());
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+        .with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
     let all_pinned = || {
         ["team-a", "team-b"].iter().all(|ns| {
@@ -107,8 +107,8 @@ async fn change_logger_reports_scaling_images_and_deletion() -> Result {
     let api: Api<Deployment> = Api::namespaced(client.clone(), "logged");
     api.create(&PostParams::default(), &deployment("shop", 1, "alpine"))
         .await?;
-    let logger =
-        PluginInstance::new(load(&plugin("change-logger")).await).with_policy(Policy::trusted());
+    let logger = PluginInstance::named(load(&plugin("change-logger")).await, "change-logger", None)
+        .with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![logger]).await?;
     let has_line = |text: &'static str| move || !log_lines_with(text).is_empty();
     eventually(
@@ -207,8 +207,8 @@ async fn converges_200_deployments_under_faults() -> Result {
     let sim = sim().await?;
     let client = sim.client()?;
     create_namespace(&client, "load").await?;
-    let pinner =
-        PluginInstance::new(load(&plugin("image-pinner")).await).with_policy(Policy::trusted());
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+        .with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
     eventually(Duration::from_secs(10), "caches synced", || {
         controller.is_synced()
@@ -280,7 +280,8 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
             .with_policy(Policy::trusted()),
         PluginInstance::named(hostile, "crasher", Some(r#"{"mode": "panic"}"#))
             .with_policy(Policy::trusted()),
-        PluginInstance::new(load(&plugin("image-pinner")).await).with_policy(Policy::trusted()),
+        PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+            .with_policy(Policy::trusted()),
     ];
     let config = ControllerConfig {
         limits: Limits {
@@ -523,7 +524,8 @@ async fn start_hostile(
             }
         }
     });
-    let hostile = PluginInstance::new(load(&test_plugin("hostile")).await).with_policy(policy);
+    let hostile = PluginInstance::named(load(&test_plugin("hostile")).await, "hostile", None)
+        .with_policy(policy);
     let controller = Controller::start(client, config, vec![hostile]).await?;
     Ok((controller, decisions))
 }

@@ -302,3 +302,32 @@ fn plugin_text_reaches_the_terminal_escaped() {
         out.stderr.len()
     );
 }
+
+#[test]
+fn the_plugin_is_named_by_its_file_and_its_declared_name_is_only_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("my-pinner.wasm");
+    std::fs::copy(test_plugin("pinner-v1"), &file).unwrap();
+    let out = eval_json(&[
+        "--plugin",
+        s(&file),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+    ]);
+    assert_eq!(out["plugin"]["name"], "my-pinner", "{out:#}");
+    assert_eq!(out["plugin"]["declared"], "pinner", "{out:#}");
+    let bad = dir.path().join("My_Pinner.wasm");
+    std::fs::copy(&file, &bad).unwrap();
+    let out = eval(&[
+        "--plugin",
+        s(&bad),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("kubeplug run would not start this file") && stderr.contains("DNS-1123"),
+        "{stderr}"
+    );
+}

@@ -115,7 +115,7 @@ async fn hostile_writes_are_denied_while_image_pinner_converges() -> Result {
             .with_policy(policy(name, HOSTILE_POLICY))
     };
     let mut instances = vec![
-        PluginInstance::new(load(&plugin("image-pinner")).await)
+        PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
             .with_policy(policy("image-pinner", PINNER_POLICY)),
         probe("h-label", json!({"mode": "label"})),
         probe(
@@ -254,7 +254,7 @@ async fn a_write_burst_waits_for_its_budget_without_slowing_others() -> Result {
             "{HOSTILE_POLICY}\nlimits: {{maxActions: 10000, writesPerSecond: 20, writeBurst: 5}}"
         ),
     ));
-    let pinner = PluginInstance::new(load(&plugin("image-pinner")).await)
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
         .with_policy(policy("image-pinner", PINNER_POLICY));
     let started = Instant::now();
     let controller = Controller::start(client.clone(), fast_config(), vec![burst, pinner]).await?;
@@ -444,7 +444,7 @@ async fn a_malformed_policy_stops_only_its_plugin() -> Result {
     let summary = reloader.rescan(false).await?;
     assert_eq!(summary.started, ["change-logger", "image-pinner"]);
     let pinner = controller.plugin("image-pinner").unwrap();
-    assert_eq!(pinner.name(), "image-pinner");
+    assert_eq!(pinner.declared_name(), "image-pinner");
     let status = reloader.status();
     let hostile = status
         .iter()

@@ -6,18 +6,20 @@
 mod common;
 
 use common::cluster::{
-    Result, captured_logs, deployment, eventually, fast_config, image_of, log_lines_with, runtime,
-    sim,
+    Result, captured_logs, deployment, eventually, fast_config, image_of, load, log_lines_with,
+    runtime, sim,
 };
 use common::host_process::HostProcess;
 use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kubeplug::controller::Controller;
-use kubeplug::policy::{AuditRecord, Decision};
+use kubeplug::controller::{Controller, ControllerError, PluginInstance};
+use kubeplug::policy::{AuditRecord, Decision, Mode, Policy, PolicyDocument};
 use kubeplug::reload::{FileStatus, ReloadConfig, Reloader, WatchTask};
-use kubeplug::sim::Sim;
+use kubeplug::sim::{ResourceKind, Sim};
+use serde_json::json;
+use sha2::Digest;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -56,8 +58,12 @@ struct Host {
 impl Host {
     /// Starts on `tmp` (prepared by the caller): first scan, then following events.
     async fn start(tmp: TempDir) -> Result<Host> {
+        Host::start_on(tmp, sim().await?).await
+    }
+
+    /// Like [`Host::start`], against `sim`.
+    async fn start_on(tmp: TempDir, sim: Sim) -> Result<Host> {
         captured_logs();
-        let sim = sim().await?;
         let client = sim.client()?;
         let config = fast_config();
         let mut records = config.audit.subscribe();
@@ -611,6 +617,345 @@ async fn policy_changes_are_followed_and_a_broken_policy_keeps_the_last_good_one
     Ok(())
 }
 
+/// Every audit record of instance `name` so far.
+fn records_of(host: &Host, name: &str) -> Vec<Arc<AuditRecord>> {
+    host.audit
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.plugin.name == name)
+        .cloned()
+        .collect()
+}
+
+/// Field managers of every write the sim received.
+fn write_managers(sim: &Sim) -> Vec<String> {
+    sim.requests()
+        .records()
+        .into_iter()
+        .filter_map(|r| r.field_manager)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impostor_file_runs_under_its_own_name_and_cannot_take_another_policy() -> Result {
+    // `aaa-impostor.wasm` sorts before `pinner.wasm` and declares the name `pinner` (it is
+    // pinner 2.0.0, which pins another image); so does a symlink to it under a third name.
+    let tmp = plugins_dir(1)?;
+    std::fs::write(tmp.path().join("aaa-impostor.wasm"), pinner(2))?;
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("aaa-impostor.wasm", tmp.path().join("alias.wasm"))?;
+    let host = Host::start(tmp).await?;
+    host.create("imp", (0..3).map(|i| format!("web-{i}")))
+        .await?;
+    host.wait_images("imp", V1).await;
+
+    // The real plugin keeps its name, its policy and its version.
+    assert_eq!(host.version().as_deref(), Some("1.0.0"));
+    let real = host.controller.policy("pinner").unwrap();
+    assert_eq!(real.mode, Mode::Enforce);
+    assert!(
+        real.source
+            .as_ref()
+            .unwrap()
+            .ends_with("pinner.policy.yaml")
+    );
+    // The impostor runs as the file says, with no policy: dry-run.
+    let mut names = host.controller.plugins();
+    names.sort();
+    let expected: &[&str] = if cfg!(unix) {
+        &["aaa-impostor", "alias", "pinner"]
+    } else {
+        &["aaa-impostor", "pinner"]
+    };
+    assert_eq!(names, expected);
+    let impostor = host.controller.policy("aaa-impostor").unwrap();
+    assert_eq!(
+        (impostor.mode, impostor.source.clone()),
+        (Mode::DryRun, None)
+    );
+    let status = host.status("aaa-impostor.wasm").unwrap();
+    assert_eq!(status.plugin.as_deref(), Some("aaa-impostor"));
+    assert_eq!(
+        status.declared.as_deref(),
+        Some("pinner"),
+        "shown, not used"
+    );
+    assert_eq!(status.error, None);
+
+    // What it would do is audited under its own name, declared name beside it, never sent.
+    eventually(WAIT, "the impostor's dry-run records", || {
+        records_of(&host, "aaa-impostor").len() >= 3
+    })
+    .await;
+    for r in records_of(&host, "aaa-impostor") {
+        assert_eq!(r.decision, Decision::DryRun, "{r:?}");
+        assert_eq!(
+            (r.plugin.declared.as_str(), r.plugin.version.as_str()),
+            ("pinner", "2.0.0")
+        );
+    }
+    for r in records_of(&host, "pinner") {
+        assert_eq!(r.plugin.version, "1.0.0", "{r:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    host.wait_images("imp", V1).await;
+    let managers = write_managers(&host.sim);
+    assert!(
+        !managers.is_empty() && managers.iter().all(|m| m == "kubeplug/pinner"),
+        "{managers:?}"
+    );
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_pinned_policy_refuses_another_file_and_keeps_the_running_one() -> Result {
+    let digest = |version: u8| hex::encode(sha2::Sha256::digest(pinner(version)));
+    let pinned = |version: u8| {
+        format!(
+            "{PINNER_POLICY}  plugin:\n    sha256: {}\n",
+            digest(version).to_uppercase()
+        )
+    };
+    let tmp = tempfile::tempdir()?;
+    std::fs::write(tmp.path().join("pinner.wasm"), pinner(1))?;
+    std::fs::write(tmp.path().join("pinner.policy.yaml"), pinned(1))?;
+    let host = Host::start(tmp).await?;
+    host.create("pin", (0..3).map(|i| format!("web-{i}")))
+        .await?;
+    host.wait_images("pin", V1).await;
+
+    // Another build under the same file name: refused, naming both digests; v1 keeps running.
+    replace_atomically(&host.path("pinner.wasm"), &pinner(2))?;
+    eventually(WAIT, "the pin refusal reported", || {
+        host.status("pinner.wasm")
+            .is_some_and(|s| s.digest == digest(2) && s.error.is_some())
+    })
+    .await;
+    let status = host.status("pinner.wasm").unwrap();
+    let error = status.error.unwrap();
+    assert!(
+        error.contains(&digest(1))
+            && error.contains(&digest(2))
+            && error.contains("spec.plugin.sha256")
+            && error.contains("pinner.policy.yaml"),
+        "{error}"
+    );
+    assert_eq!(status.running.as_deref(), Some(digest(1).as_str()));
+    assert_eq!(host.version().as_deref(), Some("1.0.0"));
+    assert_eq!(host.metric("kubeplug_plugin_failing", "pinner.wasm"), 1.0);
+    let refused = log_lines_with("plugin file not applied");
+    assert!(
+        refused.iter().any(|l| l.contains(&digest(2))),
+        "{refused:?}"
+    );
+    host.create("pin", ["late".to_string()]).await?;
+    host.wait_images("pin", V1).await;
+
+    // The operator pins the new build: it runs.
+    std::fs::write(host.path("pinner.policy.yaml"), pinned(2))?;
+    host.wait_version("2.0.0").await;
+    host.wait_images("pin", V2).await;
+    assert_eq!(host.status("pinner.wasm").unwrap().error, None);
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_names_that_are_not_instance_names_are_refused_and_displace_nothing() -> Result {
+    let host = Host::start(plugins_dir(1)?).await?;
+    host.create("names", ["web".to_string()]).await?;
+    host.wait_images("names", V1).await;
+    let long = format!("{}.wasm", "p".repeat(64));
+    let bad = [
+        "Pinner.wasm",
+        "PINNER.wasm",
+        "pinner_v2.wasm",
+        "pinner.v2.wasm",
+        "-pinner.wasm",
+        "pinner-.wasm",
+        "pinner .wasm",
+        "pіnner.wasm",
+        long.as_str(),
+    ];
+    for name in bad {
+        std::fs::write(host.path(name), pinner(2))?;
+    }
+    eventually(WAIT, "every bad file name reported", || {
+        bad.iter()
+            .all(|n| host.status(n).is_some_and(|s| s.error.is_some()))
+    })
+    .await;
+    // SIGHUP's forced rescan changes nothing.
+    host.reloader.rescan(true).await?;
+    for name in bad {
+        let status = host.status(name).unwrap();
+        let error = status.error.unwrap();
+        assert!(
+            error.contains("file name")
+                && error.contains("DNS-1123")
+                && error.contains("not started"),
+            "{name}: {error}"
+        );
+        assert_eq!(
+            (status.plugin, status.running, status.declared),
+            (None, None, None),
+            "{name}: never loaded"
+        );
+    }
+    assert_eq!(host.controller.plugins(), ["pinner"]);
+    assert_eq!(host.version().as_deref(), Some("1.0.0"));
+    host.create("names", ["late".to_string()]).await?;
+    host.wait_images("names", V1).await;
+    host.controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_itself_refuses_bad_instance_names_and_unpinned_files() -> Result {
+    let sim = sim().await?;
+    let controller = Controller::new(sim.client()?, fast_config());
+    let v1 = load(&test_plugin("pinner-v1")).await;
+    let err = controller
+        .add(PluginInstance::named(v1.clone(), "Pinner", None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ControllerError::InvalidName { .. }) && err.to_string().contains("DNS-1123"),
+        "{err}"
+    );
+    let file = Path::new("pinner.policy.yaml");
+    let other = "0".repeat(64);
+    let text = format!("{PINNER_POLICY}  plugin:\n    sha256: {other}\n");
+    let policy = Policy::from_document(&PolicyDocument::parse(&text, file)?, "pinner", file)?;
+    let err = controller
+        .add(PluginInstance::named(v1.clone(), "pinner", None).with_policy(policy))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains(v1.digest())
+            && message.contains(&other)
+            && message.contains("pinner.policy.yaml"),
+        "{message}"
+    );
+    assert!(controller.plugins().is_empty());
+    controller.shutdown().await;
+    Ok(())
+}
+
+/// A policy for instance `name` with `spec` (YAML lines under `spec:`).
+fn policy_for(name: &str, spec: &str) -> String {
+    let spec: String = spec.lines().map(|l| format!("  {l}\n")).collect();
+    format!(
+        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_come_from_the_policy_never_from_declared_owned_kinds() -> Result {
+    // greedy-reader declares `owns: v1 Secret` and lists every Secret on each reconcile.
+    let sim = Sim::builder()
+        .status_delay(Duration::from_millis(20))
+        .auto_create_namespaces(true)
+        .kind(ResourceKind::custom("", "v1", "Secret", "secrets", true))
+        .start()
+        .await?;
+    let secret = |name: &str, owner: Option<(&str, &str)>| {
+        let mut secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "data": {"password": "aHVudGVyMg=="}});
+        if let Some((name, uid)) = owner {
+            secret["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+                "kind": "Deployment", "name": name, "uid": uid, "controller": true}]);
+        }
+        serde_json::to_string(&secret).unwrap()
+    };
+    sim.apply_yaml(&secret("db-password", None))?;
+    let tmp = tempfile::tempdir()?;
+    let greedy = std::fs::read(test_plugin("greedy-reader"))?;
+    let ruled = |verbs: &str| {
+        format!(
+            "namespaces: {{all: true}}\nrules:\n  - {{apiVersion: v1, kind: Secret, verbs: [{verbs}]}}"
+        )
+    };
+    let instances = [
+        ("greedy", None),
+        (
+            "greedy-scoped",
+            Some("namespaces: {names: [team-a]}".to_string()),
+        ),
+        ("greedy-evented", Some(ruled("event"))),
+        (
+            "greedy-granted",
+            Some("namespaces: {all: true}\nreads: [{apiVersion: v1, kind: Secret}]".to_string()),
+        ),
+        ("greedy-ruled", Some(ruled("delete"))),
+    ];
+    for (name, spec) in &instances {
+        std::fs::write(tmp.path().join(format!("{name}.wasm")), &greedy)?;
+        if let Some(spec) = spec {
+            std::fs::write(
+                tmp.path().join(format!("{name}.policy.yaml")),
+                policy_for(name, spec),
+            )?;
+        }
+    }
+    let host = Host::start_on(tmp, sim).await?;
+    host.create("team-a", ["web".to_string()]).await?;
+    let lines_of = |name: &str| {
+        log_lines_with("greedy team-a/web")
+            .into_iter()
+            .filter(|l| l.contains(&format!("plugin=\"{name}\"")))
+            .collect::<Vec<_>>()
+    };
+    eventually(WAIT, "every instance reconciled web", || {
+        instances.iter().all(|(n, _)| !lines_of(n).is_empty())
+    })
+    .await;
+    for (name, allowed) in [
+        ("greedy", false),
+        ("greedy-scoped", false),
+        ("greedy-evented", false),
+        ("greedy-granted", true),
+        ("greedy-ruled", true),
+    ] {
+        for line in lines_of(name) {
+            let ok = if allowed {
+                line.contains("secrets ALLOWED [db-password]")
+            } else {
+                line.contains("secrets denied") && line.contains("reading v1/Secret is not granted")
+            };
+            assert!(ok, "{name}: {line}");
+        }
+    }
+
+    // The declared owned kind still routes: a Secret controlled by `web` re-queues it, for
+    // the instance that may not read Secrets too.
+    eventually(WAIT, "web's status settled", || {
+        host.sim
+            .get("deployments", Some("team-a"), "web")
+            .and_then(|d| d.pointer("/status/readyReplicas").and_then(|r| r.as_i64()))
+            == Some(1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = lines_of("greedy").len();
+    let web = host.sim.get("deployments", Some("team-a"), "web").unwrap();
+    let uid = web["metadata"]["uid"].as_str().unwrap();
+    host.sim
+        .apply_yaml(&secret("web-token", Some(("web", uid))))?;
+    eventually(WAIT, "the owned Secret's change routed to web", || {
+        lines_of("greedy").len() > before
+    })
+    .await;
+    let last = lines_of("greedy").pop().unwrap();
+    assert!(last.contains("(Reason::Changed): secrets denied"), "{last}");
+    host.controller.shutdown().await;
+    Ok(())
+}
+
 #[test]
 fn the_binary_follows_the_directory_and_sighup_rescans_when_watching_is_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -708,6 +1053,7 @@ fn the_status_endpoints_show_a_broken_file_beside_the_version_still_running() {
     assert_eq!(http_get(&addr, "/healthz"), (200, "ok".to_string()));
     let report = plugins();
     assert_eq!(report["running"][0]["name"], "pinner", "{report}");
+    assert_eq!(report["running"][0]["declared"], "pinner", "{report}");
     assert_eq!(report["running"][0]["version"], "1.0.0");
     assert_eq!(report["running"][0]["mode"], "enforce");
 

@@ -147,8 +147,17 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     })?;
     let plugin = runtime.load_file(&args.plugin).await?;
     let meta = plugin.metadata();
+    // The instance name `kubeplug run` would give this file (its name), not the declared one.
+    let stem = args
+        .plugin
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned());
+    let name = stem.unwrap_or_default();
+    if let Err(why) = crate::controller::validate_instance_name(&name) {
+        tracing::warn!("kubeplug run would not start this file: {why}");
+    }
     if previous.is_some() && !meta.wants_previous {
-        tracing::warn!(plugin = %meta.name, "--previous ignored: the plugin does not ask for the previous version");
+        tracing::warn!(plugin = %name, "--previous ignored: the plugin does not ask for the previous version");
     }
     let reason = args.reason.unwrap_or(if args.deleted {
         Reason::Deleted
@@ -173,10 +182,13 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         ..Limits::default()
     };
     let report = plugin
-        .reconcile(&request, &CallContext::new(limits, objects))
+        .reconcile(
+            &request,
+            &CallContext::new(limits, objects).for_instance(&name),
+        )
         .await;
     let plugin_info = json!({
-        "name": meta.name, "version": meta.version,
+        "name": name, "declared": meta.name, "version": meta.version,
         "contract": plugin.contract_version(), "digest": plugin.digest(),
     });
     match report.outcome {
@@ -203,7 +215,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
             if report.dropped_logs > 0 {
                 eprintln!("plugin: {} log lines dropped", report.dropped_logs);
             }
-            eprintln!("error: plugin {} ({}) {err}", meta.name, err.kind());
+            eprintln!("error: plugin {name} ({}) {err}", err.kind());
             Ok(ExitCode::FAILURE)
         }
     }

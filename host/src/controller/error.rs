@@ -17,9 +17,22 @@ pub enum ControllerError {
         "plugin {plugin}: its policy selects namespaces by label, but Namespaces cannot be watched: {message}"
     )]
     NamespacesUnwatchable { plugin: String, message: String },
-    /// Another file already provides a plugin instance with this name.
+    /// An instance with this name already runs ([`Controller::add`](super::Controller::add)).
     #[error("plugin {0}: another plugin with the same name is running")]
     DuplicateName(String),
+    /// Its instance name cannot name a queue, a field manager and a policy file.
+    #[error("plugin instance name {message}")]
+    InvalidName { message: String },
+    /// Its policy pins a digest (`spec.plugin.sha256`) the plugin file does not have.
+    #[error(
+        "plugin {plugin}: the file's sha256 is {actual}, but its policy {policy} pins {pinned} (spec.plugin.sha256); not started (a running version keeps running)"
+    )]
+    DigestMismatch {
+        plugin: String,
+        policy: String,
+        pinned: String,
+        actual: String,
+    },
     /// Its workqueue could not be built (bad queue settings).
     #[error("plugin {plugin}: cannot build its workqueue: {source}")]
     Queue {

@@ -12,6 +12,7 @@ use super::version::UnitVersion;
 use super::watches::Watches;
 use crate::actions::Executor;
 use crate::cluster::KindRegistry;
+use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::Plugin;
 use crate::policy::{AuditRecord, AuditSink, Policy};
@@ -151,7 +152,7 @@ impl Controller {
         }
         let version = self.build(&instance, Some(&old)).await?;
         unit.swap(version);
-        tracing::info!(plugin = %instance.name, from = %old.identity.version, to = %meta.version, digest = %instance.plugin.digest(), policy = policy_source(&instance), "plugin updated");
+        tracing::info!(plugin = %instance.name, declared = %shown(&meta.name), from = %old.identity.version, to = %meta.version, digest = %instance.plugin.digest(), policy = policy_source(&instance), "plugin updated");
         let enqueue = tokio::spawn({
             let unit = unit.clone();
             async move { unit.enqueue_all(Reason::Resync).await }
@@ -224,7 +225,7 @@ impl Controller {
             },
         );
         let meta = instance.plugin.metadata();
-        tracing::info!(plugin = name, version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(&instance), "plugin started");
+        tracing::info!(plugin = name, declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(&instance), "plugin started");
         Ok(())
     }
 

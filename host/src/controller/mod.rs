@@ -19,5 +19,5 @@ pub use cache_objects::CacheObjects;
 pub use config::ControllerConfig;
 pub use error::ControllerError;
 pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT, Drain};
-pub use instance::PluginInstance;
+pub use instance::{MAX_INSTANCE_NAME, PluginInstance, validate_instance_name};
 pub use unit::MIN_REQUEUE_AFTER;

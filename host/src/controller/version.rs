@@ -4,7 +4,7 @@
 
 use super::cache_objects::CacheObjects;
 use super::error::ControllerError;
-use super::instance::PluginInstance;
+use super::instance::{PluginInstance, validate_instance_name};
 use super::watches::Watches;
 use crate::cluster::KindCache;
 use crate::contract::KindRef;
@@ -17,8 +17,9 @@ pub(crate) struct UnitVersion {
     pub plugin: Arc<Plugin>,
     /// The cache of the kind it reconciles.
     pub primary: Arc<KindCache>,
-    /// Every cache it depends on (reconciled, owned and policy-granted read kinds, and
-    /// Namespaces for a label-selecting policy): calls wait for all to sync.
+    /// Every cache it depends on (reconciled, owned kinds for routing, policy-granted read
+    /// kinds, and Namespaces for a label-selecting policy): calls wait for all to sync. Only
+    /// the reconciled and granted ones are readable by the plugin.
     pub caches: Vec<Arc<KindCache>>,
     pub ctx: CallContext,
     pub config: Option<Arc<str>>,
@@ -31,32 +32,45 @@ pub(crate) struct UnitVersion {
 }
 
 impl UnitVersion {
-    /// Starts (or reuses) the watches `instance` needs and wires a version from them.
-    /// `previous` lends its write budget when the write limits did not change.
+    /// Checks the instance (its name, its policy's digest pin), starts (or reuses) the
+    /// watches it needs and wires a version from them. `previous` lends its write budget
+    /// when the write limits did not change.
     pub async fn build(
         watches: &Watches,
         instance: &PluginInstance,
         host_limits: Limits,
         previous: Option<&UnitVersion>,
     ) -> Result<UnitVersion, ControllerError> {
+        check(instance)?;
         let meta = instance.plugin.metadata();
         let policy = instance.policy.clone();
+        let readable = readable_kinds(instance);
         let mut caches = Vec::new();
-        for kind in readable_kinds(instance) {
-            let cache =
-                watches
-                    .ensure(&kind)
-                    .await
-                    .map_err(|e| ControllerError::KindNotServed {
-                        plugin: instance.name.clone(),
-                        kind: kind.clone(),
-                        message: e.to_string(),
-                    })?;
+        for kind in readable.iter().chain(&meta.owns) {
+            if caches.iter().any(|c: &Arc<KindCache>| c.kind() == kind) {
+                continue;
+            }
+            let cache = watches
+                .ensure(kind)
+                .await
+                .map_err(|e| ControllerError::KindNotServed {
+                    plugin: instance.name.clone(),
+                    kind: kind.clone(),
+                    message: e.to_string(),
+                })?;
             caches.push(cache);
         }
-        let objects =
-            CacheObjects::scoped(caches.iter().cloned(), policy.grants.namespaces.clone());
-        let ctx = CallContext::new(policy.call_limits(host_limits), Arc::new(objects));
+        // Owned kinds are watched to route a child's change to its owner's key; the plugin
+        // reads only what it reconciles and what its policy grants.
+        let objects = CacheObjects::scoped(
+            caches
+                .iter()
+                .filter(|c| readable.contains(c.kind()))
+                .cloned(),
+            policy.grants.namespaces.clone(),
+        );
+        let ctx = CallContext::new(policy.call_limits(host_limits), Arc::new(objects))
+            .for_instance(&instance.name);
         if let Some(selector) = policy.grants.namespaces.selector() {
             // Namespaces granted by label: looked up in the shared Namespace watch, which the
             // plugin itself cannot read.
@@ -81,6 +95,7 @@ impl UnitVersion {
         Ok(UnitVersion {
             identity: Arc::new(PluginIdentity {
                 name: instance.name.clone(),
+                declared: meta.name.clone(),
                 version: meta.version.clone(),
                 digest: instance.plugin.digest().to_string(),
             }),
@@ -100,17 +115,35 @@ impl UnitVersion {
     }
 }
 
-/// The kinds an instance's calls may read: the one it reconciles first, then the ones it
-/// owns and the extra ones its policy grants.
+/// The kinds an instance's calls may read: the one it reconciles first, then those its
+/// policy grants ([`Grants::readable`](crate::policy::Grants::readable)). Never a kind only
+/// the plugin's own metadata names.
 fn readable_kinds(instance: &PluginInstance) -> Vec<KindRef> {
     let meta = instance.plugin.metadata();
-    let mut kinds = vec![meta.reconciles.clone()];
-    for kind in meta.owns.iter().chain(&instance.policy.grants.reads) {
-        if !kinds.contains(kind) {
-            kinds.push(kind.clone());
-        }
+    instance
+        .policy
+        .grants
+        .readable(&meta.reconciles, &meta.owns)
+}
+
+/// What must hold before an instance runs: a usable name, and the file its policy pins.
+fn check(instance: &PluginInstance) -> Result<(), ControllerError> {
+    validate_instance_name(&instance.name)
+        .map_err(|message| ControllerError::InvalidName { message })?;
+    let actual = instance.plugin.digest();
+    match &instance.policy.plugin_sha256 {
+        Some(pinned) if pinned != actual => Err(ControllerError::DigestMismatch {
+            plugin: instance.name.clone(),
+            policy: instance
+                .policy
+                .source
+                .as_ref()
+                .map_or_else(|| "(inline)".into(), |p| p.display().to_string()),
+            pinned: pinned.clone(),
+            actual: actual.to_string(),
+        }),
+        _ => Ok(()),
     }
-    kinds
 }
 
 fn namespace_kind() -> KindRef {

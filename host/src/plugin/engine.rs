@@ -184,7 +184,7 @@ impl PluginRuntime {
             &origin,
         )
         .await?;
-        tracing::debug!(plugin = %metadata.name, %origin, ?cache_outcome, contract, "plugin loaded");
+        tracing::debug!(declared = %metadata.name, %origin, ?cache_outcome, contract, "plugin loaded");
         Ok(Arc::new(Plugin {
             engine: self.engine.clone(),
             pre,

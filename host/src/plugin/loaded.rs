@@ -24,12 +24,26 @@ use wasmtime::{Engine, Store};
 pub struct CallContext {
     pub limits: Limits,
     pub objects: Arc<dyn ObjectSource>,
+    /// The instance the call is for: its output is logged under this name. `None`: the
+    /// name the plugin declares (offline use only).
+    pub instance: Option<Arc<str>>,
 }
 
 impl CallContext {
     /// A context with the given limits and object source.
     pub fn new(limits: Limits, objects: Arc<dyn ObjectSource>) -> Self {
-        CallContext { limits, objects }
+        CallContext {
+            limits,
+            objects,
+            instance: None,
+        }
+    }
+
+    /// The same context for instance `name`, so a plugin's output is attributed to the
+    /// operator's name for it, never to the name it declares.
+    pub fn for_instance(mut self, name: &str) -> Self {
+        self.instance = Some(name.into());
+        self
     }
 }
 
@@ -75,8 +89,9 @@ impl Plugin {
         &self.metadata
     }
 
-    /// The plugin's name (from its metadata).
-    pub fn name(&self) -> &str {
+    /// The name the plugin declares in its metadata: informational (shown beside the
+    /// instance name), never used to pick a policy, a queue or a field manager.
+    pub fn declared_name(&self) -> &str {
         &self.name
     }
 
@@ -106,13 +121,14 @@ impl Plugin {
         let limits = self.clamp(ctx.limits);
         let deadline = started + limits.timeout;
         let key = request.target.key();
+        let name = self.log_name(ctx);
         let mut store = new_store(
             &self.engine,
             self.epoch_tick,
             &limits,
             ctx.objects.clone(),
             CallIdentity {
-                plugin: self.name.clone(),
+                plugin: name.clone(),
                 key: key.as_str().into(),
                 log_rate: self.log_rate.clone(),
                 deadline,
@@ -127,13 +143,18 @@ impl Plugin {
                 .await
         })
         .await;
-        let settled = settle(&mut store, result, &limits, &self.name, &key);
+        let settled = settle(&mut store, result, &limits, &name, &key);
         CallReport {
             outcome: into_actions(settled.outcome, limits.output),
             logs: settled.logs,
             dropped_logs: settled.dropped,
             elapsed: started.elapsed(),
         }
+    }
+
+    /// The name a call's output is logged under: the instance's, else the declared one.
+    pub(super) fn log_name(&self, ctx: &CallContext) -> Arc<str> {
+        ctx.instance.clone().unwrap_or_else(|| self.name.clone())
     }
 
     pub(super) fn clamp(&self, mut limits: Limits) -> Limits {

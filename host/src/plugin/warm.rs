@@ -28,13 +28,14 @@ impl Plugin {
     /// Instantiates the plugin once, for repeated calls with the same limits and objects.
     pub async fn warm(&self, ctx: &CallContext) -> Result<WarmInstance, CallError> {
         let limits = self.clamp(ctx.limits);
+        let name = self.log_name(ctx);
         let mut store = new_store(
             &self.engine,
             self.epoch_tick,
             &limits,
             ctx.objects.clone(),
             CallIdentity {
-                plugin: self.name.clone(),
+                plugin: name.clone(),
                 key: "".into(),
                 log_rate: self.log_rate.clone(),
                 deadline: Instant::now() + limits.timeout,
@@ -53,7 +54,7 @@ impl Plugin {
             bindings,
             limits,
             epoch_ticks,
-            name: self.name.clone(),
+            name,
             poisoned: false,
         })
     }

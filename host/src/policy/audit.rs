@@ -50,8 +50,10 @@ impl Decision {
 /// The plugin an action came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PluginIdentity {
-    /// Instance name.
+    /// Instance name (the operator's: the plugin file's name).
     pub name: String,
+    /// The name the plugin declares in its metadata: informational only.
+    pub declared: String,
     pub version: String,
     /// sha256 of the component.
     pub digest: String,
@@ -248,6 +250,7 @@ mod tests {
     fn identity() -> Arc<PluginIdentity> {
         Arc::new(PluginIdentity {
             name: "p".into(),
+            declared: "p".into(),
             version: "1.0.0".into(),
             digest: "sha256:abc".into(),
         })
@@ -325,6 +328,7 @@ mod tests {
     fn records_share_the_identity_and_cap_plugin_text() {
         let id = Arc::new(PluginIdentity {
             name: "p".into(),
+            declared: "p".into(),
             version: "9".repeat(128),
             digest: "sha256:abc".into(),
         });

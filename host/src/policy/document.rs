@@ -39,7 +39,8 @@ pub struct PolicySpec {
     /// Namespaces the plugin may see and touch (default: none).
     #[serde(default)]
     pub namespaces: NamespacesSpec,
-    /// Kinds it may read through the cache imports beyond those it reconciles and owns.
+    /// Kinds it may read through the cache imports beyond the one it reconciles (an owned
+    /// kind a rule grants a write on is readable too; a kind the plugin only declares is not).
     #[serde(default)]
     pub reads: Vec<KindSpec>,
     /// Verbs and field paths per kind (default: none).
@@ -51,6 +52,28 @@ pub struct PolicySpec {
     /// Free JSON handed to the plugin as its configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
+    /// Which build of the plugin this policy governs (default: whatever file has the
+    /// instance's name).
+    #[serde(default)]
+    pub plugin: PluginSpec,
+}
+
+/// Binds a policy to one build of its plugin: with `sha256` set, only a `.wasm` file with
+/// exactly that SHA-256 digest runs under it; another file is refused (and a running
+/// version keeps running).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginSpec {
+    /// The SHA-256 of the `.wasm` file, 64 hex digits (`sha256sum` output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl PluginSpec {
+    /// The pinned digest in lower case, as the host writes digests.
+    pub fn pinned_sha256(&self) -> Option<String> {
+        self.sha256.as_deref().map(str::to_ascii_lowercase)
+    }
 }
 
 /// Whether actions are sent or only recorded.
@@ -208,6 +231,18 @@ impl PolicyDocument {
                 }
             }
         }
+        if let Some(pin) = &doc.spec.plugin.sha256
+            && !(pin.len() == 64 && pin.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(field_error(
+                "spec.plugin.sha256",
+                "sha256",
+                format!(
+                    "{:?} is not a SHA-256 digest (64 hex digits, as sha256sum prints)",
+                    crate::contract::text::shown_max(pin, 128)
+                ),
+            ));
+        }
         if let Some(rate) = doc.spec.limits.writes_per_second
             && !(rate > 0.0 && rate.is_finite())
         {
@@ -356,5 +391,34 @@ spec:
             err.contains("line 1") && err.contains("apiVersion"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_digest_pin_is_64_hex_digits() {
+        let doc = |pin: &str| {
+            parse(&format!(
+                "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {{name: x}}\nspec:\n  plugin:\n    sha256: {pin:?}\n"
+            ))
+        };
+        let upper = "AB".repeat(32);
+        let pinned = doc(&upper).unwrap().spec.plugin.pinned_sha256();
+        assert_eq!(pinned, Some("ab".repeat(32)), "compared in lower case");
+        for bad in [
+            "ab".repeat(31),
+            "ab".repeat(33),
+            format!("sha256:{}", "ab".repeat(32)),
+            "zz".repeat(32),
+        ] {
+            let err = doc(&bad).unwrap_err().to_string();
+            assert!(
+                err.contains("spec.plugin.sha256")
+                    && err.contains("line 6")
+                    && err.contains("64 hex digits"),
+                "{bad}: {err}"
+            );
+        }
+        let none =
+            parse("apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: x}\n");
+        assert_eq!(none.unwrap().spec.plugin.pinned_sha256(), None);
     }
 }

@@ -129,14 +129,15 @@ pub struct Grants {
     pub namespaces: Namespaces,
     /// Whether writes to cluster-scoped objects are granted (`namespaces.clusterScoped`).
     pub cluster_scoped: bool,
-    /// Kinds readable through the cache imports beyond the reconciled and owned ones.
+    /// Kinds readable through the cache imports beyond the reconciled one (see
+    /// [`Grants::readable`]).
     pub reads: BTreeSet<KindRef>,
     pub rules: Rules,
 }
 
 impl Grants {
     /// The grants of a plugin without a policy document (which runs in dry-run): it sees
-    /// every namespace of the host's scope, reads only what it reconciles and owns, and
+    /// every namespace of the host's scope, reads only the kind it reconciles, and
     /// every action it returns is checked as allowed, recorded and not sent.
     pub fn unconfigured() -> Self {
         Grants {
@@ -145,6 +146,30 @@ impl Grants {
             reads: BTreeSet::new(),
             rules: Rules::Any,
         }
+    }
+
+    /// The kinds a plugin reconciling `reconciled` and declaring it owns `owns` may read
+    /// through the cache imports, `reconciled` first: the kinds in `reads`, and each owned
+    /// kind a rule grants a write on (`patch`, `patch-status`, `create` or `delete`: the
+    /// operator let it manage those children, which needs their current state; they are
+    /// watched anyway, to route a child's change to its owner). An owned kind without such
+    /// a rule, or with only `event`, is not readable, and neither is a kind only a rule
+    /// names (list it in `reads`). Without a policy: only `reconciled`.
+    pub fn readable(&self, reconciled: &KindRef, owns: &[KindRef]) -> Vec<KindRef> {
+        let mut kinds = vec![reconciled.clone()];
+        let written = |kind: &KindRef| match &self.rules {
+            Rules::Only(rules) => rules
+                .get(kind)
+                .is_some_and(|r| r.verbs.iter().any(|v| *v != Verb::Event)),
+            Rules::Any => false,
+        };
+        let granted = self.reads.iter().chain(owns.iter().filter(|k| written(k)));
+        for kind in granted {
+            if !kinds.contains(kind) {
+                kinds.push(kind.clone());
+            }
+        }
+        kinds
     }
 
     /// Compiles a validated spec (field patterns were checked when parsing).
@@ -248,5 +273,42 @@ mod tests {
         assert_eq!(pod.verbs, [Verb::Patch, Verb::Delete].into());
         assert_eq!(pod.fields.len(), 2);
         assert!(g.reads.contains(&KindRef::new("v1", "ConfigMap")));
+    }
+
+    #[test]
+    fn reads_come_from_the_policy_only() {
+        let kind = |k: &str| KindRef::new("v1", k);
+        let owns = [
+            kind("ConfigMap"),
+            kind("Pod"),
+            kind("Secret"),
+            kind("Service"),
+        ];
+        let reconciled = KindRef::deployment();
+        assert_eq!(
+            Grants::unconfigured().readable(&reconciled, &owns),
+            std::slice::from_ref(&reconciled),
+            "no policy: only the reconciled kind, whatever the plugin declares"
+        );
+        let spec: PolicySpec = serde_json::from_value(serde_json::json!({
+            "rules": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "verbs": ["create", "delete"]},
+                {"apiVersion": "v1", "kind": "Pod", "verbs": ["patch-status"]},
+                {"apiVersion": "v1", "kind": "Secret", "verbs": ["event"]},
+                {"apiVersion": "v1", "kind": "Service", "verbs": []},
+                {"apiVersion": "v1", "kind": "Endpoints", "verbs": ["patch"]}
+            ],
+            "reads": [{"apiVersion": "v1", "kind": "Node"}]
+        }))
+        .unwrap();
+        let readable = Grants::from_spec(&spec)
+            .unwrap()
+            .readable(&reconciled, &owns);
+        let names: Vec<&str> = readable.iter().map(|k| k.kind.as_str()).collect();
+        assert_eq!(
+            names,
+            ["Deployment", "Node", "ConfigMap", "Pod"],
+            "{readable:?}"
+        );
     }
 }

@@ -4,9 +4,10 @@
 //!
 //! Defaults, in short: a plugin **without** a policy runs in dry-run (nothing is sent, every
 //! action is audited as what would have been done), sees every namespace of the host's
-//! scope and reads only the kinds it reconciles and owns. A policy document's absent fields
-//! grant nothing: no namespaces, no extra kinds, no verbs, no field paths, dry-run, a write
-//! budget of 5 writes/s (burst 10) and the host's memory, timeout and action limits.
+//! scope and reads only the kind it reconciles (never a kind merely because the plugin
+//! declares it owns it). A policy document's absent fields grant nothing: no namespaces, no
+//! extra kinds, no verbs, no field paths, dry-run, a write budget of 5 writes/s (burst 10)
+//! and the host's memory, timeout and action limits.
 //!
 //! Rule per call: **all-or-nothing**. If any action of a call is denied, none of its API
 //! actions are sent (each is recorded as denied); its logs and requeue-after still apply.
@@ -23,7 +24,7 @@ pub use budget::{DEFAULT_WRITE_BURST, DEFAULT_WRITES_PER_SECOND, WriteBudget};
 pub use check::{Denial, Grant, check_call, is_write, kind_of, namespace_of};
 pub use document::{
     API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
-    PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,
+    PluginSpec, PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,
 };
 pub use grants::{Grants, NamespaceSelector, Namespaces, Rule, Rules};
 pub use paths::{
@@ -46,11 +47,13 @@ pub struct Policy {
     pub config: Option<Arc<str>>,
     /// The file it came from; `None` for the default of a plugin without a policy.
     pub source: Option<PathBuf>,
+    /// The only plugin file digest (SHA-256, lower-case hex) this policy governs, if pinned.
+    pub plugin_sha256: Option<String>,
 }
 
 impl Default for Policy {
-    /// The policy of a plugin without a document: dry-run, every namespace, reads only what
-    /// it reconciles and owns, every action checked as allowed (and so recorded as dry-run).
+    /// The policy of a plugin without a document: dry-run, every namespace, reads only the
+    /// kind it reconciles, every action checked as allowed (and so recorded as dry-run).
     fn default() -> Self {
         Policy {
             mode: Mode::DryRun,
@@ -58,6 +61,7 @@ impl Default for Policy {
             limits: LimitsSpec::default(),
             config: None,
             source: None,
+            plugin_sha256: None,
         }
     }
 }
@@ -102,6 +106,7 @@ impl Policy {
             limits: doc.spec.limits.clone(),
             config: doc.spec.config.as_ref().map(|c| c.to_string().into()),
             source: Some(file.to_path_buf()),
+            plugin_sha256: doc.spec.plugin.pinned_sha256(),
         })
     }
 

@@ -1,6 +1,8 @@
 //! What the plugins and policies directories hold right now.
 
 use super::error::ReloadError;
+use crate::contract::text::shown_max;
+use crate::controller::validate_instance_name;
 use sha2::{Digest, Sha256};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,24 @@ fn is_plugin_name(name: Option<&OsStr>) -> bool {
         return false;
     };
     !name.starts_with('.') && name.len() > ".wasm".len() && name.ends_with(".wasm")
+}
+
+/// The instance a plugin file runs as: its name without `.wasm`, which must be a DNS-1123
+/// label. The name the plugin declares has no say, so a file cannot choose the policy, queue
+/// or field manager it gets.
+pub(crate) fn instance_name(path: &Path) -> Result<String, String> {
+    let file = path.file_name().map(|n| n.to_string_lossy());
+    let stem = file.as_deref().and_then(|n| n.strip_suffix(".wasm"));
+    let Some(stem) = stem else {
+        return Err(format!("{} is not a .wasm file", path.display()));
+    };
+    validate_instance_name(stem).map_err(|why| {
+        format!(
+            "file name {}: the instance name is the file's name without .wasm, and {why}; the file is not started",
+            shown_max(file.as_deref().unwrap_or_default(), 256)
+        )
+    })?;
+    Ok(stem.to_string())
 }
 
 /// The policy file of plugin instance `name`.
@@ -83,6 +103,27 @@ mod tests {
             [dir.path().join("p.wasm")],
             "dangling links are skipped"
         );
+    }
+
+    #[test]
+    fn the_instance_is_named_by_the_file() {
+        let name = |f: &str| instance_name(&Path::new("/plugins").join(f));
+        assert_eq!(name("image-pinner.wasm").as_deref(), Ok("image-pinner"));
+        for bad in [
+            "Image-Pinner.wasm",
+            "a.b.wasm",
+            "a_b.wasm",
+            "-a.wasm",
+            "image-pinner.wasm.wasm",
+        ] {
+            let err = name(bad).unwrap_err();
+            assert!(
+                err.contains(bad) && err.contains("DNS-1123") && err.contains("not started"),
+                "{err}"
+            );
+        }
+        let long = format!("{}.wasm", "a".repeat(64));
+        assert!(name(&long).unwrap_err().contains("64 bytes"));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! it saw last, compiles what changed off the hot path and tells the controller to start,
 //! swap or remove plugins. A file that fails keeps the last good version running and is
 //! reported once per distinct failure.
+//!
+//! Identity comes from the directory, not from the plugin: `<name>.wasm` runs as instance
+//! `<name>` under `<name>.policy.yaml`, whatever name its metadata declares (that name is
+//! only shown, as `declared`). A policy may pin the file's digest (`spec.plugin.sha256`).
 
 mod config;
 mod error;

@@ -5,7 +5,7 @@
 use super::config::ReloadConfig;
 use super::error::ReloadError;
 use super::events::DirEvents;
-use super::files::{digest, plugin_files, policy_file};
+use super::files::{digest, instance_name, plugin_files, policy_file};
 use super::policies::{PolicyEntry, read_policy};
 use super::status::{FileStatus, ReloadMetrics};
 use crate::controller::{Applied, Controller, PluginInstance};
@@ -147,25 +147,17 @@ impl Reloader {
         state.files.retain(|p, _| paths.contains(p));
         self.load_changed(&mut state, &paths, &is_busy, force).await;
 
-        // What should run, by plugin name: the first file (by path) providing each name.
-        let mut desired: BTreeMap<String, (PathBuf, Arc<Plugin>)> = BTreeMap::new();
-        let mut shadowed: HashMap<PathBuf, String> = HashMap::new();
-        for (path, entry) in &state.files {
-            let Some(plugin) = &entry.good else { continue };
-            match desired.get(plugin.name()) {
-                Some((first, _)) => {
-                    let why = format!(
-                        "{} also provides plugin {}; only the first file by name runs",
-                        first.display(),
-                        plugin.name()
-                    );
-                    shadowed.insert(path.clone(), why);
-                }
-                None => {
-                    desired.insert(plugin.name().to_string(), (path.clone(), plugin.clone()));
-                }
-            }
-        }
+        // What should run, by instance name: each file runs as the instance its own name
+        // gives (what the plugin declares never picks it), so no file can take over
+        // another's name, policy or queue; names are unique as file names are.
+        let desired: BTreeMap<String, (PathBuf, Arc<Plugin>)> = state
+            .files
+            .iter()
+            .filter_map(|(path, entry)| {
+                let name = instance_name(path).ok()?;
+                Some((name, (path.clone(), entry.good.clone()?)))
+            })
+            .collect();
 
         let mut summary = ScanSummary::default();
         for (name, (path, plugin)) in &desired {
@@ -200,7 +192,7 @@ impl Reloader {
                     continue;
                 }
             };
-            let instance = PluginInstance::new(plugin.clone()).with_policy(policy);
+            let instance = PluginInstance::named(plugin.clone(), name, None).with_policy(policy);
             match shared.controller.upsert(instance).await {
                 Ok(applied) => {
                     state.failed_starts.remove(name);
@@ -243,7 +235,7 @@ impl Reloader {
         state.policies.retain(|n, _| desired.contains_key(n));
         state.failed_starts.retain(|n, _| desired.contains_key(n));
 
-        summary.failing = self.publish(&state, &desired, &shadowed, force);
+        summary.failing = self.publish(&state, force);
         if state.running.is_empty() && !state.warned_idle {
             tracing::warn!(dir = %shared.config.plugins.display(), "no plugins loaded: nothing will be reconciled");
         }
@@ -273,6 +265,14 @@ impl Reloader {
                 }
             };
             let digest = digest(&bytes);
+            if let Err(why) = instance_name(path) {
+                // Never compiled: a file that cannot name its instance does not run.
+                let entry = state.files.entry(path.clone()).or_default();
+                entry.digest = digest;
+                entry.good = None;
+                entry.error = Some(why);
+                continue;
+            }
             match state.files.get(path) {
                 Some(e) if e.digest == digest && !(force && e.error.is_some()) => {}
                 _ => changed.push((path.clone(), digest, bytes)),
@@ -301,30 +301,22 @@ impl Reloader {
 
     /// Rebuilds the status of every file; reports each failure that is new (new content or
     /// new reason) once, and each recovery.
-    fn publish(
-        &self,
-        state: &State,
-        desired: &BTreeMap<String, (PathBuf, Arc<Plugin>)>,
-        shadowed: &HashMap<PathBuf, String>,
-        force: bool,
-    ) -> Vec<PathBuf> {
+    fn publish(&self, state: &State, force: bool) -> Vec<PathBuf> {
         let shared = &*self.shared;
         let mut status = lock(&shared.status);
         let mut fresh = BTreeMap::new();
         let mut failing = Vec::new();
         for (path, entry) in &state.files {
-            let name = entry.good.as_ref().map(|p| p.name().to_string());
+            let name = instance_name(path).ok();
             let running = name
                 .as_deref()
                 .and_then(|n| state.running.get(n).map(|r| (n, r)))
                 .filter(|(_, r)| r.file == *path);
-            let mine = name
-                .as_deref()
-                .filter(|n| desired.get(*n).is_some_and(|(p, _)| p == path));
+            // The instance this file stands for, once some version of it has loaded.
+            let mine = name.as_deref().filter(|_| entry.good.is_some());
             let error = entry
                 .error
                 .clone()
-                .or_else(|| shadowed.get(path).cloned())
                 .or_else(|| {
                     let n = mine?;
                     let policy = state.policies.get(n)?;
@@ -366,6 +358,7 @@ impl Reloader {
                     file: path.clone(),
                     digest: entry.digest.clone(),
                     plugin: running.map(|(n, _)| n.to_string()),
+                    declared: entry.good.as_ref().map(|p| p.declared_name().to_string()),
                     running: running.map(|(_, r)| r.target.0.clone()),
                     error,
                 },

@@ -14,13 +14,17 @@ pub struct FileStatus {
     pub file: PathBuf,
     /// SHA-256 of the file's current content.
     pub digest: String,
-    /// The plugin instance running from this file, if one of its versions runs.
+    /// The plugin instance running from this file (the file's name without `.wasm`), if one
+    /// of its versions runs.
     pub plugin: Option<String>,
+    /// The name the last version that loaded declares in its metadata: informational only.
+    pub declared: Option<String>,
     /// SHA-256 of the version running from this file: differs from `digest` while the
     /// current content fails and the last good version keeps running.
     pub running: Option<String>,
-    /// Why the current content does not run (it does not load, its policy is malformed,
-    /// its kinds are not served, another file has its name).
+    /// Why the current content does not run (its file name is not a valid instance name, it
+    /// does not load, its policy is malformed or pins another digest, its kinds are not
+    /// served).
     pub error: Option<String>,
 }
 

@@ -20,7 +20,10 @@ pub struct PluginsReport {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunningPlugin {
+    /// The instance name (its file's name): what its policy, queue and metrics go by.
     pub name: String,
+    /// The name the plugin declares in its metadata: informational only.
+    pub declared: String,
     pub version: String,
     pub digest: String,
     pub reconciles: String,
@@ -41,6 +44,7 @@ pub(super) async fn list(State(state): State<ServerState>) -> Json<PluginsReport
             let plugin = controller.plugin(&name)?;
             let policy = controller.policy(&name)?;
             Some(RunningPlugin {
+                declared: plugin.declared_name().to_string(),
                 version: plugin.metadata().version.clone(),
                 digest: plugin.digest().to_string(),
                 reconciles: plugin.metadata().reconciles.to_string(),
