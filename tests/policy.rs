@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
-use kubeplug::controller::{Controller, PluginInstance};
+use kubeplug::controller::{Controller, ControllerError, PluginInstance};
 use kubeplug::policy::{AuditRecord, Decision, Grant, Mode, Policy, PolicyDocument};
 use kubeplug::reload::{ReloadConfig, Reloader};
 use kubeplug::sim::Sim;
@@ -371,12 +371,18 @@ async fn namespaces_and_kinds_scope_the_queue_and_cache_reads() -> Result {
     let reader = PluginInstance::named(hostile.clone(), "reader", Some(&list_pods.to_string()))
         .with_policy(policy(
             "reader",
-            "namespaces: {names: [team-a]}\nreads: [{apiVersion: v1, kind: Pod}]",
+            "namespaces: {names: [team-a]}\nreads: [{apiVersion: apps/v1, kind: Deployment}, {apiVersion: v1, kind: Pod}]",
         ));
     let blind = PluginInstance::named(hostile.clone(), "blind", Some(&list_pods.to_string()))
-        .with_policy(policy("blind", "namespaces: {names: [team-a]}"));
+        .with_policy(policy(
+            "blind",
+            "namespaces: {names: [team-a]}\nreads: [{apiVersion: apps/v1, kind: Deployment}]",
+        ));
     let behave = PluginInstance::named(hostile, "scoped", Some(r#"{"mode": "behave"}"#))
-        .with_policy(policy("scoped", "namespaces: {names: [team-b]}"));
+        .with_policy(policy(
+            "scoped",
+            "namespaces: {names: [team-b]}\nreads: [{apiVersion: apps/v1, kind: Deployment}]",
+        ));
     let controller =
         Controller::start(client.clone(), fast_config(), vec![reader, blind, behave]).await?;
     eventually(Duration::from_secs(20), "the reads and reconciles", || {
@@ -488,7 +494,7 @@ async fn per_plugin_limits_come_from_the_policy() -> Result {
     let limited = |name: &str, config: serde_json::Value, limits: &str| {
         PluginInstance::named(hostile.clone(), name, Some(&config.to_string())).with_policy(policy(
             name,
-            &format!("mode: enforce\nnamespaces: {{names: [team-a]}}\nlimits: {limits}"),
+            &format!("mode: enforce\nnamespaces: {{names: [team-a]}}\nreads: [{{apiVersion: apps/v1, kind: Deployment}}]\nlimits: {limits}"),
         ))
     };
     let instances = vec![
@@ -580,6 +586,7 @@ rules:
 /// cluster-scoped objects.
 const CLUSTER_PROBE_POLICY: &str = "mode: enforce
 namespaces: {names: [team-a]}
+reads: [{apiVersion: apps/v1, kind: Deployment}]
 rules:
   - apiVersion: v1
     kind: Namespace
@@ -762,6 +769,7 @@ async fn hostile_names_and_subresources_never_reach_a_url() -> Result {
     let hostile = load(&test_plugin("hostile")).await;
     let spec = "mode: enforce
 namespaces: {names: [team-a]}
+reads: [{apiVersion: apps/v1, kind: Deployment}]
 rules:
   - apiVersion: v1
     kind: Pod
@@ -878,6 +886,39 @@ rules:
             .all(|c| c.1.as_deref() == Some("cm-ok") && c.0.as_deref() == Some("team-a")),
         "{control:?}"
     );
+    controller.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_must_grant_the_kind_the_plugin_reconciles() -> Result {
+    let sim = seeded_sim().await?;
+    let controller = Controller::new(sim.client()?, fast_config());
+    // hostile reconciles Deployments; this policy names only ConfigMaps.
+    let plugin = load(&test_plugin("hostile")).await;
+    let configmaps_only = "mode: enforce
+namespaces: {names: [team-a]}
+rules:
+  - {apiVersion: v1, kind: ConfigMap, verbs: [patch], fields: [/data]}";
+    let err = controller
+        .add(
+            PluginInstance::named(plugin.clone(), "greedy", None)
+                .with_policy(policy("greedy", configmaps_only)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ControllerError::KindNotGranted { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("apps/v1/Deployment"), "{err}");
+    assert!(controller.plugins().is_empty());
+    // Naming the kind, in reads or in a rule, lets it run.
+    let granted = format!("{configmaps_only}\nreads: [{{apiVersion: apps/v1, kind: Deployment}}]");
+    controller
+        .add(PluginInstance::named(plugin, "greedy", None).with_policy(policy("greedy", &granted)))
+        .await?;
+    assert_eq!(controller.plugins(), vec!["greedy".to_string()]);
     controller.shutdown().await;
     Ok(())
 }

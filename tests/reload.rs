@@ -877,19 +877,19 @@ async fn reads_come_from_the_policy_never_from_declared_owned_kinds() -> Result 
     let greedy = std::fs::read(test_plugin("greedy-reader"))?;
     let ruled = |verbs: &str| {
         format!(
-            "namespaces: {{all: true}}\nrules:\n  - {{apiVersion: v1, kind: Secret, verbs: [{verbs}]}}"
+            "namespaces: {{all: true}}\nreads: [{{apiVersion: apps/v1, kind: Deployment}}]\nrules:\n  - {{apiVersion: v1, kind: Secret, verbs: [{verbs}]}}"
         )
     };
     let instances = [
         ("greedy", None),
         (
             "greedy-scoped",
-            Some("namespaces: {names: [team-a]}".to_string()),
+            Some("namespaces: {names: [team-a]}\nreads: [{apiVersion: apps/v1, kind: Deployment}]".to_string()),
         ),
         ("greedy-evented", Some(ruled("event"))),
         (
             "greedy-granted",
-            Some("namespaces: {all: true}\nreads: [{apiVersion: v1, kind: Secret}]".to_string()),
+            Some("namespaces: {all: true}\nreads: [{apiVersion: apps/v1, kind: Deployment}, {apiVersion: v1, kind: Secret}]".to_string()),
         ),
         ("greedy-ruled", Some(ruled("delete"))),
     ];

@@ -33,6 +33,16 @@ pub enum ControllerError {
         pinned: String,
         actual: String,
     },
+    /// It declares it reconciles a kind its policy does not name: the plugin would be handed
+    /// objects (for example Secrets) the operator never granted.
+    #[error(
+        "plugin {plugin}: it reconciles {kind}, which its policy {policy} does not grant (add the kind to spec.reads or to a rule)"
+    )]
+    KindNotGranted {
+        plugin: String,
+        kind: KindRef,
+        policy: String,
+    },
     /// Its workqueue could not be built (bad queue settings).
     #[error("plugin {plugin}: cannot build its workqueue: {source}")]
     Queue {

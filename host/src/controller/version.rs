@@ -130,20 +130,33 @@ fn readable_kinds(instance: &PluginInstance) -> Vec<KindRef> {
 fn check(instance: &PluginInstance) -> Result<(), ControllerError> {
     validate_instance_name(&instance.name)
         .map_err(|message| ControllerError::InvalidName { message })?;
+    let reconciles = &instance.plugin.metadata().reconciles;
+    if !instance.policy.grants.allows_reconciling(reconciles) {
+        return Err(ControllerError::KindNotGranted {
+            plugin: instance.name.clone(),
+            kind: reconciles.clone(),
+            policy: policy_name(instance),
+        });
+    }
     let actual = instance.plugin.digest();
     match &instance.policy.plugin_sha256 {
         Some(pinned) if pinned != actual => Err(ControllerError::DigestMismatch {
             plugin: instance.name.clone(),
-            policy: instance
-                .policy
-                .source
-                .as_ref()
-                .map_or_else(|| "(inline)".into(), |p| p.display().to_string()),
+            policy: policy_name(instance),
             pinned: pinned.clone(),
             actual: actual.to_string(),
         }),
         _ => Ok(()),
     }
+}
+
+/// The policy's file, for errors.
+fn policy_name(instance: &PluginInstance) -> String {
+    instance
+        .policy
+        .source
+        .as_ref()
+        .map_or_else(|| "(inline)".into(), |p| p.display().to_string())
 }
 
 fn namespace_kind() -> KindRef {

@@ -147,6 +147,15 @@ impl Grants {
             rules: Rules::Any,
         }
     }
+    /// Whether these grants let a plugin reconcile `kind`: a written policy must name it (in
+    /// `reads` or a rule), since its objects are handed to every call; without a policy
+    /// (`Rules::Any`) the plugin previews in dry-run whatever kind it declares.
+    pub fn allows_reconciling(&self, kind: &KindRef) -> bool {
+        match &self.rules {
+            Rules::Any => true,
+            Rules::Only(rules) => rules.contains_key(kind) || self.reads.contains(kind),
+        }
+    }
 
     /// The kinds a plugin reconciling `reconciled` and declaring it owns `owns` may read
     /// through the cache imports, `reconciled` first: the kinds in `reads`, and each owned
@@ -203,6 +212,21 @@ impl Grants {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_policy_must_name_the_reconciled_kind() {
+        let spec =
+            |v: serde_json::Value| Grants::from_spec(&serde_json::from_value(v).unwrap()).unwrap();
+        let secret = KindRef::new("v1", "Secret");
+        let deploy = KindRef::deployment();
+        let rules = spec(serde_json::json!({"rules": [{"apiVersion": "apps/v1",
+            "kind": "Deployment", "verbs": ["event"]}]}));
+        assert!(rules.allows_reconciling(&deploy));
+        assert!(!rules.allows_reconciling(&secret));
+        let reads = spec(serde_json::json!({"reads": [{"apiVersion": "v1", "kind": "Secret"}]}));
+        assert!(reads.allows_reconciling(&secret) && !reads.allows_reconciling(&deploy));
+        assert!(!spec(serde_json::json!({})).allows_reconciling(&deploy));
+    }
 
     #[test]
     fn namespace_grants() {
