@@ -671,3 +671,21 @@ async fn requeue_after_zero_cannot_turn_a_key_into_a_busy_loop() -> Result {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_actions_draw_on_the_plugins_log_rate() -> Result {
+    let sim = sim().await?;
+    // 1,000 log actions of 4 KB in one call: 4 MB for the host log without a rate.
+    let policy = hostile_events(100, "{mode: log-actions, count: 1000, bytes: 4000}");
+    let (controller, _) = start_hostile(&sim, policy).await?;
+    eventually(Duration::from_secs(20), "the drop reported", || {
+        !log_lines_with("log actions dropped").is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    controller.shutdown().await;
+    let written = log_lines_with("log-action ").len();
+    // Burst 256 KiB (64 such lines) plus 64 KiB/s (16 lines a second), with room to spare.
+    assert!(written < 500, "{written} log action lines written");
+    Ok(())
+}

@@ -307,6 +307,7 @@ impl PluginUnit {
         let dry_run = version.policy.mode == Mode::DryRun;
         let mut execution = Execution::default();
         let mut failed = false;
+        let mut dropped_logs = 0u64;
         for (action, check) in actions.iter().zip(checks) {
             let decision = match check {
                 Err(denial) => Decision::Denied(denial),
@@ -330,6 +331,13 @@ impl PluginUnit {
                 Ok(()) if is_write(action) && unavailable.is_some() => Decision::Skipped,
                 Ok(()) if dry_run && is_write(action) => Decision::DryRun,
                 Ok(()) if failed || self.is_stopped() => Decision::Skipped,
+                Ok(())
+                    if matches!(action, Action::Log { message, .. }
+                    if !version.plugin.admit_log_action(message.len())) =>
+                {
+                    dropped_logs += 1;
+                    Decision::Skipped
+                }
                 Ok(()) => {
                     if is_write(action) {
                         let waited = tokio::select! {
@@ -385,6 +393,14 @@ impl PluginUnit {
             };
             self.audit
                 .record(AuditRecord::new(&version.identity, key, action, decision));
+        }
+        if dropped_logs > 0 {
+            tracing::warn!(
+                plugin = &*self.name,
+                key,
+                dropped = dropped_logs,
+                "log actions dropped: the plugin's log rate is spent"
+            );
         }
         execution
     }

@@ -105,6 +105,13 @@ impl Plugin {
         self.contract
     }
 
+    /// Charges a `log` action of `len` bytes to the plugin's log rate (the one its `log`
+    /// import, stdout and stderr share): false when the rate is spent, and the line is
+    /// dropped and counted.
+    pub fn admit_log_action(&self, len: usize) -> bool {
+        self.log_rate.admit_line(len)
+    }
+
     /// Log lines of this plugin dropped since it loaded (per-call limit or log rate).
     pub fn dropped_logs(&self) -> u64 {
         self.log_rate.dropped_total()

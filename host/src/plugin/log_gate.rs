@@ -73,6 +73,16 @@ impl LogRate {
         true
     }
 
+    /// Charges one line of `len` bytes that no call's gate sees (a `log` action, written
+    /// after the call): false, and counted as dropped, when the rate is spent.
+    pub(crate) fn admit_line(&self, len: usize) -> bool {
+        if self.take(len.clamp(MIN_LINE_COST, MAX_LOG_LINE_BYTES)) {
+            return true;
+        }
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
     /// Lines dropped since the plugin loaded (per-call limit or rate).
     pub(crate) fn dropped_total(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)

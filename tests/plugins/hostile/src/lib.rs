@@ -11,7 +11,8 @@
 //!
 //! Event fields and shutdown: `"huge-event-reason"` (a reason of `bytes` bytes),
 //! `"long-event-note"` (a message of `bytes` bytes), `"event-burst"` (`count` Events in one
-//! call), `"requeue-at-once"` (asks to be called again after 0 ms, every time).
+//! call), `"requeue-at-once"` (asks to be called again after 0 ms, every time), `"log-actions"`
+//! (`count` log actions of `bytes` bytes each).
 //!
 //! Scope and URL probes (tests/policy.rs, cluster-scoped kinds and names): `"patch-cluster"`,
 //! `"delete-cluster"`, `"event-cluster"` (a label patch, delete or event of the object
@@ -238,6 +239,9 @@ impl Reconciler for Hostile {
                 "LongNote",
                 "n".repeat(config.bytes),
             )]),
+            "log-actions" => Ok((0..config.count)
+                .map(|i| Action::info(format!("log-action {i} {}", "x".repeat(config.bytes))))
+                .collect()),
             "requeue-at-once" => Ok(vec![
                 Action::info(format!("requeue-at-once call {}", req.key())),
                 Action::requeue_after(std::time::Duration::ZERO),
