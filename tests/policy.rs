@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::cluster::policy_from_spec as policy;
 use common::cluster::{
     Result, captured_logs, create_namespace, deployment, eventually, fast_config, image_of, load,
     log_lines_with, runtime, sim,
@@ -13,11 +14,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use kubeplug::controller::{Controller, ControllerError, PluginInstance};
-use kubeplug::policy::{AuditRecord, Decision, Grant, Mode, Policy, PolicyDocument};
+use kubeplug::policy::{AuditRecord, Decision, Grant, Mode};
 use kubeplug::reload::{ReloadConfig, Reloader};
 use kubeplug::sim::Sim;
 use serde_json::json;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
@@ -35,17 +35,6 @@ async fn seeded_sim() -> Result<Sim> {
         }
     }
     Ok(sim)
-}
-
-/// The policy of instance `name` from the YAML of its `spec`.
-fn policy(name: &str, spec: &str) -> Policy {
-    let indented: String = spec.lines().map(|l| format!("  {l}\n")).collect();
-    let text = format!(
-        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata:\n  name: {name}\nspec:\n{indented}"
-    );
-    let file = Path::new("test.policy.yaml");
-    let doc = PolicyDocument::parse(&text, file).unwrap();
-    Policy::from_document(&doc, name, file).unwrap()
 }
 
 const PINNER_POLICY: &str = "mode: enforce
