@@ -243,6 +243,43 @@ impl PolicyDocument {
                 ),
             ));
         }
+        let limits = &doc.spec.limits;
+        for (field, key, value, max) in [
+            (
+                "spec.limits.memoryMib",
+                "memoryMib",
+                limits.memory_mib.map(|v| v as u64),
+                4096,
+            ),
+            (
+                "spec.limits.timeoutMs",
+                "timeoutMs",
+                limits.timeout_ms,
+                600_000,
+            ),
+            (
+                "spec.limits.maxActions",
+                "maxActions",
+                limits.max_actions.map(|v| v as u64),
+                100_000,
+            ),
+            (
+                "spec.limits.writeBurst",
+                "writeBurst",
+                limits.write_burst.map(u64::from),
+                100_000,
+            ),
+        ] {
+            if let Some(v) = value
+                && !(1..=max).contains(&v)
+            {
+                return Err(field_error(
+                    field,
+                    key,
+                    format!("{v} is not between 1 and {max}"),
+                ));
+            }
+        }
         if let Some(rate) = doc.spec.limits.writes_per_second
             && !(rate > 0.0 && rate.is_finite())
         {
@@ -317,6 +354,26 @@ spec:
         );
         assert_eq!(doc.spec.limits.writes_per_second, Some(2.5));
         assert_eq!(doc.spec.config.unwrap()["image"], "nginx:1.25");
+    }
+
+    #[test]
+    fn limits_outside_their_range_name_the_field() {
+        for (limits, field) in [
+            ("{memoryMib: 0}", "memoryMib"),
+            ("{memoryMib: 1125899906842624}", "memoryMib"),
+            ("{timeoutMs: 0}", "timeoutMs"),
+            ("{maxActions: 0}", "maxActions"),
+            ("{writeBurst: 0}", "writeBurst"),
+        ] {
+            let text = format!(
+                "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {{name: x}}\nspec:\n  limits: {limits}\n"
+            );
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.contains(field) && err.contains("between 1 and"),
+                "{limits}: {err}"
+            );
+        }
     }
 
     #[test]
