@@ -689,3 +689,107 @@ async fn log_actions_draw_on_the_plugins_log_rate() -> Result {
     assert!(written < 500, "{written} log action lines written");
     Ok(())
 }
+
+/// A Deployment `web` in `ns` whose status the sim has finished settling, so that no further
+/// change of its own re-queues it.
+async fn settled_deployment(sim: &Sim, ns: &str) -> Result {
+    let client = sim.client()?;
+    create_namespace(&client, ns).await?;
+    Api::<Deployment>::namespaced(client, ns)
+        .create(&PostParams::default(), &deployment("web", 1, "nginx"))
+        .await?;
+    eventually(Duration::from_secs(20), "web's status settled", || {
+        sim.get("deployments", Some(ns), "web")
+            .and_then(|d| d.pointer("/status/readyReplicas").and_then(|r| r.as_i64()))
+            == Some(1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_refusals_are_not_retried_until_the_object_changes() -> Result {
+    for code in [400, 403, 422] {
+        let sim = sim().await?;
+        let ns = format!("refused-{code}");
+        settled_deployment(&sim, &ns).await?;
+        sim.faults()
+            .inject_errors(ErrorFault::every_nth(code, 1).verbs(["patch"]));
+        let policy = common::cluster::policy_from_spec(
+            "hostile",
+            "mode: enforce
+namespaces: {all: true}
+rules:
+  - {apiVersion: apps/v1, kind: Deployment, verbs: [patch], fields: [/metadata/labels]}
+config: {mode: label}",
+        );
+        let hostile = PluginInstance::named(load(&test_plugin("hostile")).await, "hostile", None)
+            .with_policy(policy);
+        let controller = Controller::start(sim.client()?, fast_config(), vec![hostile]).await?;
+        let attempts = || {
+            sim.requests()
+                .records()
+                .iter()
+                .filter(|r| r.verb == "patch" && r.status == code)
+                .count()
+        };
+        eventually(Duration::from_secs(20), "the refused patch", || {
+            attempts() >= 1
+        })
+        .await;
+        // Start-up may reconcile the key twice (initial list and the start's enqueue-all).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = attempts();
+        // With a 5 ms backoff a retried key would try dozens of times in this second.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(attempts(), before, "a {code} was retried");
+        // A change of the object brings the key back.
+        sim.faults().clear_errors();
+        Api::<Deployment>::namespaced(sim.client()?, &ns)
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+            )
+            .await?;
+        eventually(
+            Duration::from_secs(20),
+            "the label after the change",
+            || {
+                sim.get("deployments", Some(&ns), "web")
+                    .and_then(|d| d.pointer("/metadata/labels/hostile").cloned())
+                    .is_some()
+            },
+        )
+        .await;
+        controller.shutdown().await;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resync_timer_requeues_every_key() -> Result {
+    let sim = sim().await?;
+    settled_deployment(&sim, "resync").await?;
+    let config = ControllerConfig {
+        resync: Some(Duration::from_millis(500)),
+        ..fast_config()
+    };
+    let hostile = PluginInstance::named(
+        load(&test_plugin("hostile")).await,
+        "hostile",
+        Some(r#"{"mode": "behave"}"#),
+    );
+    let controller = Controller::start(sim.client()?, config, vec![hostile]).await?;
+    let calls = || log_lines_with("reconciled resync/web").len();
+    eventually(Duration::from_secs(20), "the first call", || calls() >= 1).await;
+    let before = calls();
+    // Nothing changes the object: only the timer brings the key back.
+    eventually(Duration::from_secs(20), "two resyncs", || {
+        calls() >= before + 2
+    })
+    .await;
+    controller.shutdown().await;
+    Ok(())
+}
