@@ -793,3 +793,26 @@ async fn the_resync_timer_requeues_every_key() -> Result {
     controller.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_after_brings_the_key_back_and_the_shortest_delay_wins() -> Result {
+    let sim = sim().await?;
+    settled_deployment(&sim, "requeue").await?;
+    let hostile = PluginInstance::named(
+        load(&test_plugin("hostile")).await,
+        "hostile",
+        Some(r#"{"mode": "requeue-twice"}"#),
+    );
+    let controller = Controller::start(sim.client()?, fast_config(), vec![hostile]).await?;
+    let calls = || log_lines_with("requeue-twice call requeue/web").len();
+    eventually(Duration::from_secs(20), "the first call", || calls() >= 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = calls();
+    // Nothing changes the object: the 1.5 s requeue brings it back, long before 60 s.
+    eventually(Duration::from_secs(20), "the requeued call", || {
+        calls() > before
+    })
+    .await;
+    controller.shutdown().await;
+    Ok(())
+}

@@ -11,7 +11,8 @@
 //!
 //! Event fields and shutdown: `"huge-event-reason"` (a reason of `bytes` bytes),
 //! `"long-event-note"` (a message of `bytes` bytes), `"event-burst"` (`count` Events in one
-//! call), `"requeue-at-once"` (asks to be called again after 0 ms, every time), `"log-actions"`
+//! call), `"requeue-at-once"` (asks to be called again after 0 ms, every time), `"requeue-twice"`
+//! (asks for 60 s and 1.5 s in one call), `"log-actions"`
 //! (`count` log actions of `bytes` bytes each).
 //!
 //! Scope and URL probes (tests/policy.rs, cluster-scoped kinds and names): `"patch-cluster"`,
@@ -242,6 +243,11 @@ impl Reconciler for Hostile {
             "log-actions" => Ok((0..config.count)
                 .map(|i| Action::info(format!("log-action {i} {}", "x".repeat(config.bytes))))
                 .collect()),
+            "requeue-twice" => Ok(vec![
+                Action::info(format!("requeue-twice call {}", req.key())),
+                Action::requeue_after(std::time::Duration::from_secs(60)),
+                Action::requeue_after(std::time::Duration::from_millis(1500)),
+            ]),
             "requeue-at-once" => Ok(vec![
                 Action::info(format!("requeue-at-once call {}", req.key())),
                 Action::requeue_after(std::time::Duration::ZERO),
