@@ -12,8 +12,8 @@ use kubeplug::plugin::{
     CacheOutcome, CallContext, CallError, CompileCache, Limits, LoadError, LogRateConfig,
     MAX_ERROR_BYTES, MAX_LOG_LINE_BYTES, ObjectSource,
 };
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[tokio::test]
@@ -320,20 +320,9 @@ async fn reference_plugins_describe_themselves() {
 
 // ---- Issue 11: imports past the deadline, unbounded metadata, logs as a weapon ----
 
-/// Everything the host logs on this thread while the guard lives, as text.
-#[derive(Clone, Default)]
-struct CapturedLog(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for CapturedLog {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+// Everything the host logs on this thread while the guard lives, as text (the shared
+// writer of `tests/common`).
+use common::cluster::Capture as CapturedLog;
 
 impl CapturedLog {
     /// Captures the host's events (any level) emitted on the current thread.

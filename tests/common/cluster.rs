@@ -30,7 +30,9 @@ pub fn captured_logs() -> &'static Arc<Mutex<Vec<u8>>> {
     })
 }
 
-pub struct Capture(Arc<Mutex<Vec<u8>>>);
+/// A log writer into shared bytes.
+#[derive(Clone, Default)]
+pub struct Capture(pub Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for Capture {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
