@@ -12,8 +12,12 @@ mod config;
 mod error;
 mod events;
 mod files;
+mod plan;
 mod policies;
 mod reloader;
+mod report;
+mod scan;
+mod state;
 mod status;
 
 pub use config::ReloadConfig;

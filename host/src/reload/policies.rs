@@ -2,6 +2,7 @@
 //! last good state (another file, or none: the dry-run default) in force.
 
 use super::files::digest;
+use super::state::PolicyContent;
 use crate::policy::{Policy, PolicyDocument, PolicyError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,8 @@ use std::sync::Arc;
 /// The policy file of one plugin.
 #[derive(Default)]
 pub(crate) struct PolicyEntry {
-    /// Digest of the file as last read (`None`: no file); unset before the first read.
-    pub seen: Option<Option<String>>,
+    /// The file as last read; `None` before the first read and after a failed read.
+    pub seen: Option<PolicyContent>,
     /// The last readable state: `None` text means no file, the dry-run default.
     pub good: Option<GoodPolicy>,
     /// Why the current file does not parse.
@@ -21,7 +22,8 @@ pub(crate) struct PolicyEntry {
 /// A policy state that can run: the parsed file and its digest, or no file at all.
 #[derive(Clone)]
 pub(crate) struct GoodPolicy {
-    pub digest: Option<String>,
+    /// What it was read from.
+    pub content: PolicyContent,
     document: Option<Arc<PolicyDocument>>,
     file: PathBuf,
 }
@@ -54,7 +56,10 @@ pub(crate) fn read_policy(
             return;
         }
     };
-    let seen = text.as_deref().map(|t| digest(t.as_bytes()));
+    let seen = match &text {
+        Some(t) => PolicyContent::File(digest(t.as_bytes())),
+        None => PolicyContent::Absent,
+    };
     let entry = policies.entry(name.to_string()).or_default();
     if entry.seen.as_ref() == Some(&seen) && !(force && entry.error.is_some()) {
         return;
@@ -68,7 +73,7 @@ pub(crate) fn read_policy(
         }
     };
     let candidate = GoodPolicy {
-        digest: seen,
+        content: seen,
         document,
         file: file.to_path_buf(),
     };

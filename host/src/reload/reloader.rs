@@ -1,16 +1,19 @@
 //! The reloader: keeps the controller's plugins in step with the plugins directory and the
-//! policy files. Every rescan compares digests with what it saw last, so an unchanged file
-//! costs a read and a hash, never a compile, a swap or a repeated error report.
+//! policy files. Every rescan is scan → plan → apply → report: it compares digests with what
+//! it saw last, so an unchanged file costs a read and a hash, never a compile, a swap or a
+//! repeated error report.
 
 use super::config::ReloadConfig;
 use super::error::ReloadError;
 use super::events::DirEvents;
-use super::files::{digest, instance_name, plugin_files, policy_file};
-use super::policies::{PolicyEntry, read_policy};
+use super::plan::{Plan, Start, plan};
+use super::report::{report, statuses};
+use super::scan::Scan;
+use super::state::{FailedStart, Running, State};
 use super::status::{FileStatus, ReloadMetrics};
 use crate::controller::{Applied, Controller, PluginInstance};
-use crate::plugin::{Plugin, PluginRuntime};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::plugin::PluginRuntime;
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -33,42 +36,14 @@ struct Shared {
     status: Mutex<BTreeMap<PathBuf, FileStatus>>,
 }
 
-#[derive(Default)]
-struct State {
-    files: BTreeMap<PathBuf, FileEntry>,
-    policies: HashMap<String, PolicyEntry>,
-    running: HashMap<String, Running>,
-    /// Start attempts that failed, by plugin: not retried until the plugin file or its
-    /// policy changes (or a forced rescan).
-    failed_starts: HashMap<String, (Target, String)>,
-    /// Whether "no plugins loaded" was said since the last plugin stopped running.
-    warned_idle: bool,
-}
-
-/// One plugin file.
-#[derive(Default)]
-struct FileEntry {
-    /// Digest of its current content.
-    digest: String,
-    /// The last content that loaded (older than `digest` while the current one fails).
-    good: Option<Arc<Plugin>>,
-    /// Why the current content does not load.
-    error: Option<String>,
-}
-
-/// What runs (or was tried) for a plugin: its plugin digest and policy digest.
-type Target = (String, Option<String>);
-
-struct Running {
-    file: PathBuf,
-    target: Target,
-}
-
 /// What one rescan changed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ScanSummary {
+    /// Instances started.
     pub started: Vec<String>,
+    /// Instances swapped to a new plugin or policy version (or restarted by the controller).
     pub updated: Vec<String>,
+    /// Instances stopped: their file is gone.
     pub removed: Vec<String>,
     /// Files whose current content does not run.
     pub failing: Vec<PathBuf>,
@@ -135,6 +110,8 @@ impl Reloader {
         Ok(WatchTask { task })
     }
 
+    /// One rescan: scan the directories, plan from what was seen and what runs, apply the
+    /// plan to the controller, report.
     async fn rescan_leaving(
         &self,
         busy: &HashSet<OsString>,
@@ -142,100 +119,26 @@ impl Reloader {
     ) -> Result<ScanSummary, ReloadError> {
         let shared = &*self.shared;
         let mut state = shared.state.lock().await;
-        let paths = plugin_files(&shared.config.plugins)?;
         let is_busy = |p: &Path| p.file_name().is_some_and(|n| busy.contains(n));
-        state.files.retain(|p, _| paths.contains(p));
-        self.load_changed(&mut state, &paths, &is_busy, force).await;
+        let scan = Scan {
+            plugins: &shared.config.plugins,
+            policies: &shared.config.policies,
+            is_busy: &is_busy,
+            force,
+        };
+        scan.run(&mut state, &shared.runtime).await?;
+        let plan = plan(
+            state.runnable(),
+            &state.running,
+            &state.failed_starts,
+            force,
+        );
+        let mut summary = self.apply(&mut state, plan).await;
 
-        // What should run, by instance name: each file runs as the instance its own name
-        // gives (what the plugin declares never picks it), so no file can take over
-        // another's name, policy or queue; names are unique as file names are.
-        let desired: BTreeMap<String, (PathBuf, Arc<Plugin>)> = state
-            .files
-            .iter()
-            .filter_map(|(path, entry)| {
-                let name = instance_name(path).ok()?;
-                Some((name, (path.clone(), entry.good.clone()?)))
-            })
-            .collect();
-
-        let mut summary = ScanSummary::default();
-        for (name, (path, plugin)) in &desired {
-            let policy_path = policy_file(&shared.config.policies, name);
-            if !is_busy(&policy_path) {
-                read_policy(&mut state.policies, name, &policy_path, force);
-            }
-            let Some(good) = state.policies.get(name).and_then(|p| p.good.clone()) else {
-                continue;
-            };
-            let target: Target = (plugin.digest().to_string(), good.digest.clone());
-            if let Some(running) = state.running.get_mut(name)
-                && running.target == target
-            {
-                running.file = path.clone();
-                continue;
-            }
-            if !force
-                && state
-                    .failed_starts
-                    .get(name)
-                    .is_some_and(|(t, _)| *t == target)
-            {
-                continue;
-            }
-            let policy = match good.policy(name) {
-                Ok(p) => p,
-                Err(err) => {
-                    state
-                        .failed_starts
-                        .insert(name.clone(), (target, err.to_string()));
-                    continue;
-                }
-            };
-            let instance = PluginInstance::named(plugin.clone(), name, None).with_policy(policy);
-            match shared.controller.upsert(instance).await {
-                Ok(applied) => {
-                    state.failed_starts.remove(name);
-                    state.running.insert(
-                        name.clone(),
-                        Running {
-                            file: path.clone(),
-                            target,
-                        },
-                    );
-                    let (list, result) = match applied {
-                        Applied::Started => (&mut summary.started, "started"),
-                        Applied::Updated => (&mut summary.updated, "updated"),
-                        Applied::Restarted => (&mut summary.updated, "restarted"),
-                    };
-                    list.push(name.clone());
-                    shared.metrics.reloaded(name, result);
-                }
-                Err(err) => {
-                    state
-                        .failed_starts
-                        .insert(name.clone(), (target, err.to_string()));
-                }
-            }
-        }
-
-        let gone: Vec<String> = state
-            .running
-            .keys()
-            .filter(|n| !desired.contains_key(*n))
-            .cloned()
-            .collect();
-        for name in gone {
-            shared.controller.remove(&name).await;
-            state.running.remove(&name);
-            state.failed_starts.remove(&name);
-            shared.metrics.reloaded(&name, "removed");
-            summary.removed.push(name);
-        }
-        state.policies.retain(|n, _| desired.contains_key(n));
-        state.failed_starts.retain(|n, _| desired.contains_key(n));
-
-        summary.failing = self.publish(&state, force);
+        let fresh = statuses(&state);
+        let mut status = lock(&shared.status);
+        summary.failing = report(&status, &fresh, force, &shared.metrics);
+        *status = fresh;
         if state.running.is_empty() && !state.warned_idle {
             tracing::warn!(dir = %shared.config.plugins.display(), "no plugins loaded: nothing will be reconciled");
         }
@@ -243,132 +146,58 @@ impl Reloader {
         Ok(summary)
     }
 
-    /// Reads every file not being written; compiles (in parallel, off the async runtime)
-    /// those whose digest is new.
-    async fn load_changed(
-        &self,
-        state: &mut State,
-        paths: &[PathBuf],
-        is_busy: &(dyn Fn(&Path) -> bool + Sync),
-        force: bool,
-    ) {
-        let mut changed = Vec::new();
-        for path in paths.iter().filter(|p| !is_busy(p)) {
-            let bytes = match tokio::fs::read(path).await {
-                Ok(b) => b,
-                // Gone between listing and reading: the next event rescans.
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+    /// Starts, swaps and stops instances as `plan` says; a start the policy or the
+    /// controller refuses is remembered with its target, and the running version (if any)
+    /// stays.
+    async fn apply(&self, state: &mut State, plan: Plan) -> ScanSummary {
+        let shared = &*self.shared;
+        let mut summary = ScanSummary::default();
+        for start in plan.start {
+            let Start { name, file, target } = start;
+            let plugin = state.files.get(&file).and_then(|f| f.good.clone());
+            let policy = state.policies.get(&name).and_then(|p| p.good.clone());
+            let (Some(plugin), Some(policy)) = (plugin, policy) else {
+                continue;
+            };
+            let instance = match policy.policy(&name) {
+                Ok(policy) => PluginInstance::named(plugin, &name, None).with_policy(policy),
                 Err(err) => {
-                    let entry = state.files.entry(path.clone()).or_default();
-                    entry.error = Some(format!("cannot read {}: {err}", path.display()));
+                    let error = err.to_string();
+                    state
+                        .failed_starts
+                        .insert(name, FailedStart { target, error });
                     continue;
                 }
             };
-            let digest = digest(&bytes);
-            if let Err(why) = instance_name(path) {
-                // Never compiled: a file that cannot name its instance does not run.
-                let entry = state.files.entry(path.clone()).or_default();
-                entry.digest = digest;
-                entry.good = None;
-                entry.error = Some(why);
-                continue;
-            }
-            match state.files.get(path) {
-                Some(e) if e.digest == digest && !(force && e.error.is_some()) => {}
-                _ => changed.push((path.clone(), digest, bytes)),
-            }
-        }
-        let runtime = &self.shared.runtime;
-        let loads = futures::future::join_all(changed.into_iter().map(
-            |(path, digest, bytes)| async move {
-                let loaded = runtime.load_bytes(&path.display().to_string(), bytes).await;
-                (path, digest, loaded)
-            },
-        ))
-        .await;
-        for (path, digest, loaded) in loads {
-            let entry = state.files.entry(path).or_default();
-            entry.digest = digest;
-            match loaded {
-                Ok(plugin) => {
-                    entry.good = Some(plugin);
-                    entry.error = None;
+            match shared.controller.upsert(instance).await {
+                Ok(applied) => {
+                    state.failed_starts.remove(&name);
+                    let (list, result) = match applied {
+                        Applied::Started => (&mut summary.started, "started"),
+                        Applied::Updated => (&mut summary.updated, "updated"),
+                        Applied::Restarted => (&mut summary.updated, "restarted"),
+                    };
+                    shared.metrics.reloaded(&name, result);
+                    list.push(name.clone());
+                    state.running.insert(name, Running { file, target });
                 }
-                Err(err) => entry.error = Some(err.to_string()),
-            }
-        }
-    }
-
-    /// Rebuilds the status of every file; reports each failure that is new (new content or
-    /// new reason) once, and each recovery.
-    fn publish(&self, state: &State, force: bool) -> Vec<PathBuf> {
-        let shared = &*self.shared;
-        let mut status = lock(&shared.status);
-        let mut fresh = BTreeMap::new();
-        let mut failing = Vec::new();
-        for (path, entry) in &state.files {
-            let name = instance_name(path).ok();
-            let running = name
-                .as_deref()
-                .and_then(|n| state.running.get(n).map(|r| (n, r)))
-                .filter(|(_, r)| r.file == *path);
-            // The instance this file stands for, once some version of it has loaded.
-            let mine = name.as_deref().filter(|_| entry.good.is_some());
-            let error = entry
-                .error
-                .clone()
-                .or_else(|| {
-                    let n = mine?;
-                    let policy = state.policies.get(n)?;
-                    policy.error.clone().map(|e| match &policy.good {
-                        Some(_) => format!("{e} (the previous policy stays in force)"),
-                        None => format!("{e} (plugin not started)"),
-                    })
-                })
-                .or_else(|| {
-                    let n = mine?;
-                    let (target, err) = state.failed_starts.get(n)?;
-                    let running = state.running.get(n);
-                    (running.map(|r| &r.target) != Some(target)).then(|| err.clone())
-                });
-            let file = path.display().to_string();
-            let previous = status.get(path);
-            match &error {
-                Some(err) => {
-                    failing.push(path.clone());
-                    let known = previous.is_some_and(|s| {
-                        s.digest == entry.digest && s.error.as_deref() == Some(err.as_str())
-                    });
-                    if !known || force {
-                        let kept = running.map(|(_, r)| r.target.0.as_str());
-                        tracing::error!(file = %file, digest = %entry.digest, running = kept.unwrap_or("none"), "plugin file not applied: {err}");
-                        shared.metrics.failed(&file);
-                    }
-                }
-                None => {
-                    if previous.is_some_and(|s| s.error.is_some()) {
-                        tracing::info!(file = %file, digest = %entry.digest, "plugin file recovered");
-                        shared.metrics.recovered(&file);
-                    }
+                Err(err) => {
+                    let error = err.to_string();
+                    state
+                        .failed_starts
+                        .insert(name, FailedStart { target, error });
                 }
             }
-            fresh.insert(
-                path.clone(),
-                FileStatus {
-                    file: path.clone(),
-                    digest: entry.digest.clone(),
-                    plugin: running.map(|(n, _)| n.to_string()),
-                    declared: entry.good.as_ref().map(|p| p.declared_name().to_string()),
-                    running: running.map(|(_, r)| r.target.0.clone()),
-                    error,
-                },
-            );
         }
-        for gone in status.keys().filter(|p| !fresh.contains_key(*p)) {
-            shared.metrics.recovered(&gone.display().to_string());
+        for name in plan.stop {
+            shared.controller.remove(&name).await;
+            state.running.remove(&name);
+            shared.metrics.reloaded(&name, "removed");
+            summary.removed.push(name);
         }
-        *status = fresh;
-        failing
+        state.policies.retain(|n, _| plan.keep.contains(n));
+        state.failed_starts.retain(|n, _| plan.keep.contains(n));
+        summary
     }
 }
 
