@@ -1090,3 +1090,64 @@ fn the_status_endpoints_show_a_broken_file_beside_the_version_still_running() {
     );
     host.stop();
 }
+
+/// The host as `kubeplug run` builds it ([`kubeplug::app::Host`]): one registry holds the
+/// reloader's and the controller's metrics and is what `/metrics` serves, the audit sink of
+/// the configuration receives the plugins' decisions, and shutdown drains.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_host_wires_every_part_to_one_registry_and_one_audit_sink() -> Result {
+    captured_logs();
+    let tmp = plugins_dir(1)?;
+    let sim = sim().await?;
+    let config = kubeplug::app::HostConfig {
+        plugins: tmp.path().to_path_buf(),
+        policies: tmp.path().to_path_buf(),
+        watch: true,
+        debounce: Duration::from_millis(50),
+        listen: Some("127.0.0.1:0".parse()?),
+        compile_cache: None,
+        controller: fast_config(),
+        shutdown_timeout: Duration::from_secs(10),
+    };
+    let mut audit = config.controller.audit.subscribe();
+    let host = kubeplug::app::Host::start(sim.client()?, config).await?;
+    let api: Api<Deployment> = Api::namespaced(sim.client()?, "wired");
+    api.create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let record = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Ok(record) = audit.recv().await
+                && record.plugin.name == "pinner"
+                && record.action == "patch"
+                && record.decision == Decision::Executed
+            {
+                break record;
+            }
+        }
+    })
+    .await
+    .expect("an audit record of pinner through the configured sink");
+    assert_eq!(record.key, "wired/web", "{record:?}");
+
+    let addr = host.server_addr().expect("the server runs").to_string();
+    let (status, served) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    for line in [
+        "kubeplug_plugin_reloads_total{plugin=\"pinner\",result=\"started\"} 1",
+        "workqueue_adds_total{name=\"pinner\"}",
+    ] {
+        assert!(served.contains(line), "{line} not served: {served}");
+        assert!(
+            host.metrics().encode().contains(line),
+            "{line} not in the registry"
+        );
+    }
+    std::fs::remove_file(tmp.path().join("pinner.wasm"))?;
+    eventually(WAIT, "pinner removed by the host's file watch", || {
+        host.controller().plugins().is_empty()
+    })
+    .await;
+    let drain = host.shutdown().await;
+    assert_eq!(drain.abandoned, 0);
+    Ok(())
+}

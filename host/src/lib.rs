@@ -6,12 +6,14 @@
 //! the host sees it; `sim` is the embedded API server.
 
 pub mod actions;
+pub mod app;
 pub mod cli;
 pub mod cluster;
 pub mod contract;
 pub mod controller;
 pub mod fixtures;
 pub mod manifest;
+pub mod metrics;
 pub mod plugin;
 pub mod policy;
 pub mod queue;

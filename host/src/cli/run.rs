@@ -1,15 +1,14 @@
 //! `kubeplug run`: the controller host, against a cluster or the embedded API server.
 
+use crate::app::Host;
 use crate::cluster::{ClusterArgs, connect};
-use crate::controller::{Controller, ControllerConfig};
-use crate::plugin::{PluginRuntime, RuntimeConfig};
-use crate::reload::{ReloadConfig, Reloader};
-use crate::server::{Server, ServerState};
-use anyhow::{Context, bail};
+use crate::controller::DEFAULT_WORKERS;
+use crate::plugin::{DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS};
+use crate::queue::RateLimitConfig;
+use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Options of `kubeplug run`.
 #[derive(Debug, Args)]
@@ -46,28 +45,28 @@ pub struct RunArgs {
     #[arg(long, env = "KUBEPLUG_EMBEDDED_PORT", default_value_t = 0)]
     pub embedded_port: u16,
     /// Workers per plugin.
-    #[arg(long, env = "KUBEPLUG_WORKERS", default_value_t = 2)]
+    #[arg(long, env = "KUBEPLUG_WORKERS", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
     /// Re-enqueue every cached key this often, in seconds (0: never).
     #[arg(long, env = "KUBEPLUG_RESYNC_SECONDS", default_value_t = 0)]
     pub resync_seconds: u64,
     /// Retries per second across all keys of a plugin (token bucket).
-    #[arg(long, env = "KUBEPLUG_QPS", default_value_t = 10.0)]
+    #[arg(long, env = "KUBEPLUG_QPS", default_value_t = RateLimitConfig::default().qps)]
     pub qps: f64,
     /// Token bucket burst.
-    #[arg(long, env = "KUBEPLUG_BURST", default_value_t = 100)]
+    #[arg(long, env = "KUBEPLUG_BURST", default_value_t = RateLimitConfig::default().burst)]
     pub burst: u32,
     /// First per-key retry delay, in milliseconds (doubles on each failure).
-    #[arg(long, env = "KUBEPLUG_BACKOFF_BASE_MS", default_value_t = 5)]
+    #[arg(long, env = "KUBEPLUG_BACKOFF_BASE_MS", default_value_t = RateLimitConfig::default().base_delay.as_millis() as u64)]
     pub backoff_base_ms: u64,
     /// Longest per-key retry delay, in seconds.
-    #[arg(long, env = "KUBEPLUG_BACKOFF_MAX_SECONDS", default_value_t = 1000)]
+    #[arg(long, env = "KUBEPLUG_BACKOFF_MAX_SECONDS", default_value_t = RateLimitConfig::default().max_delay.as_secs())]
     pub backoff_max_seconds: u64,
     /// Time limit of one plugin call, in milliseconds.
-    #[arg(long, env = "KUBEPLUG_TIMEOUT_MS", default_value_t = 1000)]
+    #[arg(long, env = "KUBEPLUG_TIMEOUT_MS", default_value_t = DEFAULT_TIMEOUT_MS)]
     pub timeout_ms: u64,
     /// Memory limit of one plugin instance, in MiB.
-    #[arg(long, env = "KUBEPLUG_MEMORY_MIB", default_value_t = 64)]
+    #[arg(long, env = "KUBEPLUG_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB)]
     pub memory_mib: usize,
     /// On SIGINT/SIGTERM, how long to wait for calls in flight, in seconds; writes still
     /// waiting for a plugin's write budget are skipped at once (audited), and workers still
@@ -82,24 +81,11 @@ pub struct RunArgs {
 /// Sample objects the embedded API server starts with: Deployments the reference plugins act on.
 pub const SAMPLE_MANIFESTS: &str = include_str!("../../samples/demo.yaml");
 
-/// Runs the controller until SIGINT or SIGTERM, then drains and exits 0. Plugins come and go
+/// Starts a [`Host`] and runs it until SIGINT or SIGTERM, then drains and exits 0. Plugins come and go
 /// with the files in the plugins directory (unless `--watch=false`); SIGHUP rescans.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let settings = super::run_settings::RunSettings::from_args(&args)?;
+    let config = super::run_settings::host_config(&args)?;
     let mut signals = ShutdownSignals::install()?;
-    if !args.plugins.is_dir() {
-        bail!(
-            "plugins directory {} does not exist (or is not a directory)",
-            args.plugins.display()
-        );
-    }
-    let runtime = PluginRuntime::new(RuntimeConfig {
-        cache_dir: args
-            .compile_cache
-            .clone()
-            .or_else(crate::plugin::default_cache_dir),
-        ..RuntimeConfig::default()
-    })?;
     let (client, _sim) = if args.embedded {
         let sim = crate::sim::Sim::builder()
             .port(args.embedded_port)
@@ -118,81 +104,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         (connect(&args.cluster).await?, None)
     };
-    let config = ControllerConfig {
-        namespace: args.cluster.namespace.clone(),
-        workers: settings.workers,
-        queue: settings.queue.clone(),
-        limits: settings.limits,
-        resync: settings.resync,
-        instance: hostname(),
-        audit: crate::policy::AuditSink::default(),
-    };
-    let controller = Controller::new(client, config);
-    let mut reload = ReloadConfig::new(
-        &args.plugins,
-        args.policies.as_deref().unwrap_or(&args.plugins),
-    );
-    reload.debounce = settings.debounce;
-    let reloader = Reloader::new(Arc::new(runtime), controller.clone(), reload);
-    reloader.rescan(false).await?;
-    // Without file events the host still serves what it loaded, and SIGHUP still rescans.
-    let _watch = match args.watch {
-        true => reloader
-            .watch()
-            .inspect_err(|err| {
-                tracing::error!("{err}: plugins are reloaded on SIGHUP only");
-            })
-            .ok(),
-        false => None,
-    };
-    let _server = match args.listen {
-        Some(addr) => {
-            let state = ServerState {
-                controller: controller.clone(),
-                reloader: reloader.clone(),
-            };
-            let server = Server::start(addr, state)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?;
-            tracing::info!(addr = %server.addr(), "serving /metrics, /healthz, /readyz, /plugins");
-            Some(server)
-        }
-        None => None,
-    };
+    let host = Host::start(client, config).await?;
+    let controller = host.controller();
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), watch = args.watch, "running; stop with Ctrl-C, rescan plugins with SIGHUP");
     while signals.recv().await == Signal::Rescan {
         tracing::info!("SIGHUP: rescanning plugins and policies");
-        if let Err(err) = reloader.rescan(true).await {
+        if let Err(err) = host.rescan().await {
             tracing::error!("rescan failed, the running plugins are unchanged: {err}");
         }
     }
-    let timeout = settings.shutdown_timeout;
-    tracing::info!(
-        timeout_s = timeout.as_secs(),
-        "shutting down: finishing in-flight reconciles, skipping writes still waiting for a write budget"
-    );
-    let drain = controller.shutdown_within(timeout).await;
-    match drain.abandoned {
-        0 => tracing::info!(workers = drain.finished, "drained"),
-        n => tracing::warn!(
-            abandoned = n,
-            finished = drain.finished,
-            "shutdown timeout reached: {n} workers abandoned in the middle of a call"
-        ),
-    }
+    host.shutdown().await;
     Ok(ExitCode::SUCCESS)
-}
-
-fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-        })
-        .unwrap_or_else(|| "kubeplug".into())
 }
 
 /// SIGINT and SIGTERM (stop) and SIGHUP (rescan), caught from the moment they are

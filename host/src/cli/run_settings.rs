@@ -1,28 +1,13 @@
-//! The numeric flags of `kubeplug run`, checked together before anything starts: a typo in
-//! `--qps` or `--memory-mib` is one error line at start, not every plugin failing as it
-//! starts (or a shift overflowing).
+//! The flags of `kubeplug run` made into a [`HostConfig`], checked together before anything
+//! starts: a typo in `--qps` or `--memory-mib` is one error line at start, not every plugin
+//! failing as it starts (or a shift overflowing).
 
 use super::run::RunArgs;
+use crate::app::HostConfig;
+use crate::controller::ControllerConfig;
 use crate::plugin::Limits;
 use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
 use std::time::Duration;
-
-/// The host settings `kubeplug run` starts with, all checked.
-#[derive(Debug, Clone)]
-pub struct RunSettings {
-    /// Workers per plugin.
-    pub workers: usize,
-    /// Each plugin's workqueue.
-    pub queue: QueueConfig,
-    /// Limits of one plugin call (a policy may narrow them).
-    pub limits: Limits,
-    /// Period of the full re-enqueue, if any.
-    pub resync: Option<Duration>,
-    /// Quiet time after a file event before rescanning.
-    pub debounce: Duration,
-    /// How long a drain may take on SIGINT/SIGTERM.
-    pub shutdown_timeout: Duration,
-}
 
 /// A flag whose value the host cannot run with.
 #[derive(Debug, thiserror::Error)]
@@ -64,71 +49,100 @@ fn in_range<T: PartialOrd + ToString>(
     Ok(value)
 }
 
-impl RunSettings {
-    /// Checks every numeric flag of `args`.
-    pub fn from_args(args: &RunArgs) -> Result<Self, SettingsError> {
-        let workers = in_range("workers", args.workers, 1, 1024, "1 to 1024")?;
-        let memory_mib = in_range(
-            "memory-mib",
-            args.memory_mib,
-            1,
-            MAX_MEMORY_MIB,
-            "1 to 4096",
-        )?;
-        let timeout_ms = in_range(
-            "timeout-ms",
-            args.timeout_ms,
-            1,
-            MAX_TIMEOUT_MS,
-            "1 to 600000",
-        )?;
-        let max_delay = Duration::from_secs(in_range(
-            "backoff-max-seconds",
-            args.backoff_max_seconds,
-            1,
-            7 * 24 * 3600,
-            "1 to 604800 (a week)",
-        )?);
-        let base_delay = Duration::from_millis(in_range(
-            "backoff-base-ms",
-            args.backoff_base_ms,
-            1,
-            max_delay.as_millis() as u64,
-            "at least 1 and at most --backoff-max-seconds",
-        )?);
-        let rate_limit = RateLimitConfig {
-            base_delay,
-            max_delay,
-            qps: args.qps,
-            burst: args.burst,
-        };
-        rate_limit
-            .build::<String>()
-            .map_err(SettingsError::RateLimit)?;
-        let debounce_ms = in_range("debounce-ms", args.debounce_ms, 0, 60_000, "0 to 60000")?;
-        let shutdown_s = in_range(
-            "shutdown-timeout",
-            args.shutdown_timeout,
-            0,
-            3600,
-            "0 to 3600 seconds",
-        )?;
-        Ok(RunSettings {
-            workers,
-            queue: QueueConfig {
-                rate_limit,
-                ..QueueConfig::default()
-            },
-            limits: Limits {
-                timeout: Duration::from_millis(timeout_ms),
-                memory_bytes: memory_mib << 20,
-                ..Limits::default()
-            },
-            resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
-            debounce: Duration::from_millis(debounce_ms),
-            shutdown_timeout: Duration::from_secs(shutdown_s),
+/// The host configuration `args` ask for, with every numeric flag checked.
+pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
+    let workers = in_range("workers", args.workers, 1, 1024, "1 to 1024")?;
+    let memory_mib = in_range(
+        "memory-mib",
+        args.memory_mib,
+        1,
+        MAX_MEMORY_MIB,
+        "1 to 4096",
+    )?;
+    let timeout_ms = in_range(
+        "timeout-ms",
+        args.timeout_ms,
+        1,
+        MAX_TIMEOUT_MS,
+        "1 to 600000",
+    )?;
+    let max_delay = Duration::from_secs(in_range(
+        "backoff-max-seconds",
+        args.backoff_max_seconds,
+        1,
+        7 * 24 * 3600,
+        "1 to 604800 (a week)",
+    )?);
+    let base_delay = Duration::from_millis(in_range(
+        "backoff-base-ms",
+        args.backoff_base_ms,
+        1,
+        max_delay.as_millis() as u64,
+        "at least 1 and at most --backoff-max-seconds",
+    )?);
+    let rate_limit = RateLimitConfig {
+        base_delay,
+        max_delay,
+        qps: args.qps,
+        burst: args.burst,
+    };
+    rate_limit
+        .build::<String>()
+        .map_err(SettingsError::RateLimit)?;
+    let debounce_ms = in_range("debounce-ms", args.debounce_ms, 0, 60_000, "0 to 60000")?;
+    let shutdown_s = in_range(
+        "shutdown-timeout",
+        args.shutdown_timeout,
+        0,
+        3600,
+        "0 to 3600 seconds",
+    )?;
+    let controller = ControllerConfig {
+        namespace: args.cluster.namespace.clone(),
+        workers,
+        queue: QueueConfig {
+            rate_limit,
+            ..QueueConfig::default()
+        },
+        limits: Limits {
+            timeout: Duration::from_millis(timeout_ms),
+            memory_bytes: memory_mib << 20,
+            ..Limits::default()
+        },
+        resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
+        instance: hostname(),
+        ..ControllerConfig::default()
+    };
+    Ok(HostConfig {
+        plugins: args.plugins.clone(),
+        policies: args
+            .policies
+            .clone()
+            .unwrap_or_else(|| args.plugins.clone()),
+        watch: args.watch,
+        debounce: Duration::from_millis(debounce_ms),
+        listen: args.listen,
+        compile_cache: args
+            .compile_cache
+            .clone()
+            .or_else(crate::plugin::default_cache_dir),
+        controller,
+        shutdown_timeout: Duration::from_secs(shutdown_s),
+    })
+}
+
+/// The name this host reports itself as in Events: `$HOSTNAME` (a pod's name), else
+/// `/etc/hostname`, else `kubeplug`.
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
         })
-    }
+        .unwrap_or_else(|| "kubeplug".into())
 }
 
 #[cfg(test)]
@@ -136,12 +150,12 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn parse(extra: &[&str]) -> Result<RunSettings, SettingsError> {
+    fn parse(extra: &[&str]) -> Result<HostConfig, SettingsError> {
         let mut argv = vec!["kubeplug", "run", "--plugins", "p"];
         argv.extend_from_slice(extra);
         let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
         match cli.command {
-            crate::cli::Command::Run(args) => RunSettings::from_args(&args),
+            crate::cli::Command::Run(args) => host_config(&args),
             _ => unreachable!(),
         }
     }
@@ -149,10 +163,14 @@ mod tests {
     #[test]
     fn the_defaults_are_valid() {
         let s = parse(&[]).unwrap();
-        assert_eq!(s.limits.memory_bytes, 64 << 20);
-        assert_eq!(s.limits.timeout, Duration::from_secs(1));
+        assert_eq!(s.controller.limits, Limits::default());
+        assert_eq!(s.controller.queue.rate_limit, RateLimitConfig::default());
+        assert_eq!(s.controller.workers, ControllerConfig::default().workers);
         assert_eq!(s.shutdown_timeout, Duration::from_secs(10));
-        assert_eq!(s.workers, 2);
+        assert_eq!(
+            s.policies, s.plugins,
+            "policies sit beside the plugins by default"
+        );
     }
 
     #[test]

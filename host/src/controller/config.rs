@@ -1,5 +1,6 @@
 //! Settings of the controller host.
 
+use crate::metrics::MetricsRegistry;
 use crate::plugin::Limits;
 use crate::policy::AuditSink;
 use crate::queue::QueueConfig;
@@ -22,18 +23,24 @@ pub struct ControllerConfig {
     pub instance: String,
     /// Where audit records go; subscribe before starting to see every record.
     pub audit: AuditSink,
+    /// Where the controller registers its metrics (queues, audit decisions).
+    pub metrics: MetricsRegistry,
 }
+
+/// Workers per plugin unless configured.
+pub const DEFAULT_WORKERS: usize = 2;
 
 impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
             namespace: None,
-            workers: 2,
+            workers: DEFAULT_WORKERS,
             queue: QueueConfig::default(),
             limits: Limits::default(),
             resync: None,
             instance: "kubeplug".into(),
             audit: AuditSink::default(),
+            metrics: MetricsRegistry::default(),
         }
     }
 }

@@ -36,7 +36,6 @@ struct Inner {
     units: UnitSet,
     tasks: Mutex<HashMap<String, UnitTasks>>,
     background: Mutex<Vec<JoinHandle<()>>>,
-    registry: Mutex<Registry>,
     queue_metrics: QueueMetrics,
     audit: AuditSink,
     /// Serialises changes to the set of plugins; `true` once shutting down.
@@ -71,10 +70,13 @@ impl Controller {
     /// Starts a controller with no plugin yet (the router and resync timer run).
     pub fn new(client: kube::Client, config: ControllerConfig) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut registry = Registry::default();
-        let queue_metrics = QueueMetrics::new(&mut registry);
+        let mut queue_metrics = None;
         let audit = config.audit.clone();
-        audit.register(&mut registry);
+        config.metrics.register(|registry| {
+            queue_metrics = Some(QueueMetrics::new(registry));
+            audit.register(registry);
+        });
+        let queue_metrics = queue_metrics.expect("register runs its closure");
         let kinds = Arc::new(KindRegistry::new(client));
         let units = UnitSet::default();
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
@@ -88,7 +90,6 @@ impl Controller {
                 units,
                 tasks: Mutex::default(),
                 background: Mutex::new(background),
-                registry: Mutex::new(registry),
                 queue_metrics,
                 audit,
                 changing: tokio::sync::Mutex::new(false),
@@ -317,15 +318,13 @@ impl Controller {
     /// was registered with [`register_metrics`](Self::register_metrics)) in the Prometheus
     /// text format.
     pub fn metrics_text(&self) -> String {
-        let mut text = String::new();
-        // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &lock(&self.inner.registry));
-        text
+        self.inner.config.metrics.encode()
     }
 
-    /// Registers more metrics beside the controller's own.
+    /// Registers more metrics beside the controller's own (in the registry of its
+    /// [`ControllerConfig::metrics`]).
     pub fn register_metrics(&self, register: impl FnOnce(&mut Registry)) {
-        register(&mut lock(&self.inner.registry));
+        self.inner.config.metrics.register(register);
     }
 
     /// Drains with the default bound ([`DEFAULT_SHUTDOWN_TIMEOUT`]); see

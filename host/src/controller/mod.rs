@@ -16,7 +16,7 @@ mod version;
 mod watches;
 
 pub use cache_objects::CacheObjects;
-pub use config::ControllerConfig;
+pub use config::{ControllerConfig, DEFAULT_WORKERS};
 pub use error::ControllerError;
 pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT, Drain};
 pub use instance::{MAX_INSTANCE_NAME, PluginInstance, validate_instance_name};

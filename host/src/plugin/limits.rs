@@ -19,11 +19,16 @@ pub struct Limits {
     pub read_bytes: usize,
 }
 
+/// Memory of one plugin instance unless configured, in MiB.
+pub const DEFAULT_MEMORY_MIB: usize = 64;
+/// Time limit of one plugin call unless configured, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            memory_bytes: 64 << 20,
-            timeout: Duration::from_secs(1),
+            memory_bytes: DEFAULT_MEMORY_MIB << 20,
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             output: OutputLimits::default(),
             log_bytes: 64 << 10,
             read_bytes: 16 << 20,

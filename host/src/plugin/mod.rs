@@ -31,7 +31,7 @@ pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
 pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
 pub use imports::{MAX_NAME_BYTES, MAX_NAMESPACE_BYTES};
-pub use limits::Limits;
+pub use limits::{DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS, Limits};
 pub use loaded::{CallContext, CallReport, MAX_ERROR_BYTES, Plugin};
 pub use log_gate::{LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
 pub use objects::{NoObjects, ObjectSource};

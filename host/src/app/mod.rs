@@ -1,0 +1,141 @@
+//! The host put together in one place: the metrics registry, the audit sink, the plugin
+//! runtime, the controller, the reloader (and its file watch) and the status server are
+//! built here, in that order, from one checked [`HostConfig`]. `kubeplug run` only adds the
+//! cluster connection and the signal loop.
+
+mod config;
+
+pub use config::HostConfig;
+
+use crate::controller::{Controller, Drain};
+use crate::metrics::MetricsRegistry;
+use crate::plugin::{PluginRuntime, RuntimeConfig};
+use crate::policy::AuditSink;
+use crate::reload::{ReloadConfig, ReloadError, Reloader, WatchTask};
+use crate::server::{Server, ServerState};
+use anyhow::Context;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A running host: plugins from a directory reconciling against one cluster.
+pub struct Host {
+    controller: Controller,
+    reloader: Reloader,
+    metrics: MetricsRegistry,
+    audit: AuditSink,
+    shutdown_timeout: Duration,
+    /// Follows file events while held (`None` with `watch: false`, or when watching failed).
+    _watch: Option<WatchTask>,
+    server: Option<Server>,
+}
+
+impl Host {
+    /// Builds every part of the host against `client`, loads the plugins directory once and
+    /// starts following it (`config.watch`) and serving (`config.listen`).
+    pub async fn start(client: kube::Client, config: HostConfig) -> anyhow::Result<Host> {
+        if !config.plugins.is_dir() {
+            anyhow::bail!(
+                "plugins directory {} does not exist (or is not a directory)",
+                config.plugins.display()
+            );
+        }
+        // One registry and one audit sink for every part (subscribe to `config.controller.audit`
+        // before starting to see every record).
+        let metrics = config.controller.metrics.clone();
+        let audit = config.controller.audit.clone();
+        let runtime = PluginRuntime::new(RuntimeConfig {
+            cache_dir: config.compile_cache.clone(),
+            ..RuntimeConfig::default()
+        })
+        .context("cannot start the plugin runtime")?;
+        let controller = Controller::new(client, config.controller);
+        let mut reload = ReloadConfig::new(&config.plugins, &config.policies);
+        reload.debounce = config.debounce;
+        let reloader = Reloader::new(Arc::new(runtime), controller.clone(), reload);
+        reloader.rescan(false).await?;
+        // Without file events the host still serves what it loaded, and a rescan still reloads.
+        let watch = match config.watch {
+            true => reloader
+                .watch()
+                .inspect_err(|err| {
+                    tracing::error!("{err}: plugins are reloaded on SIGHUP only");
+                })
+                .ok(),
+            false => None,
+        };
+        let server = match config.listen {
+            Some(addr) => {
+                let state = ServerState {
+                    controller: controller.clone(),
+                    reloader: reloader.clone(),
+                };
+                let server = Server::start(addr, state)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr}"))?;
+                tracing::info!(addr = %server.addr(), "serving /metrics, /healthz, /readyz, /plugins");
+                Some(server)
+            }
+            None => None,
+        };
+        Ok(Host {
+            controller,
+            reloader,
+            metrics,
+            audit,
+            shutdown_timeout: config.shutdown_timeout,
+            _watch: watch,
+            server,
+        })
+    }
+
+    /// The controller running the plugins.
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// The reloader following the plugins directory.
+    pub fn reloader(&self) -> &Reloader {
+        &self.reloader
+    }
+
+    /// The host's metrics registry (what `/metrics` serves).
+    pub fn metrics(&self) -> &MetricsRegistry {
+        &self.metrics
+    }
+
+    /// The audit sink every plugin decision goes to.
+    pub fn audit(&self) -> &AuditSink {
+        &self.audit
+    }
+
+    /// Where the status server listens, if it runs.
+    pub fn server_addr(&self) -> Option<SocketAddr> {
+        self.server.as_ref().map(Server::addr)
+    }
+
+    /// Looks at the plugins and policies again, retrying what failed on unchanged content
+    /// (what SIGHUP does).
+    pub async fn rescan(&self) -> Result<(), ReloadError> {
+        self.reloader.rescan(true).await.map(|_| ())
+    }
+
+    /// Drains the controller within the configured shutdown timeout and stops serving.
+    pub async fn shutdown(self) -> Drain {
+        let timeout = self.shutdown_timeout;
+        tracing::info!(
+            timeout_s = timeout.as_secs(),
+            "shutting down: finishing in-flight reconciles, skipping writes still waiting for a write budget"
+        );
+        let drain = self.controller.shutdown_within(timeout).await;
+        match drain.abandoned {
+            0 => tracing::info!(workers = drain.finished, "drained"),
+            n => tracing::warn!(
+                abandoned = n,
+                finished = drain.finished,
+                "shutdown timeout reached: {n} workers abandoned in the middle of a call"
+            ),
+        }
+        drain
+    }
+}
