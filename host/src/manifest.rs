@@ -6,25 +6,42 @@ use std::path::Path;
 /// A manifest that could not be read or parsed, naming the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
+    /// The file cannot be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not valid YAML or JSON: {message}")]
-    Parse { path: String, message: String },
+    /// The text is neither YAML nor JSON.
+    #[error("{path} is not valid YAML or JSON: {source}")]
+    Parse {
+        /// Where the text came from.
+        path: String,
+        /// The parser's error.
+        #[source]
+        source: serde_saphyr::Error,
+    },
+    /// A document is not a Kubernetes object.
     #[error("{path}: document {index} is not an object with apiVersion, kind and metadata.name")]
-    NotAnObject { path: String, index: usize },
+    NotAnObject {
+        /// Where the text came from.
+        path: String,
+        /// The document's position, from 1.
+        index: usize,
+    },
 }
 
 /// Parses every non-empty document of a YAML (or JSON) text; `origin` names it in errors.
 /// A `kind: List` document contributes its items.
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, ManifestError> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Parse {
-        path: origin.to_string(),
-        message: e.to_string(),
-    })?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|source| ManifestError::Parse {
+            path: origin.to_string(),
+            source,
+        })?;
     let mut out = Vec::new();
     for (index, doc) in docs.into_iter().enumerate() {
         match doc {

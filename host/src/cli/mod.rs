@@ -12,6 +12,7 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "kubeplug", version, about)]
 pub struct Cli {
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
     /// Log as JSON lines instead of text (filter with KUBEPLUG_LOG, e.g. `debug`).

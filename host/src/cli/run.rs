@@ -29,6 +29,7 @@ pub struct RunArgs {
     /// With --watch: quiet time after a file event before rescanning, in milliseconds.
     #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", default_value_t = 50)]
     pub debounce_ms: u64,
+    /// Which cluster, and which namespace.
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Start the embedded API server with sample Deployments and run against it.

@@ -10,8 +10,11 @@ use std::sync::Mutex;
 /// A kind the API server serves: its resource (plural, group, version) and scope.
 #[derive(Debug, Clone)]
 pub struct ResolvedKind {
+    /// The kind asked for.
     pub kind: KindRef,
+    /// Where the API serves it (plural, group, version).
     pub resource: ApiResource,
+    /// Whether its objects live in namespaces.
     pub namespaced: bool,
 }
 
@@ -22,14 +25,18 @@ pub enum ResolveError {
     /// invalid.
     #[error("{kind} is not served by the API server: {source}")]
     Unknown {
+        /// The kind, as `apiVersion/kind`.
         kind: String,
+        /// Discovery's answer.
         #[source]
         source: kube::Error,
     },
     /// Discovery failed (network, server error): worth retrying.
     #[error("cannot look {kind} up: {source}")]
     Unavailable {
+        /// The kind, as `apiVersion/kind`.
         kind: String,
+        /// Why discovery failed.
         #[source]
         source: kube::Error,
     },

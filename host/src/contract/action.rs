@@ -56,7 +56,9 @@ impl PatchType {
 /// Severity of a Kubernetes Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum EventType {
+    /// Something expected happened.
     Normal,
+    /// Something an operator should look at.
     Warning,
 }
 
@@ -64,10 +66,15 @@ pub enum EventType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogLevel {
+    /// Finest detail.
     Trace,
+    /// Detail for debugging.
     Debug,
+    /// Normal operation.
     Info,
+    /// Something unexpected that the plugin handled.
     Warn,
+    /// Something the plugin could not handle.
     Error,
 }
 
@@ -75,35 +82,54 @@ pub enum LogLevel {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "camelCase")]
 pub enum Action {
+    /// Patch an object (or its `status`/`scale` subresource).
     #[serde(rename_all = "camelCase")]
     Patch {
+        /// The object patched.
         target: ObjectRef,
+        /// How `body` is applied.
         patch_type: PatchType,
+        /// `status` or `scale`, when the patch goes to a subresource.
         #[serde(skip_serializing_if = "Option::is_none")]
         subresource: Option<String>,
+        /// The patch.
         body: Value,
     },
+    /// Create an object from a full manifest.
     Create {
+        /// The object to create (`apiVersion`, `kind`, `metadata`, ...).
         manifest: Value,
     },
+    /// Delete an object.
     Delete {
+        /// The object deleted.
         target: ObjectRef,
     },
+    /// Report a Kubernetes Event about an object.
     #[serde(rename_all = "camelCase")]
     Event {
+        /// The object the Event is about.
         regarding: ObjectRef,
+        /// Normal or Warning.
         event_type: EventType,
+        /// Why, in CamelCase (`ImagePinned`).
         reason: String,
+        /// What happened, for humans (`note` in events.k8s.io/v1).
         message: String,
         /// What was done; `Reconcile` when the plugin left it empty.
         event_action: String,
     },
+    /// Write a line to the host's log, attributed to the plugin.
     Log {
+        /// Its severity.
         level: LogLevel,
+        /// The line.
         message: String,
     },
+    /// Reconcile the same key again after a delay (the shortest of a call wins).
     #[serde(rename_all = "camelCase")]
     RequeueAfter {
+        /// The delay, in milliseconds.
         after_ms: u64,
     },
 }

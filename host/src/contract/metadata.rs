@@ -24,7 +24,9 @@ const SHOWN: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginMetadata {
+    /// The name the plugin declares (shown only: the file's name is the instance's).
     pub name: String,
+    /// The plugin's own version, e.g. `1.2.0`.
     pub version: String,
     /// The kind whose keys it reconciles.
     pub reconciles: KindRef,

@@ -7,10 +7,14 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
+    /// `group/version`, or `version` for the core group.
     pub api_version: String,
+    /// The kind, e.g. `Deployment`.
     pub kind: String,
+    /// The namespace; `None` for cluster-scoped objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// The object's name.
     pub name: String,
 }
 
@@ -39,7 +43,9 @@ impl fmt::Display for ObjectRef {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KindRef {
+    /// `group/version`, or `version` for the core group.
     pub api_version: String,
+    /// The kind, e.g. `Deployment`.
     pub kind: String,
 }
 

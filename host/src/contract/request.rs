@@ -8,11 +8,17 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Reason {
+    /// The object appeared (or the plugin started and sees it for the first time).
     Added,
+    /// The object changed.
     Changed,
+    /// The object is gone.
     Deleted,
+    /// The periodic resync.
     Resync,
+    /// The last call failed and is retried.
     Retry,
+    /// The plugin asked for it with `requeue-after`.
     Requeue,
 }
 
@@ -40,11 +46,13 @@ impl std::str::FromStr for Reason {
 /// and the runtime hand the same bytes along without re-serialising them.
 #[derive(Debug, Clone)]
 pub struct ReconcileRequest {
+    /// The key reconciled.
     pub target: ObjectRef,
     /// The cached object as JSON; `None` once deleted.
     pub object: Option<Arc<str>>,
     /// The last successfully reconciled version, for plugins that ask for it.
     pub previous: Option<Arc<str>>,
+    /// Why it runs now.
     pub reason: Reason,
     /// 1 on the first attempt.
     pub attempt: u32,

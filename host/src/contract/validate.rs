@@ -25,14 +25,30 @@ impl Default for OutputLimits {
 /// Why a call's output was refused as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OutputViolation {
+    /// More actions than the policy's `maxActions`.
     #[error("returned {count} actions, more than the limit of {limit}")]
-    TooManyActions { count: usize, limit: usize },
+    TooManyActions {
+        /// Actions returned.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// More bytes of actions than allowed.
     #[error("returned {bytes} bytes of actions, more than the limit of {limit}")]
-    TooLarge { bytes: usize, limit: usize },
+    TooLarge {
+        /// Bytes returned.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// One action does not hold together (bad JSON, missing field, bad name, ...).
     #[error("action {index} ({action}): {reason}")]
     Invalid {
+        /// Its position in the list, from 0.
         index: usize,
+        /// Its verb.
         action: &'static str,
+        /// What is wrong with it.
         reason: String,
     },
 }

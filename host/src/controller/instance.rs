@@ -17,6 +17,7 @@ pub const MAX_INSTANCE_NAME: usize = 63;
 pub struct PluginInstance {
     /// Unique within the host; names the queue, the metrics label and the field manager.
     pub name: String,
+    /// The compiled plugin it runs.
     pub plugin: Arc<Plugin>,
     /// The operator's configuration, handed to every call as JSON text.
     pub config: Option<Arc<str>>,

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FileStatus {
+    /// The plugin file.
     pub file: PathBuf,
     /// SHA-256 of the file's current content.
     pub digest: String,

@@ -15,7 +15,9 @@ use tokio::task::JoinHandle;
 /// What the endpoints report on.
 #[derive(Clone)]
 pub struct ServerState {
+    /// What runs: plugins, queues, metrics, readiness.
     pub controller: Controller,
+    /// What the plugin files hold: `/plugins` shows each file's status.
     pub reloader: Reloader,
 }
 
