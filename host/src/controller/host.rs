@@ -10,7 +10,7 @@ use super::unit::PluginUnit;
 use super::units::UnitSet;
 use super::version::UnitVersion;
 use super::watches::Watches;
-use crate::actions::Executor;
+use crate::actions::{ApiWriter, Executor, KubeWriter, Pipeline};
 use crate::cluster::KindRegistry;
 use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
@@ -31,7 +31,8 @@ pub struct Controller {
 
 struct Inner {
     config: ControllerConfig,
-    executor: Arc<Executor>,
+    /// Runs every plugin's calls' actions against the API server.
+    pipeline: Arc<Pipeline>,
     watches: Watches,
     units: UnitSet,
     tasks: Mutex<HashMap<String, UnitTasks>>,
@@ -70,12 +71,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Controller {
     /// Starts a controller with no plugin yet (the router and resync timer run).
     pub fn new(client: kube::Client, config: ControllerConfig) -> Self {
+        let kinds = Arc::new(KindRegistry::new(client));
+        let writer = Arc::new(KubeWriter::new(kinds.clone()));
+        Self::with_writer(kinds, writer, config)
+    }
+
+    /// A controller watching through `kinds` and writing through `writer` (tests give a
+    /// fake writer).
+    pub(crate) fn with_writer(
+        kinds: Arc<KindRegistry>,
+        writer: Arc<dyn ApiWriter>,
+        config: ControllerConfig,
+    ) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::new(&mut registry);
         let audit = config.audit.clone();
         audit.register(&mut registry);
-        let kinds = Arc::new(KindRegistry::new(client));
+        let executor = Executor::new(writer, config.instance.clone());
         let units = UnitSet::default();
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
         if let Some(period) = config.resync {
@@ -83,7 +96,7 @@ impl Controller {
         }
         Controller {
             inner: Arc::new(Inner {
-                executor: Arc::new(Executor::new(kinds.clone(), config.instance.clone())),
+                pipeline: Arc::new(Pipeline::new(executor, audit.clone())),
                 watches: Watches::new(kinds, config.namespace.clone(), tx),
                 units,
                 tasks: Mutex::default(),
@@ -206,8 +219,7 @@ impl Controller {
             name.into(),
             queue,
             version,
-            inner.executor.clone(),
-            inner.audit.clone(),
+            inner.pipeline.clone(),
         ));
         inner.units.insert(unit.clone());
         let workers = (0..inner.config.workers.max(1))
