@@ -7,6 +7,8 @@
 mod agreement;
 mod event;
 mod executor;
+#[cfg(test)]
+pub(crate) mod fake;
 mod outcome;
 pub mod pipeline;
 pub mod target;

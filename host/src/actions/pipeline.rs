@@ -9,7 +9,6 @@ use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
 use crate::contract::{Action, KindRef, ObjectRef, Scope};
-use crate::plugin::Plugin;
 use crate::policy::{
     AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
     is_write, kind_of,
@@ -44,8 +43,9 @@ pub struct Call<'a> {
     pub policy: &'a Policy,
     /// Awaited before each API write.
     pub budget: &'a WriteBudget,
-    /// Its log-action gate.
-    pub sandbox: &'a Plugin,
+    /// Its log-action gate: whether a log action of this many bytes may be written now
+    /// (the plugin's log rate, [`Plugin::admit_log_action`](crate::plugin::Plugin::admit_log_action)).
+    pub admit_log: &'a (dyn Fn(usize) -> bool + Sync),
     /// `true` once the plugin is being removed: later actions are skipped and a write
     /// waiting for the budget gives up.
     pub stopped: watch::Receiver<bool>,
@@ -178,7 +178,7 @@ impl Pipeline {
                 Ok(()) if failed || *call.stopped.borrow() => Decision::Skipped,
                 Ok(()) => match action {
                     Action::Log { level, message } => {
-                        if call.sandbox.admit_log_action(message.len()) {
+                        if (call.admit_log)(message.len()) {
                             crate::telemetry::plugin_log(call.plugin, call.key, *level, message);
                             Decision::Executed
                         } else {

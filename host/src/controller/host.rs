@@ -420,3 +420,6 @@ async fn resync(units: UnitSet, period: std::time::Duration) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -226,7 +226,7 @@ impl PluginUnit {
             identity: &version.identity,
             policy: &version.policy,
             budget: &version.budget,
-            sandbox: &version.plugin,
+            admit_log: &|len| version.plugin.admit_log_action(len),
             stopped: self.stopped.subscribe(),
         };
         let outcome = self.pipeline.run(call, &actions).await;
