@@ -20,6 +20,8 @@ pub(crate) enum Answer {
     Ok(&'static str),
     /// The API server answers with this HTTP status.
     Status(u16),
+    /// 409 AlreadyExists (a create of an object that exists).
+    Exists,
     /// The transport times out.
     Timeout,
     /// Waits this long (tokio time), then answers.
@@ -83,6 +85,10 @@ impl FakeWriter {
                     _ => "Scripted",
                 };
                 let status = Status::failure("scripted", reason).with_code(code);
+                Err(kube::Error::Api(status.boxed()).into())
+            }
+            Answer::Exists => {
+                let status = Status::failure("exists", "AlreadyExists").with_code(409);
                 Err(kube::Error::Api(status.boxed()).into())
             }
             Answer::Timeout => {

@@ -299,3 +299,6 @@ fn source_text(failure: &CallFailure) -> String {
         .map(ToString::to_string)
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,6 +18,8 @@ use tokio::time::{Instant, sleep, timeout};
 
 /// Longer than any test waits: a missing call fails the test instead of hanging it.
 const NEVER: Duration = Duration::from_secs(24 * 3600);
+/// Far longer than any backoff or delay in these tests.
+const HOUR: Duration = Duration::from_secs(3600);
 
 struct Harness {
     controller: Controller,
@@ -132,12 +134,14 @@ impl Harness {
             .unwrap_or_else(|_| panic!("no {action} action within {NEVER:?}"))
     }
 
-    /// Waits until the fake has received `n` patches; returns when each arrived.
+    /// Waits until the fake has received `n` patches; returns when each arrived (as the
+    /// fake recorded it: the polling here does not blur the times).
     async fn patches(&self, n: usize) -> Vec<Instant> {
         let start = Instant::now();
         while self.writer.count(Method::Patch) < n {
-            assert!(start.elapsed() < NEVER, "fewer than {n} patches");
-            sleep(Duration::from_millis(1)).await;
+            let waited = start.elapsed();
+            assert!(waited < HOUR, "fewer than {n} patches after {waited:?}");
+            sleep(Duration::from_millis(100)).await;
         }
         let received = self.writer.received();
         received.iter().map(|r| r.at).collect()
@@ -200,7 +204,7 @@ async fn invalid_or_forbidden_writes_wait_for_the_object_to_change() {
             record.decision
         );
         // A retry with backoff would come within seconds; an hour passes without one.
-        sleep(Duration::from_secs(3600)).await;
+        sleep(HOUR).await;
         assert_eq!(h.writer.count(Method::Patch), 1, "{code} was retried");
         h.change("web", "2");
         let (record, _) = h.next("patch").await;
@@ -222,7 +226,7 @@ async fn conflicts_server_errors_and_timeouts_are_retried_with_backoff() {
         "retried after {gaps:?}"
     );
     // Accepted at last: no more retries.
-    sleep(Duration::from_secs(3600)).await;
+    sleep(HOUR).await;
     assert_eq!(h.writer.count(Method::Patch), 4);
 }
 
