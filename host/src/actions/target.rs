@@ -48,12 +48,26 @@ pub struct RequestTarget {
 /// such action before the executor sees it; the executor checks again rather than guess.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
+    /// A namespace on an object of a cluster-scoped kind: never silently dropped.
     #[error("{kind} is cluster-scoped but the action names a namespace")]
-    NamespaceOnClusterScoped { kind: String },
+    NamespaceOnClusterScoped {
+        /// The kind (shown escaped).
+        kind: String,
+    },
+    /// No namespace on an object of a namespaced kind: never invented.
     #[error("{kind} is namespaced but the action names no namespace")]
-    NoNamespace { kind: String },
+    NoNamespace {
+        /// The kind (shown escaped).
+        kind: String,
+    },
+    /// A name, namespace or subresource that cannot be one URL path segment.
     #[error("unsafe URL path segment {segment}: {reason}")]
-    UnsafeSegment { segment: String, reason: String },
+    UnsafeSegment {
+        /// Which segment (or its debug form).
+        segment: String,
+        /// Why it is refused.
+        reason: String,
+    },
 }
 
 /// The request `action` on a kind of `scope` resolves to; `None` for logs and requeues.

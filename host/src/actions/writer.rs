@@ -18,12 +18,16 @@ use std::sync::Arc;
 pub enum ApiRequest {
     /// A patch of the target (or its subresource) as `params.field_manager`.
     Patch {
+        /// The field manager (and `force` for server-side apply).
         params: PatchParams,
+        /// The body, in the plugin's patch type.
         patch: Patch<Value>,
     },
     /// A POST of `object` to the target's collection.
     Create {
+        /// The field manager.
         params: PostParams,
+        /// The plugin's manifest.
         object: DynamicObject,
     },
     /// A background-propagation delete of the target.

@@ -53,10 +53,10 @@ impl UnitVersion {
             let cache = watches
                 .ensure(kind)
                 .await
-                .map_err(|e| ControllerError::KindNotServed {
+                .map_err(|source| ControllerError::KindNotServed {
                     plugin: instance.name.clone(),
                     kind: kind.clone(),
-                    message: e.to_string(),
+                    source,
                 })?;
             caches.push(cache);
         }
@@ -74,10 +74,10 @@ impl UnitVersion {
         if let Some(selector) = policy.grants.namespaces.selector() {
             // Namespaces granted by label: looked up in the shared Namespace watch, which the
             // plugin itself cannot read.
-            let cache = watches.ensure(&namespace_kind()).await.map_err(|e| {
+            let cache = watches.ensure(&namespace_kind()).await.map_err(|source| {
                 ControllerError::NamespacesUnwatchable {
                     plugin: instance.name.clone(),
-                    message: e.to_string(),
+                    source,
                 }
             })?;
             selector.attach(cache.clone());
