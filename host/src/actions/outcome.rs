@@ -1,5 +1,11 @@
 //! What one write came to: accepted (with the [`Decision`] the audit records, and the
 //! object's new resourceVersion), or an [`ActionError`] that says whether retrying helps.
+//!
+//! One enum says how an action ended: [`Decision`], the audit record's (executed, already
+//! done, denied, dry-run, failed, skipped); the executor's and the pipeline's results carry
+//! it rather than a parallel enum. The policy check's own answer stays apart, as
+//! `Result<(), Denial>`: it is asked before anything runs, says only whether an action may
+//! be sent and why not, and becomes [`Decision::Denied`] when it says no.
 
 use super::target::TargetError;
 use super::writer::WriteError;

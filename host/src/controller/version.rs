@@ -50,14 +50,15 @@ impl UnitVersion {
             if caches.iter().any(|c: &Arc<KindCache>| c.kind() == kind) {
                 continue;
             }
-            let cache = watches
-                .ensure(kind)
-                .await
-                .map_err(|source| ControllerError::KindNotServed {
-                    plugin: instance.name.clone(),
-                    kind: kind.clone(),
-                    source,
-                })?;
+            let cache =
+                watches
+                    .ensure(kind)
+                    .await
+                    .map_err(|source| ControllerError::KindNotServed {
+                        plugin: instance.name.clone(),
+                        kind: kind.clone(),
+                        source,
+                    })?;
             caches.push(cache);
         }
         // Owned kinds are watched to route a child's change to its owner's key; the plugin
