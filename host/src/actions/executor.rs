@@ -115,7 +115,7 @@ impl Executor {
         target: &RequestTarget,
         manifest: &Value,
     ) -> Result<Sent, ActionError> {
-        let object: DynamicObject =
+        let object: Box<DynamicObject> =
             serde_json::from_value(manifest.clone()).map_err(|source| ActionError::Body {
                 what: "the manifest",
                 source,

@@ -28,7 +28,7 @@ pub enum ApiRequest {
         /// The field manager.
         params: PostParams,
         /// The plugin's manifest.
-        object: DynamicObject,
+        object: Box<DynamicObject>,
     },
     /// A background-propagation delete of the target.
     Delete,

@@ -14,7 +14,7 @@ pub enum ControllerError {
         kind: KindRef,
         /// What discovery or the list said.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// Its policy selects namespaces by label, but Namespaces cannot be watched.
     #[error(
@@ -25,7 +25,7 @@ pub enum ControllerError {
         plugin: String,
         /// Why the Namespace watch could not start.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// An instance with this name already runs ([`Controller::add`](super::Controller::add)).
     #[error("plugin {0}: another plugin with the same name is running")]

@@ -57,7 +57,7 @@ impl UnitVersion {
                     .map_err(|source| ControllerError::KindNotServed {
                         plugin: instance.name.clone(),
                         kind: kind.clone(),
-                        source,
+                        source: Box::new(source),
                     })?;
             caches.push(cache);
         }
@@ -78,7 +78,7 @@ impl UnitVersion {
             let cache = watches.ensure(&namespace_kind()).await.map_err(|source| {
                 ControllerError::NamespacesUnwatchable {
                     plugin: instance.name.clone(),
-                    source,
+                    source: Box::new(source),
                 }
             })?;
             selector.attach(cache.clone());
