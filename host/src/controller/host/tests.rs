@@ -2,7 +2,8 @@
 //! ([`FakeWriter`]), one unit running the real `hostile` test plugin (its modes give the
 //! actions each test needs: `label` patches its target, `requeue-twice` and
 //! `requeue-at-once` ask to be called again, `behave` only logs), and a cache filled by
-//! hand. No watch runs: the tests change the cache and queue keys as the router would.
+//! hand. A real plugin keeps the tests honest about the worker's blocking call: it runs on
+//! the blocking pool, during which tokio does not auto-advance the paused clock. No watch runs: the tests change the cache and queue keys as the router would.
 //! Time moves only when every task waits (tokio's auto-advance), so delays are exact.
 
 use super::*;
@@ -299,4 +300,30 @@ async fn a_drain_abandons_a_write_still_running_at_its_deadline() {
         }
     );
     assert!(Instant::now() - sent < Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_waits_for_its_own_patch_to_reach_the_cache() {
+    // The patch leaves the object at resourceVersion 5.
+    let h = harness("label", &["web"], vec![Answer::Ok("5")], None).await;
+    let first = h.patches(1).await[0];
+    // A change from before the patch (a status update at 2) must not be reconciled: the
+    // plugin would act on an object without its own write.
+    h.change("web", "2");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        h.writer.count(Method::Patch),
+        1,
+        "reconciled before its write"
+    );
+    let arrived = Instant::now();
+    h.change("web", "5");
+    let second = h.patches(2).await[1];
+    assert!(second - first >= Duration::from_millis(500));
+    // At once (within one recheck of the expectation) once the cache shows the write.
+    let waited = second - arrived;
+    assert!(
+        waited < Duration::from_millis(30),
+        "reconciled {waited:?} after the write reached the cache"
+    );
 }
