@@ -71,24 +71,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Controller {
     /// Starts a controller with no plugin yet (the router and resync timer run).
     pub fn new(client: kube::Client, config: ControllerConfig) -> Self {
-        let kinds = Arc::new(KindRegistry::new(client));
-        let writer = Arc::new(KubeWriter::new(kinds.clone()));
-        Self::with_writer(kinds, writer, config)
+        Self::with_writer(client, config, |kinds| Arc::new(KubeWriter::new(kinds)))
     }
 
-    /// A controller watching through `kinds` and writing through `writer` (tests give a
-    /// fake writer).
+    /// A controller whose writes go through the writer `writer` makes of its kind registry
+    /// (tests give a fake).
     pub(crate) fn with_writer(
-        kinds: Arc<KindRegistry>,
-        writer: Arc<dyn ApiWriter>,
+        client: kube::Client,
         config: ControllerConfig,
+        writer: impl FnOnce(Arc<KindRegistry>) -> Arc<dyn ApiWriter>,
     ) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::new(&mut registry);
         let audit = config.audit.clone();
         audit.register(&mut registry);
-        let executor = Executor::new(writer, config.instance.clone());
+        let kinds = Arc::new(KindRegistry::new(client));
+        let writer = writer(kinds.clone());
         let units = UnitSet::default();
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
         if let Some(period) = config.resync {
@@ -96,7 +95,10 @@ impl Controller {
         }
         Controller {
             inner: Arc::new(Inner {
-                pipeline: Arc::new(Pipeline::new(executor, audit.clone())),
+                pipeline: Arc::new(Pipeline::new(
+                    Executor::new(writer, config.instance.clone()),
+                    audit.clone(),
+                )),
                 watches: Watches::new(kinds, config.namespace.clone(), tx),
                 units,
                 tasks: Mutex::default(),
