@@ -75,7 +75,7 @@ async fn harness(
     };
     let audit = config.audit.subscribe();
     let controller =
-        Controller::with_writer(Arc::new(KindRegistry::new(client)), writer.clone(), config);
+        Controller::with_writer(client, config, |_| -> Arc<dyn ApiWriter> { writer.clone() });
     let cache = Arc::new(KindCache::new(plugin.metadata().reconciles.clone()));
     cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
     let config = format!(r#"{{"mode": "{mode}"}}"#);
