@@ -17,8 +17,11 @@ pub const CLUSTER_EVENT_NAMESPACE: &str = "default";
 /// The HTTP method of an action's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// A patch (any patch type).
     Patch,
+    /// A create (of an object or an Event).
     Post,
+    /// A delete.
     Delete,
 }
 
@@ -35,12 +38,15 @@ pub enum Resource {
 /// subresource, each of them as it goes into the URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTarget {
+    /// What the request does.
     pub method: Method,
     /// `None`: the cluster-scoped path (no `namespaces/<ns>/`).
     pub namespace: Option<String>,
+    /// The collection.
     pub resource: Resource,
     /// `None` for a create (a POST to the collection).
     pub name: Option<String>,
+    /// A patch's subresource (`status`, `scale`).
     pub subresource: Option<String>,
 }
 

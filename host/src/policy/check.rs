@@ -12,10 +12,13 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Grant {
+    /// The object's namespace is not granted.
     Namespaces,
     /// A write to a cluster-scoped object without `namespaces.clusterScoped`.
     ClusterScoped,
+    /// The verb (patch, patch-status, create, delete, event) is not granted on the kind.
     Verbs,
+    /// The write touches a field outside the rule's field patterns.
     Fields,
     /// Another action of the same call was denied (all-or-nothing per call).
     Call,
@@ -43,7 +46,9 @@ impl Grant {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("denied by {}: {reason}", grant.as_str())]
 pub struct Denial {
+    /// Which grant is missing.
     pub grant: Grant,
+    /// What the action asked for (plugin text shown escaped).
     pub reason: String,
 }
 
