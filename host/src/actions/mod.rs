@@ -1,11 +1,22 @@
-//! Executing the actions plugins return, through the Kubernetes API, for any kind.
+//! Executing the actions plugins return, through the Kubernetes API, for any kind: the
+//! [pipeline](pipeline::Pipeline) runs a call's actions (policy, dry-run, budget, audit),
+//! the [executor](executor::Executor) sends one write, the [writer](writer::ApiWriter) is
+//! the API server.
 
 #[cfg(test)]
 mod agreement;
 mod event;
 mod executor;
+#[cfg(test)]
+pub(crate) mod fake;
 mod outcome;
+pub mod pipeline;
 pub mod target;
+pub mod writer;
 
 pub use executor::Executor;
-pub use outcome::{ActionRecord, ActionResult, ApiFailure, Execution};
+pub use outcome::{ActionError, Sent};
+pub use pipeline::{
+    Call, CallFailure, CallOutcome, Change, MAX_KINDS_PER_CALL, MIN_REQUEUE_AFTER, Pipeline, Write,
+};
+pub use writer::{ApiRequest, ApiWriter, KubeWriter, WriteError};

@@ -1,52 +1,113 @@
-//! What executing one call's actions came to, action by action.
+//! What one write came to: accepted (with the [`Decision`] the audit records, and the
+//! object's new resourceVersion), or an [`ActionError`] that says whether retrying helps.
+//!
+//! One enum says how an action ended: [`Decision`], the audit record's (executed, already
+//! done, denied, dry-run, failed, skipped); the executor's and the pipeline's results carry
+//! it rather than a parallel enum. The policy check's own answer stays apart, as
+//! `Result<(), Denial>`: it is asked before anything runs, says only whether an action may
+//! be sent and why not, and becomes [`Decision::Denied`] when it says no.
 
-use std::time::Duration;
+use super::target::TargetError;
+use super::writer::WriteError;
+use crate::policy::Decision;
 
-/// How one action ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ActionResult {
-    /// Sent and accepted (or nothing to send: log, requeue-after).
-    Executed,
-    /// Nothing to do: a patch or delete of an object already gone, a create of one that exists.
-    AlreadyDone(String),
-    /// The API refused or failed it.
-    Failed(ApiFailure),
-    /// Not attempted because an earlier action of the call failed.
-    Skipped,
-}
-
-/// A failed API call: transient ones (conflicts, throttling, server errors, network) are
-/// retried with backoff; permanent ones (invalid, forbidden) wait for the object to change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiFailure {
-    pub transient: bool,
-    pub message: String,
-}
-
-/// One action's record: what it was, on what, and how it ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActionRecord {
-    pub action: &'static str,
-    pub target: String,
-    pub result: ActionResult,
-    /// The resourceVersion the object has after a successful patch or create.
+/// A write the API server accepted, or found nothing to do for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sent {
+    /// [`Decision::Executed`] or [`Decision::AlreadyDone`].
+    pub decision: Decision,
+    /// The object's resourceVersion after a patch or create that returned it.
     pub resource_version: Option<String>,
 }
 
-/// The outcome of executing one call's actions.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Execution {
-    pub records: Vec<ActionRecord>,
-    /// The shortest requeue-after the plugin asked for.
-    pub requeue_after: Option<Duration>,
+impl Sent {
+    /// Sent and accepted, leaving the object at `resource_version` when known.
+    pub fn executed(resource_version: Option<String>) -> Self {
+        Sent {
+            decision: Decision::Executed,
+            resource_version,
+        }
+    }
+
+    /// Nothing needed (the object is gone, or exists), for `reason`.
+    pub fn already(reason: &str) -> Self {
+        Sent {
+            decision: Decision::AlreadyDone {
+                reason: reason.to_string(),
+            },
+            resource_version: None,
+        }
+    }
 }
 
-impl Execution {
-    /// The first failure, if any action failed.
-    pub fn failure(&self) -> Option<&ApiFailure> {
-        self.records.iter().find_map(|r| match &r.result {
-            ActionResult::Failed(f) => Some(f),
-            _ => None,
-        })
+/// Why one write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// The API server refused or failed the request, or it could not be sent.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// The action has no safe request target on its kind's scope.
+    #[error("refused before sending: {0}")]
+    Target(#[from] TargetError),
+    /// Its body cannot be the request it names (a JSON patch that is not a list of
+    /// operations, a manifest that is not an object).
+    #[error("refused before sending: {what} is malformed")]
+    Body {
+        /// Which body.
+        what: &'static str,
+        /// What the parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A log or requeue-after given to the executor: they are not writes.
+    #[error("not a write")]
+    NotAWrite,
+}
+
+impl ActionError {
+    /// Conflicts, throttling, server errors and transport failures are worth retrying;
+    /// requests the server judged invalid or forbidden are not, until the object changes.
+    /// Actions refused before sending never are.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ActionError::Write(WriteError::Api(kube::Error::Api(e))) => {
+                !matches!(e.code, 400 | 401 | 403 | 404 | 405 | 415 | 422)
+            }
+            ActionError::Write(WriteError::Api(
+                kube::Error::SerdeError(_)
+                | kube::Error::BuildRequest(_)
+                | kube::Error::Discovery(_),
+            )) => false,
+            ActionError::Write(WriteError::Api(_)) => true,
+            ActionError::Write(WriteError::Target(_) | WriteError::Mismatch)
+            | ActionError::Target(_)
+            | ActionError::Body { .. }
+            | ActionError::NotAWrite => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api(code: u16) -> ActionError {
+        let status = Status::failure("m", "r").with_code(code).boxed();
+        WriteError::Api(kube::Error::Api(status)).into()
+    }
+
+    #[test]
+    fn invalid_and_forbidden_wait_for_a_change_the_rest_is_retried() {
+        for code in [400, 401, 403, 404, 405, 415, 422] {
+            assert!(!api(code).is_transient(), "{code}");
+        }
+        for code in [409, 429, 500, 503, 504] {
+            assert!(api(code).is_transient(), "{code}");
+        }
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out");
+        let transport: ActionError = WriteError::Api(kube::Error::Service(timeout.into())).into();
+        assert!(transport.is_transient());
+        assert!(!ActionError::from(WriteError::Mismatch).is_transient());
     }
 }

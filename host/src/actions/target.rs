@@ -17,8 +17,11 @@ pub const CLUSTER_EVENT_NAMESPACE: &str = "default";
 /// The HTTP method of an action's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// A patch (any patch type).
     Patch,
+    /// A create (of an object or an Event).
     Post,
+    /// A delete.
     Delete,
 }
 
@@ -35,12 +38,15 @@ pub enum Resource {
 /// subresource, each of them as it goes into the URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTarget {
+    /// What the request does.
     pub method: Method,
     /// `None`: the cluster-scoped path (no `namespaces/<ns>/`).
     pub namespace: Option<String>,
+    /// The collection.
     pub resource: Resource,
     /// `None` for a create (a POST to the collection).
     pub name: Option<String>,
+    /// A patch's subresource (`status`, `scale`).
     pub subresource: Option<String>,
 }
 
@@ -48,12 +54,26 @@ pub struct RequestTarget {
 /// such action before the executor sees it; the executor checks again rather than guess.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
+    /// A namespace on an object of a cluster-scoped kind: never silently dropped.
     #[error("{kind} is cluster-scoped but the action names a namespace")]
-    NamespaceOnClusterScoped { kind: String },
+    NamespaceOnClusterScoped {
+        /// The kind (shown escaped).
+        kind: String,
+    },
+    /// No namespace on an object of a namespaced kind: never invented.
     #[error("{kind} is namespaced but the action names no namespace")]
-    NoNamespace { kind: String },
+    NoNamespace {
+        /// The kind (shown escaped).
+        kind: String,
+    },
+    /// A name, namespace or subresource that cannot be one URL path segment.
     #[error("unsafe URL path segment {segment}: {reason}")]
-    UnsafeSegment { segment: String, reason: String },
+    UnsafeSegment {
+        /// Which segment (or its debug form).
+        segment: String,
+        /// Why it is refused.
+        reason: String,
+    },
 }
 
 /// The request `action` on a kind of `scope` resolves to; `None` for logs and requeues.

@@ -6,31 +6,48 @@ use crate::contract::KindRef;
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
     /// The API server does not serve a kind the plugin reconciles, owns or may read.
-    #[error("plugin {plugin}: the API server does not serve {kind}: {message}")]
+    #[error("plugin {plugin}: the API server does not serve {kind}: {source}")]
     KindNotServed {
+        /// The instance.
         plugin: String,
+        /// The kind its watch could not start for.
         kind: KindRef,
-        message: String,
+        /// What discovery or the list said.
+        #[source]
+        source: Box<kube::Error>,
     },
     /// Its policy selects namespaces by label, but Namespaces cannot be watched.
     #[error(
-        "plugin {plugin}: its policy selects namespaces by label, but Namespaces cannot be watched: {message}"
+        "plugin {plugin}: its policy selects namespaces by label, but Namespaces cannot be watched: {source}"
     )]
-    NamespacesUnwatchable { plugin: String, message: String },
+    NamespacesUnwatchable {
+        /// The instance.
+        plugin: String,
+        /// Why the Namespace watch could not start.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// An instance with this name already runs ([`Controller::add`](super::Controller::add)).
     #[error("plugin {0}: another plugin with the same name is running")]
     DuplicateName(String),
     /// Its instance name cannot name a queue, a field manager and a policy file.
     #[error("plugin instance name {message}")]
-    InvalidName { message: String },
+    InvalidName {
+        /// Which rule the name breaks (the name shown escaped).
+        message: String,
+    },
     /// Its policy pins a digest (`spec.plugin.sha256`) the plugin file does not have.
     #[error(
         "plugin {plugin}: the file's sha256 is {actual}, but its policy {policy} pins {pinned} (spec.plugin.sha256); not started (a running version keeps running)"
     )]
     DigestMismatch {
+        /// The instance.
         plugin: String,
+        /// The policy file.
         policy: String,
+        /// The digest the policy pins.
         pinned: String,
+        /// The file's digest.
         actual: String,
     },
     /// It declares it reconciles a kind its policy does not name: the plugin would be handed
@@ -39,14 +56,20 @@ pub enum ControllerError {
         "plugin {plugin}: it reconciles {kind}, which its policy {policy} does not grant (add the kind to spec.reads or to a rule)"
     )]
     KindNotGranted {
+        /// The instance.
         plugin: String,
+        /// The kind it reconciles.
         kind: KindRef,
+        /// The policy file.
         policy: String,
     },
     /// Its workqueue could not be built (bad queue settings).
     #[error("plugin {plugin}: cannot build its workqueue: {source}")]
     Queue {
+        /// The instance.
         plugin: String,
+        /// Why the queue could not be built.
+        #[source]
         source: crate::queue::QueueError,
     },
     /// The controller is shutting down.

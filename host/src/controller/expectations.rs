@@ -9,7 +9,8 @@
 use crate::cluster::ObjKey;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Keys waiting for the cache to show the effect of their last writes.
 pub(crate) struct Expectations {

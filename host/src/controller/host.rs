@@ -10,7 +10,7 @@ use super::unit::PluginUnit;
 use super::units::UnitSet;
 use super::version::UnitVersion;
 use super::watches::Watches;
-use crate::actions::Executor;
+use crate::actions::{ApiWriter, Executor, KubeWriter, Pipeline};
 use crate::cluster::KindRegistry;
 use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
@@ -31,7 +31,8 @@ pub struct Controller {
 
 struct Inner {
     config: ControllerConfig,
-    executor: Arc<Executor>,
+    /// Runs every plugin's calls' actions against the API server.
+    pipeline: Arc<Pipeline>,
     watches: Watches,
     units: UnitSet,
     tasks: Mutex<HashMap<String, UnitTasks>>,
@@ -69,6 +70,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Controller {
     /// Starts a controller with no plugin yet (the router and resync timer run).
     pub fn new(client: kube::Client, config: ControllerConfig) -> Self {
+        Self::with_writer(client, config, |kinds| Arc::new(KubeWriter::new(kinds)))
+    }
+
+    /// A controller whose writes go through the writer `writer` makes of its kind registry
+    /// (tests give a fake).
+    pub(crate) fn with_writer(
+        client: kube::Client,
+        config: ControllerConfig,
+        writer: impl FnOnce(Arc<KindRegistry>) -> Arc<dyn ApiWriter>,
+    ) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut queue_metrics = None;
         let audit = config.audit.clone();
@@ -78,6 +89,7 @@ impl Controller {
         });
         let queue_metrics = queue_metrics.expect("register runs its closure");
         let kinds = Arc::new(KindRegistry::new(client));
+        let writer = writer(kinds.clone());
         let units = UnitSet::default();
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
         if let Some(period) = config.resync {
@@ -85,7 +97,10 @@ impl Controller {
         }
         Controller {
             inner: Arc::new(Inner {
-                executor: Arc::new(Executor::new(kinds.clone(), config.instance.clone())),
+                pipeline: Arc::new(Pipeline::new(
+                    Executor::new(writer, config.instance.clone()),
+                    audit.clone(),
+                )),
                 watches: Watches::new(kinds, config.namespace.clone(), tx),
                 units,
                 tasks: Mutex::default(),
@@ -207,8 +222,7 @@ impl Controller {
             name.into(),
             queue,
             version,
-            inner.executor.clone(),
-            inner.audit.clone(),
+            inner.pipeline.clone(),
         ));
         inner.units.insert(unit.clone());
         let workers = (0..inner.config.workers.max(1))
@@ -407,3 +421,6 @@ async fn resync(units: UnitSet, period: std::time::Duration) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

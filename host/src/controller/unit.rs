@@ -2,14 +2,16 @@
 
 use super::expectations::Expectations;
 use super::version::UnitVersion;
-use crate::actions::{ActionRecord, ActionResult, ApiFailure, Execution, Executor};
-use crate::cluster::{CachedObject, ObjKey, ResolveError};
-use crate::contract::{Action, KindRef, ObjectRef, Reason, ReconcileRequest, Scope};
-use crate::policy::{AuditRecord, AuditSink, Decision, Mode, check_call, is_write, kind_of};
+use crate::actions::{Call, Pipeline};
+use crate::cluster::{CachedObject, ObjKey};
+use crate::contract::{ObjectRef, Reason, ReconcileRequest};
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub use crate::actions::MIN_REQUEUE_AFTER;
 
 /// A plugin with its queue and the state its workers share. Its version (plugin, policy,
 /// caches) can be swapped while it runs; the queue and per-key state stay.
@@ -17,8 +19,8 @@ pub(crate) struct PluginUnit {
     pub name: Arc<str>,
     pub queue: WorkQueue<ObjKey>,
     version: RwLock<Arc<UnitVersion>>,
-    executor: Arc<Executor>,
-    audit: AuditSink,
+    /// Runs each call's actions: policy, dry-run, budget, execution, audit.
+    pipeline: Arc<Pipeline>,
     /// Set when the plugin is removed: queued keys are dropped, not processed, and writes
     /// still waiting for the write budget are skipped.
     stopped: tokio::sync::watch::Sender<bool>,
@@ -33,12 +35,6 @@ pub(crate) struct PluginUnit {
 
 /// How long a key waits for the cache to show its own writes before it is reconciled anyway.
 const EXPECTATION_WAIT: Duration = Duration::from_secs(2);
-/// The shortest `requeue-after` honoured: a shorter one (0 included) waits this long, so a
-/// plugin cannot turn its key into a busy loop.
-pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
-/// The most distinct kinds one call's writes may act on: each is resolved through
-/// discovery before the policy check.
-pub(crate) const MAX_KINDS_PER_CALL: usize = 16;
 /// How often a waiting key looks again.
 const EXPECTATION_RECHECK: Duration = Duration::from_millis(20);
 
@@ -51,15 +47,13 @@ impl PluginUnit {
         name: Arc<str>,
         queue: WorkQueue<ObjKey>,
         version: UnitVersion,
-        executor: Arc<Executor>,
-        audit: AuditSink,
+        pipeline: Arc<Pipeline>,
     ) -> Self {
         PluginUnit {
             name,
             queue,
             version: RwLock::new(Arc::new(version)),
-            executor,
-            audit,
+            pipeline,
             stopped: tokio::sync::watch::Sender::new(false),
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
@@ -91,12 +85,6 @@ impl PluginUnit {
 
     fn is_stopped(&self) -> bool {
         *self.stopped.borrow()
-    }
-
-    /// Resolves once the unit is stopped.
-    async fn stopping(&self) {
-        let mut stopped = self.stopped.subscribe();
-        let _ = stopped.wait_for(|s| *s).await;
     }
 
     /// Once the current version's caches have synced, queues every cached key of the kind
@@ -232,21 +220,23 @@ impl PluginUnit {
                 return;
             }
         };
-        let execution = self.execute(&version, &key.to_string(), &actions).await;
-        match execution.failure() {
-            Some(f) if f.transient => self.queue.add_rate_limited(key.clone()),
+        let call = Call {
+            plugin: name,
+            key: &key.to_string(),
+            identity: &version.identity,
+            policy: &version.policy,
+            budget: &version.budget,
+            admit_log: &|len| version.plugin.admit_log_action(len),
+            stopped: self.stopped.subscribe(),
+        };
+        let outcome = self.pipeline.run(call, &actions).await;
+        match &outcome.failure {
+            Some(f) if f.is_transient() => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),
             None => {
                 self.queue.forget(key);
                 // Wait for our own patch of this object before reconciling it again.
-                let target = request.target.to_string();
-                let written = execution.records.iter().rev().find_map(|r| {
-                    let ours = r.result == ActionResult::Executed
-                        && r.action == "patch"
-                        && r.target == target;
-                    ours.then_some(r.resource_version.as_deref()).flatten()
-                });
-                if let Some(rv) = written {
+                if let Some(rv) = outcome.patched(&request.target) {
                     self.expectations.expect(key, rv, Instant::now());
                 }
                 if version.plugin.metadata().wants_previous {
@@ -256,152 +246,11 @@ impl PluginUnit {
                         None => last.remove(key),
                     };
                 }
-                if let Some(delay) = execution.requeue_after {
-                    // A plugin asking again at once on every call would spin its workers.
-                    self.queue
-                        .add_after(key.clone(), delay.max(MIN_REQUEUE_AFTER));
+                if let Some(delay) = outcome.requeue_after {
+                    self.queue.add_after(key.clone(), delay);
                 }
             }
         }
         tracing::debug!(plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled");
-    }
-
-    /// The scope of each kind the call's writes act on, from discovery (cached), for at
-    /// most [`MAX_KINDS_PER_CALL`] distinct kinds; writes to kinds beyond are denied.
-    async fn kind_scopes(
-        &self,
-        actions: &[Action],
-    ) -> HashMap<KindRef, Result<Scope, ResolveError>> {
-        let mut scopes = HashMap::new();
-        for kind in actions.iter().filter_map(kind_of) {
-            if scopes.len() >= MAX_KINDS_PER_CALL || scopes.contains_key(&kind) {
-                continue;
-            }
-            let scope = self.executor.kinds().scope(&kind).await;
-            scopes.insert(kind, scope);
-        }
-        scopes
-    }
-
-    /// Checks the call's actions against the policy (all-or-nothing), then executes what may
-    /// run: in dry-run only logs and requeues; in enforce every action in order, each API
-    /// write after a token of the plugin's write budget. Every action gets an audit record.
-    async fn execute(&self, version: &UnitVersion, key: &str, actions: &[Action]) -> Execution {
-        let scopes = self.kind_scopes(actions).await;
-        // Discovery failing (not a kind it does not know) fails the call's writes as
-        // transient: the key is retried.
-        let unavailable = scopes.values().find_map(|s| match s {
-            Err(e @ ResolveError::Unavailable { .. }) => Some(e.to_string()),
-            _ => None,
-        });
-        let scope_of = |kind: &KindRef| match scopes.get(kind) {
-            Some(Ok(scope)) => Ok(*scope),
-            Some(Err(e)) => Err(e.to_string()),
-            None => Err(format!("more than {MAX_KINDS_PER_CALL} kinds in one call")),
-        };
-        let checks = match unavailable {
-            // Nothing is checked (or sent) without the scopes: the writes fail below.
-            Some(_) => vec![Ok(()); actions.len()],
-            None => check_call(&version.policy.grants, actions, &scope_of),
-        };
-        let dry_run = version.policy.mode == Mode::DryRun;
-        let mut execution = Execution::default();
-        let mut failed = false;
-        let mut dropped_logs = 0u64;
-        for (action, check) in actions.iter().zip(checks) {
-            let decision = match check {
-                Err(denial) => Decision::Denied(denial),
-                Ok(()) if is_write(action) && unavailable.is_some() && !failed => {
-                    let error = unavailable.clone().unwrap_or_default();
-                    failed = true;
-                    execution.records.push(ActionRecord {
-                        action: action.kind(),
-                        target: key.to_string(),
-                        result: ActionResult::Failed(ApiFailure {
-                            transient: true,
-                            message: error.clone(),
-                        }),
-                        resource_version: None,
-                    });
-                    Decision::Failed {
-                        error,
-                        transient: true,
-                    }
-                }
-                Ok(()) if is_write(action) && unavailable.is_some() => Decision::Skipped,
-                Ok(()) if dry_run && is_write(action) => Decision::DryRun,
-                Ok(()) if failed || self.is_stopped() => Decision::Skipped,
-                Ok(())
-                    if matches!(action, Action::Log { message, .. }
-                    if !version.plugin.admit_log_action(message.len())) =>
-                {
-                    dropped_logs += 1;
-                    Decision::Skipped
-                }
-                Ok(()) => {
-                    if is_write(action) {
-                        let waited = tokio::select! {
-                            waited = version.budget.acquire() => waited,
-                            _ = self.stopping() => {
-                                failed = true;
-                                self.audit.record(AuditRecord::new(
-                                    &version.identity,
-                                    key,
-                                    action,
-                                    Decision::Skipped,
-                                ));
-                                continue;
-                            }
-                        };
-                        if !waited.is_zero() {
-                            tracing::debug!(
-                                plugin = &*self.name,
-                                key,
-                                waited_ms = waited.as_millis() as u64,
-                                "write waited for the plugin's write budget"
-                            );
-                        }
-                    }
-                    let mut one = self
-                        .executor
-                        .execute(&self.name, key, std::slice::from_ref(action))
-                        .await;
-                    if let Some(delay) = one.requeue_after {
-                        execution.requeue_after =
-                            Some(execution.requeue_after.map_or(delay, |d| d.min(delay)));
-                    }
-                    let record = one.records.pop();
-                    let decision = match record.as_ref().map(|r| &r.result) {
-                        Some(ActionResult::AlreadyDone(why)) => Decision::AlreadyDone {
-                            reason: why.clone(),
-                        },
-                        Some(ActionResult::Failed(f)) => {
-                            failed = true;
-                            Decision::Failed {
-                                error: f.message.clone(),
-                                transient: f.transient,
-                            }
-                        }
-                        Some(ActionResult::Skipped) => Decision::Skipped,
-                        Some(ActionResult::Executed) | None => Decision::Executed,
-                    };
-                    execution.records.extend(record);
-                    self.audit
-                        .record(AuditRecord::new(&version.identity, key, action, decision));
-                    continue;
-                }
-            };
-            self.audit
-                .record(AuditRecord::new(&version.identity, key, action, decision));
-        }
-        if dropped_logs > 0 {
-            tracing::warn!(
-                plugin = &*self.name,
-                key,
-                dropped = dropped_logs,
-                "log actions dropped: the plugin's log rate is spent"
-            );
-        }
-        execution
     }
 }

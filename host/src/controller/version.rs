@@ -50,14 +50,15 @@ impl UnitVersion {
             if caches.iter().any(|c: &Arc<KindCache>| c.kind() == kind) {
                 continue;
             }
-            let cache = watches
-                .ensure(kind)
-                .await
-                .map_err(|e| ControllerError::KindNotServed {
-                    plugin: instance.name.clone(),
-                    kind: kind.clone(),
-                    message: e.to_string(),
-                })?;
+            let cache =
+                watches
+                    .ensure(kind)
+                    .await
+                    .map_err(|source| ControllerError::KindNotServed {
+                        plugin: instance.name.clone(),
+                        kind: kind.clone(),
+                        source: Box::new(source),
+                    })?;
             caches.push(cache);
         }
         // Owned kinds are watched to route a child's change to its owner's key; the plugin
@@ -74,10 +75,10 @@ impl UnitVersion {
         if let Some(selector) = policy.grants.namespaces.selector() {
             // Namespaces granted by label: looked up in the shared Namespace watch, which the
             // plugin itself cannot read.
-            let cache = watches.ensure(&namespace_kind()).await.map_err(|e| {
+            let cache = watches.ensure(&namespace_kind()).await.map_err(|source| {
                 ControllerError::NamespacesUnwatchable {
                     plugin: instance.name.clone(),
-                    message: e.to_string(),
+                    source: Box::new(source),
                 }
             })?;
             selector.attach(cache.clone());

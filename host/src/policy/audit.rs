@@ -22,13 +22,21 @@ pub enum Decision {
     /// Sent and accepted, or nothing to send (log, requeue-after).
     Executed,
     /// Nothing needed: the object was already gone, or already existed.
-    AlreadyDone { reason: String },
+    AlreadyDone {
+        /// Gone or exists.
+        reason: String,
+    },
     /// Refused by the policy; never sent.
     Denied(Denial),
     /// Allowed, but the plugin runs in dry-run: not sent.
     DryRun,
     /// Sent and failed.
-    Failed { error: String, transient: bool },
+    Failed {
+        /// What the API server or the host said.
+        error: String,
+        /// Whether the key is retried with backoff (else it waits for a change).
+        transient: bool,
+    },
     /// Not attempted because an earlier action of the call failed.
     Skipped,
 }
@@ -54,6 +62,7 @@ pub struct PluginIdentity {
     pub name: String,
     /// The name the plugin declares in its metadata: informational only.
     pub declared: String,
+    /// The version the plugin declares in its metadata.
     pub version: String,
     /// sha256 of the component.
     pub digest: String,
@@ -66,6 +75,7 @@ pub const MAX_TARGET_BYTES: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
+    /// When the decision was taken (wall clock).
     pub time: jiff::Timestamp,
     /// Shared by every record of the plugin version: never copied per record.
     #[serde(serialize_with = "serialize_identity")]
@@ -76,8 +86,10 @@ pub struct AuditRecord {
     pub action: &'static str,
     /// The object acted on (`Deployment ns/name`).
     pub target: String,
+    /// A patch's type.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<PatchType>,
+    /// A patch's subresource (capped).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subresource: Option<String>,
     /// sha256 of the patch body or manifest, as compact JSON.
@@ -86,6 +98,7 @@ pub struct AuditRecord {
     /// The patch body or manifest, kept for dry-run records (what would have been sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
+    /// What was decided, and how it ended.
     #[serde(flatten)]
     pub decision: Decision,
 }

@@ -1,0 +1,304 @@
+//! One call's actions, from the plugin's answer to the API server: scopes from discovery,
+//! the policy check (all-or-nothing), dry-run, the write budget, execution in order
+//! stopping at the first failure, and an audit record per action. The worker hands a call's
+//! actions here and acts on the [`CallOutcome`]: what was written and at which
+//! resourceVersion, when to look again, and whether and how the call failed.
+
+use super::executor::{Executor, describe, written_object};
+use super::outcome::ActionError;
+use crate::cluster::ResolveError;
+use crate::contract::text::shown;
+use crate::contract::{Action, KindRef, ObjectRef, Scope};
+use crate::policy::{
+    AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
+    is_write, kind_of,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The shortest `requeue-after` honoured: a shorter one (0 included) waits this long, so a
+/// plugin cannot turn its key into a busy loop.
+pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
+/// The most distinct kinds one call's writes may act on: each is resolved through
+/// discovery before the policy check.
+pub const MAX_KINDS_PER_CALL: usize = 16;
+
+/// Runs calls' actions through an [`Executor`], recording each in an [`AuditSink`].
+pub struct Pipeline {
+    executor: Executor,
+    audit: AuditSink,
+}
+
+/// Who made a call, for which key, and under what.
+pub struct Call<'a> {
+    /// The plugin instance's name (its field manager, its log and metric label).
+    pub plugin: &'a str,
+    /// The key reconciled.
+    pub key: &'a str,
+    /// Who the audit records name.
+    pub identity: &'a Arc<PluginIdentity>,
+    /// What the operator granted it, and whether it enforces or only records.
+    pub policy: &'a Policy,
+    /// Awaited before each API write.
+    pub budget: &'a WriteBudget,
+    /// Its log-action gate: whether a log action of this many bytes may be written now
+    /// (the plugin's log rate, [`Plugin::admit_log_action`](crate::plugin::Plugin::admit_log_action)).
+    pub admit_log: &'a (dyn Fn(usize) -> bool + Sync),
+    /// `true` once the plugin is being removed: later actions are skipped and a write
+    /// waiting for the budget gives up.
+    pub stopped: watch::Receiver<bool>,
+}
+
+/// What a call's actions came to.
+#[derive(Debug, Default)]
+pub struct CallOutcome {
+    /// The objects changed, in order.
+    pub writes: Vec<Write>,
+    /// When to reconcile the key again: the shortest `requeue-after` of the call, at least
+    /// [`MIN_REQUEUE_AFTER`].
+    pub requeue_after: Option<Duration>,
+    /// The first failure; the actions after it were skipped.
+    pub failure: Option<CallFailure>,
+}
+
+impl CallOutcome {
+    /// The resourceVersion the last patch of `object` (or of its subresource) left it at.
+    pub fn patched(&self, object: &ObjectRef) -> Option<&str> {
+        self.writes
+            .iter()
+            .rev()
+            .find(|w| w.change == Change::Patched && &w.object == object)
+            .and_then(|w| w.resource_version.as_deref())
+    }
+}
+
+/// How a write changed its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Patched (the object or a subresource).
+    Patched,
+    /// Created.
+    Created,
+    /// Deleted.
+    Deleted,
+}
+
+/// One object a call changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// How.
+    pub change: Change,
+    /// Which object (as the plugin named it).
+    pub object: ObjectRef,
+    /// Its resourceVersion afterwards, when the API server returned the object.
+    pub resource_version: Option<String>,
+}
+
+/// Why a call's actions stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CallFailure {
+    /// Discovery could not say where a kind's objects live (not: the kind is unknown), so
+    /// no write was checked or sent. Retried with backoff.
+    #[error("discovery failed, no write sent")]
+    Discovery(#[source] ResolveError),
+    /// A write failed at the API server or was refused before sending.
+    #[error("{action} of {target} failed")]
+    Action {
+        /// `patch`, `create`, `delete` or `event`.
+        action: &'static str,
+        /// The object it acted on (plugin-provided: shown escaped).
+        target: String,
+        /// Why.
+        #[source]
+        source: ActionError,
+    },
+}
+
+impl CallFailure {
+    /// Whether retrying the key with backoff may help; otherwise it waits for the object
+    /// to change.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CallFailure::Discovery(_) => true,
+            CallFailure::Action { source, .. } => source.is_transient(),
+        }
+    }
+}
+
+impl Pipeline {
+    /// A pipeline executing through `executor` and auditing to `audit`.
+    pub fn new(executor: Executor, audit: AuditSink) -> Self {
+        Pipeline { executor, audit }
+    }
+
+    /// Checks the call's actions against the policy (all-or-nothing), then runs what may
+    /// run: in dry-run only logs and requeues; in enforce every action in order, each API
+    /// write after a token of the plugin's write budget, stopping at the first failure.
+    /// Every action gets an audit record.
+    pub async fn run(&self, call: Call<'_>, actions: &[Action]) -> CallOutcome {
+        let mut scopes = self.kind_scopes(actions).await;
+        // Discovery failing (not a kind it does not know) fails the call's writes as
+        // transient: the key is retried.
+        let unavailable = scopes
+            .iter()
+            .find(|(_, s)| matches!(s, Err(ResolveError::Unavailable { .. })))
+            .map(|(k, _)| k.clone())
+            .and_then(|k| scopes.remove(&k))
+            .and_then(Result::err);
+        let scope_of = |kind: &KindRef| match scopes.get(kind) {
+            Some(Ok(scope)) => Ok(*scope),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err(format!("more than {MAX_KINDS_PER_CALL} kinds in one call")),
+        };
+        let checks = match unavailable {
+            // Nothing is checked (or sent) without the scopes: the writes fail below.
+            Some(_) => vec![Ok(()); actions.len()],
+            None => check_call(&call.policy.grants, actions, &scope_of),
+        };
+        let mut unavailable = unavailable.map(CallFailure::Discovery);
+        let dry_run = call.policy.mode == Mode::DryRun;
+        let mut outcome = CallOutcome::default();
+        let mut dropped_logs = 0u64;
+        for (action, check) in actions.iter().zip(checks) {
+            let failed = outcome.failure.is_some();
+            let decision = match check {
+                Err(denial) => Decision::Denied(denial),
+                Ok(()) if is_write(action) && unavailable.is_some() && !failed => {
+                    let failure = unavailable.take().expect("checked above");
+                    let decision = Decision::Failed {
+                        error: source_text(&failure),
+                        transient: true,
+                    };
+                    outcome.failure = Some(failure);
+                    decision
+                }
+                Ok(()) if dry_run && is_write(action) && !failed => Decision::DryRun,
+                Ok(()) if failed || *call.stopped.borrow() => Decision::Skipped,
+                Ok(()) => match action {
+                    Action::Log { level, message } => {
+                        if (call.admit_log)(message.len()) {
+                            crate::telemetry::plugin_log(call.plugin, call.key, *level, message);
+                            Decision::Executed
+                        } else {
+                            dropped_logs += 1;
+                            Decision::Skipped
+                        }
+                    }
+                    Action::RequeueAfter { after_ms } => {
+                        // A plugin asking again at once on every call would spin its workers.
+                        let delay = Duration::from_millis(*after_ms).max(MIN_REQUEUE_AFTER);
+                        outcome.requeue_after =
+                            Some(outcome.requeue_after.map_or(delay, |d| d.min(delay)));
+                        Decision::Executed
+                    }
+                    _ => self.write(&call, action, &scopes, &mut outcome).await,
+                },
+            };
+            self.audit
+                .record(AuditRecord::new(call.identity, call.key, action, decision));
+        }
+        if dropped_logs > 0 {
+            tracing::warn!(
+                plugin = call.plugin,
+                key = call.key,
+                dropped = dropped_logs,
+                "log actions dropped: the plugin's log rate is spent"
+            );
+        }
+        outcome
+    }
+
+    /// One allowed API write in enforce mode: a token of the budget (or a stop), then the
+    /// executor. Records what it changed or why it failed in `outcome`.
+    async fn write(
+        &self,
+        call: &Call<'_>,
+        action: &Action,
+        scopes: &HashMap<KindRef, Result<Scope, ResolveError>>,
+        outcome: &mut CallOutcome,
+    ) -> Decision {
+        let mut stopped = call.stopped.clone();
+        let waited = tokio::select! {
+            waited = call.budget.acquire() => waited,
+            _ = stopped.wait_for(|s| *s) => {
+                // A removal does not wait out a slow budget; nothing of the call failed.
+                return Decision::Skipped;
+            }
+        };
+        if !waited.is_zero() {
+            tracing::debug!(
+                plugin = call.plugin,
+                key = call.key,
+                waited_ms = waited.as_millis() as u64,
+                "write waited for the plugin's write budget"
+            );
+        }
+        // The check allowed it, so its kind's scope is known.
+        let scope = kind_of(action).and_then(|k| scopes.get(&k)?.as_ref().ok().copied());
+        let result = match scope {
+            Some(scope) => self.executor.execute(call.plugin, action, scope).await,
+            None => Err(ActionError::NotAWrite),
+        };
+        let target = describe(action, call.key);
+        match result {
+            Ok(sent) => {
+                tracing::debug!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), decision = sent.decision.as_str(), "action done");
+                if sent.decision == Decision::Executed
+                    && let Some(object) = written_object(action)
+                {
+                    let change = match action {
+                        Action::Patch { .. } => Change::Patched,
+                        Action::Create { .. } => Change::Created,
+                        _ => Change::Deleted,
+                    };
+                    outcome.writes.push(Write {
+                        change,
+                        object,
+                        resource_version: sent.resource_version,
+                    });
+                }
+                sent.decision
+            }
+            Err(source) => {
+                let transient = source.is_transient();
+                let error = source.to_string();
+                tracing::warn!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), transient, "action failed: {}", shown(&error));
+                outcome.failure = Some(CallFailure::Action {
+                    action: action.kind(),
+                    target: shown(&target).to_string(),
+                    source,
+                });
+                Decision::Failed { error, transient }
+            }
+        }
+    }
+
+    /// The scope of each kind the call's writes act on, from discovery (cached), for at
+    /// most [`MAX_KINDS_PER_CALL`] distinct kinds; writes to kinds beyond are denied.
+    async fn kind_scopes(
+        &self,
+        actions: &[Action],
+    ) -> HashMap<KindRef, Result<Scope, ResolveError>> {
+        let mut scopes = HashMap::new();
+        for kind in actions.iter().filter_map(kind_of) {
+            if scopes.len() >= MAX_KINDS_PER_CALL || scopes.contains_key(&kind) {
+                continue;
+            }
+            let scope = self.executor.writer().scope(&kind).await;
+            scopes.insert(kind, scope);
+        }
+        scopes
+    }
+}
+
+/// What a failure's cause says (the audit keeps it as text).
+fn source_text(failure: &CallFailure) -> String {
+    std::error::Error::source(failure)
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

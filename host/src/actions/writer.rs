@@ -1,0 +1,151 @@
+//! The API server as the action pipeline sees it: a kind's scope, and one write request.
+//! [`KubeWriter`] is the real one (discovery and kube's dynamic API); tests put a fake that
+//! records requests and answers from a script behind the same trait, so the worker loop
+//! can run under paused time without a network.
+
+use super::target::{RequestTarget, Resource, TargetError, path_segment};
+use crate::cluster::{KindRegistry, ResolveError};
+use crate::contract::{KindRef, Scope};
+use futures::future::BoxFuture;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// One write, with what it carries, ready for the API server. Its URL comes from the
+/// [`RequestTarget`] it is sent with.
+#[derive(Debug, Clone)]
+pub enum ApiRequest {
+    /// A patch of the target (or its subresource) as `params.field_manager`.
+    Patch {
+        /// The field manager (and `force` for server-side apply).
+        params: PatchParams,
+        /// The body, in the plugin's patch type.
+        patch: Patch<Value>,
+    },
+    /// A POST of `object` to the target's collection.
+    Create {
+        /// The field manager.
+        params: PostParams,
+        /// The plugin's manifest.
+        object: Box<DynamicObject>,
+    },
+    /// A background-propagation delete of the target.
+    Delete,
+    /// A POST of an Event to the target namespace's `events.k8s.io/v1` collection.
+    Event(Box<Event>),
+}
+
+/// Why a request failed before or at the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The API server answered with an error, or the transport failed.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// A path segment of the request is not safe to send.
+    #[error("refused before sending: {0}")]
+    Target(#[from] TargetError),
+    /// The request does not fit its target (an Event to a kind's collection, say).
+    #[error("refused before sending: the request does not match its target")]
+    Mismatch,
+}
+
+/// Where the pipeline's writes go. Implementations must send exactly the request given to
+/// exactly the target given: the policy checked that target.
+pub trait ApiWriter: Send + Sync + 'static {
+    /// The scope of `kind` (cluster or namespaced), from discovery.
+    fn scope<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, Result<Scope, ResolveError>>;
+
+    /// Sends `request` to `target`; the object's resourceVersion when the answer carries
+    /// the object (a patch or a create).
+    fn send<'a>(
+        &'a self,
+        target: &'a RequestTarget,
+        request: ApiRequest,
+    ) -> BoxFuture<'a, Result<Option<String>, WriteError>>;
+}
+
+/// The API server behind a [`KindRegistry`] (its discovery cache and client).
+pub struct KubeWriter {
+    kinds: Arc<KindRegistry>,
+}
+
+impl KubeWriter {
+    /// Writes through `kinds`' client, resolving kinds with its discovery cache.
+    pub fn new(kinds: Arc<KindRegistry>) -> Self {
+        KubeWriter { kinds }
+    }
+
+    /// The API of `target`'s collection: namespaced exactly when the target names a
+    /// namespace (the scope was checked when the target was made), the namespace escaped.
+    async fn api(&self, target: &RequestTarget) -> Result<Api<DynamicObject>, WriteError> {
+        let Resource::Kind(kind) = &target.resource else {
+            return Err(WriteError::Mismatch);
+        };
+        let resource = self.kinds.resolve(kind).await?.resource;
+        let client = self.kinds.client().clone();
+        Ok(match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, &path_segment(ns)?, &resource),
+            None => Api::all_with(client, &resource),
+        })
+    }
+
+    async fn write(
+        &self,
+        target: &RequestTarget,
+        request: ApiRequest,
+    ) -> Result<Option<String>, WriteError> {
+        // The object name as one escaped path segment (kube does not escape it).
+        let name = path_segment(target.name.as_deref().unwrap_or_default());
+        let rv = |o: DynamicObject| o.metadata.resource_version;
+        match request {
+            ApiRequest::Patch { params, patch } => {
+                let api = self.api(target).await?;
+                let name = name?;
+                let sub = target
+                    .subresource
+                    .as_deref()
+                    .map(path_segment)
+                    .transpose()?;
+                let result = match sub.as_deref() {
+                    Some(sub) => api.patch_subresource(sub, &name, &params, &patch).await,
+                    None => api.patch(&name, &params, &patch).await,
+                };
+                Ok(result.map(rv)?)
+            }
+            ApiRequest::Create { params, object } => {
+                let api = self.api(target).await?;
+                Ok(api.create(&params, &object).await.map(rv)?)
+            }
+            ApiRequest::Delete => {
+                let api = self.api(target).await?;
+                api.delete(&name?, &DeleteParams::background()).await?;
+                Ok(None)
+            }
+            ApiRequest::Event(event) => {
+                if target.resource != Resource::Events {
+                    return Err(WriteError::Mismatch);
+                }
+                let ns = target.namespace.as_deref().ok_or(WriteError::Mismatch)?;
+                let api: Api<Event> =
+                    Api::namespaced(self.kinds.client().clone(), &path_segment(ns)?);
+                api.create(&PostParams::default(), &event).await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl ApiWriter for KubeWriter {
+    fn scope<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, Result<Scope, ResolveError>> {
+        Box::pin(self.kinds.scope(kind))
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a RequestTarget,
+        request: ApiRequest,
+    ) -> BoxFuture<'a, Result<Option<String>, WriteError>> {
+        Box::pin(self.write(target, request))
+    }
+}

@@ -1,0 +1,329 @@
+//! The worker loop under paused time: a controller whose writes go to a fake API server
+//! ([`FakeWriter`]), one unit running the real `hostile` test plugin (its modes give the
+//! actions each test needs: `label` patches its target, `requeue-twice` and
+//! `requeue-at-once` ask to be called again, `behave` only logs), and a cache filled by
+//! hand. A real plugin keeps the tests honest about the worker's blocking call: it runs on
+//! the blocking pool, during which tokio does not auto-advance the paused clock. No watch runs: the tests change the cache and queue keys as the router would.
+//! Time moves only when every task waits (tokio's auto-advance), so delays are exact.
+
+use super::*;
+use crate::actions::MIN_REQUEUE_AFTER;
+use crate::actions::fake::{Answer, FakeWriter};
+use crate::actions::target::Method;
+use crate::cluster::{CachedObject, KindCache, ObjKey};
+use crate::plugin::{CallContext, Limits, NoObjects, PluginRuntime, RuntimeConfig};
+use crate::policy::{Decision, PluginIdentity};
+use std::path::Path;
+use tokio::sync::broadcast::Receiver;
+use tokio::time::{Instant, sleep, timeout};
+
+/// Longer than any test waits: a missing call fails the test instead of hanging it.
+const NEVER: Duration = Duration::from_secs(24 * 3600);
+/// Far longer than any backoff or delay in these tests.
+const HOUR: Duration = Duration::from_secs(3600);
+
+struct Harness {
+    controller: Controller,
+    writer: Arc<FakeWriter>,
+    audit: Receiver<Arc<AuditRecord>>,
+    unit: Arc<PluginUnit>,
+    cache: Arc<KindCache>,
+    /// Kept for the plugin's engine (compile cache, instance pool).
+    _runtime: PluginRuntime,
+}
+
+fn object(name: &str, rv: &str) -> CachedObject {
+    CachedObject {
+        key: ObjKey::new(Some("team-a"), name),
+        json: serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "team-a", "resourceVersion": rv},
+        })
+        .to_string()
+        .into(),
+        resource_version: rv.to_string(),
+        labels: Default::default(),
+        controller: None,
+    }
+}
+
+/// A controller with one unit, `hostile` in `mode`, reconciling `names` (at resourceVersion
+/// 1); the fake answers writes with `script`, then accepts them.
+async fn harness(
+    mode: &str,
+    names: &[&str],
+    script: Vec<Answer>,
+    resync: Option<Duration>,
+) -> Harness {
+    let runtime = PluginRuntime::new(RuntimeConfig::default()).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/hostile.wasm");
+    let plugin = runtime.load_file(&path).await.unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (build the plugins first: `make plugins`)",
+            path.display()
+        )
+    });
+    // Nothing reaches the API server through this client: writes go to the fake, and no
+    // watch is started.
+    let client =
+        kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+    let writer = Arc::new(FakeWriter::new(script));
+    let config = ControllerConfig {
+        workers: 1,
+        resync,
+        ..ControllerConfig::default()
+    };
+    let audit = config.audit.subscribe();
+    let controller =
+        Controller::with_writer(client, config, |_| -> Arc<dyn ApiWriter> { writer.clone() });
+    let cache = Arc::new(KindCache::new(plugin.metadata().reconciles.clone()));
+    cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
+    let config = format!(r#"{{"mode": "{mode}"}}"#);
+    let instance = PluginInstance::named(plugin.clone(), "hostile", Some(&config))
+        .with_policy(Policy::trusted());
+    let meta = plugin.metadata();
+    let version = UnitVersion {
+        identity: Arc::new(PluginIdentity {
+            name: "hostile".into(),
+            declared: meta.name.clone(),
+            version: meta.version.clone(),
+            digest: plugin.digest().to_string(),
+        }),
+        plugin: plugin.clone(),
+        primary: cache.clone(),
+        caches: vec![cache.clone()],
+        // The sandbox's deadline is on the real clock (the epoch ticker) and the call's
+        // timeout converts it to tokio's, which runs ahead under paused time: a long limit
+        // keeps the paused clock from timing out a call that has not started yet.
+        ctx: CallContext::new(
+            Limits {
+                timeout: NEVER * 30,
+                ..Limits::default()
+            },
+            Arc::new(NoObjects),
+        )
+        .for_instance("hostile"),
+        config: instance.config.clone(),
+        budget: Arc::new(instance.policy.write_budget()),
+        policy: instance.policy.clone(),
+    };
+    controller.start_unit_with(instance, version).unwrap();
+    let unit = controller.inner.units.get("hostile").unwrap();
+    Harness {
+        controller,
+        writer,
+        audit,
+        unit,
+        cache,
+        _runtime: runtime,
+    }
+}
+
+impl Harness {
+    /// The next audit record of `action`, and when it was made.
+    async fn next(&mut self, action: &str) -> (Arc<AuditRecord>, Instant) {
+        let wait = async {
+            loop {
+                let record = self.audit.recv().await.unwrap();
+                if record.action == action {
+                    return (record, Instant::now());
+                }
+            }
+        };
+        timeout(NEVER, wait)
+            .await
+            .unwrap_or_else(|_| panic!("no {action} action within {NEVER:?}"))
+    }
+
+    /// Waits until the fake has received `n` patches; returns when each arrived (as the
+    /// fake recorded it: the polling here does not blur the times).
+    async fn patches(&self, n: usize) -> Vec<Instant> {
+        let start = Instant::now();
+        while self.writer.count(Method::Patch) < n {
+            let waited = start.elapsed();
+            assert!(waited < HOUR, "fewer than {n} patches after {waited:?}");
+            sleep(Duration::from_millis(100)).await;
+        }
+        let received = self.writer.received();
+        received.iter().map(|r| r.at).collect()
+    }
+
+    /// The object changed: the cache holds a new version and the key is queued, as the
+    /// router does on a watch event.
+    fn change(&self, name: &str, rv: &str) {
+        self.cache.upsert(object(name, rv));
+        self.unit
+            .enqueue(ObjKey::new(Some("team-a"), name), Reason::Changed);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_after_brings_the_key_back_after_the_shortest_delay_not_before() {
+    // One call asks for 60 s and for 1.5 s.
+    let mut h = harness("requeue-twice", &["web"], vec![], None).await;
+    let (_, mut last) = h.next("log").await;
+    for _ in 0..2 {
+        let (_, again) = h.next("log").await;
+        let waited = again - last;
+        assert!(
+            waited >= Duration::from_millis(1500) && waited < Duration::from_millis(1510),
+            "called again after {waited:?}, not 1.5 s"
+        );
+        last = again;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_requeue_at_once_waits_the_floor() {
+    let mut h = harness("requeue-at-once", &["web"], vec![], None).await;
+    let (_, mut last) = h.next("log").await;
+    for _ in 0..3 {
+        let (_, again) = h.next("log").await;
+        let waited = again - last;
+        assert!(
+            waited >= MIN_REQUEUE_AFTER && waited < MIN_REQUEUE_AFTER + Duration::from_millis(10),
+            "called again after {waited:?}, not {MIN_REQUEUE_AFTER:?}"
+        );
+        last = again;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_or_forbidden_writes_wait_for_the_object_to_change() {
+    for code in [400, 403, 422] {
+        let mut h = harness("label", &["web"], vec![Answer::Status(code)], None).await;
+        let (record, _) = h.next("patch").await;
+        assert!(
+            matches!(
+                record.decision,
+                Decision::Failed {
+                    transient: false,
+                    ..
+                }
+            ),
+            "{code}: {:?}",
+            record.decision
+        );
+        // A retry with backoff would come within seconds; an hour passes without one.
+        sleep(HOUR).await;
+        assert_eq!(h.writer.count(Method::Patch), 1, "{code} was retried");
+        h.change("web", "2");
+        let (record, _) = h.next("patch").await;
+        assert_eq!(record.decision, Decision::Executed, "{code}");
+        assert_eq!(h.writer.count(Method::Patch), 2);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn conflicts_server_errors_and_timeouts_are_retried_with_backoff() {
+    let script = vec![Answer::Status(409), Answer::Status(500), Answer::Timeout];
+    let h = harness("label", &["web"], script, None).await;
+    let at = h.patches(4).await;
+    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    // The queue's per-key backoff: 5 ms, then doubling.
+    assert_eq!(
+        gaps,
+        [5, 10, 20].map(Duration::from_millis),
+        "retried after {gaps:?}"
+    );
+    // Accepted at last: no more retries.
+    sleep(HOUR).await;
+    assert_eq!(h.writer.count(Method::Patch), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_resync_timer_requeues_every_key() {
+    let period = Duration::from_secs(30);
+    let names = ["a", "b", "c"];
+    let mut h = harness("behave", &names, vec![], Some(period)).await;
+    let started = Instant::now();
+    let mut keys = Vec::new();
+    let mut last = started;
+    for _ in 0..names.len() {
+        let (record, at) = h.next("log").await;
+        keys.push(record.key.clone());
+        last = at;
+    }
+    keys.sort();
+    assert_eq!(keys, ["team-a/a", "team-a/b", "team-a/c"]);
+    assert!(
+        last - started < period,
+        "the first round waited for a resync"
+    );
+    keys.clear();
+    for _ in 0..names.len() {
+        let (record, at) = h.next("log").await;
+        assert!(
+            at - started >= period && at - started < period + Duration::from_millis(10),
+            "called again at {:?}, not at the resync",
+            at - started
+        );
+        keys.push(record.key.clone());
+    }
+    keys.sort();
+    assert_eq!(keys, ["team-a/a", "team-a/b", "team-a/c"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_finishes_in_flight_calls_and_their_writes() {
+    let slow = Answer::After(Duration::from_secs(5), Box::new(Answer::Ok("2")));
+    let mut h = harness("label", &["web"], vec![slow], None).await;
+    let sent = h.patches(1).await[0];
+    let drain = h.controller.shutdown_within(Duration::from_secs(30)).await;
+    assert_eq!(
+        drain,
+        Drain {
+            finished: 1,
+            abandoned: 0
+        }
+    );
+    assert!(
+        Instant::now() - sent >= Duration::from_secs(5),
+        "did not wait"
+    );
+    let (record, at) = h.next("patch").await;
+    assert_eq!(record.decision, Decision::Executed);
+    assert_eq!(at - sent, Duration::from_secs(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_abandons_a_write_still_running_at_its_deadline() {
+    let slow = Answer::After(Duration::from_secs(60), Box::new(Answer::Ok("2")));
+    let h = harness("label", &["web"], vec![slow], None).await;
+    let sent = h.patches(1).await[0];
+    let drain = h.controller.shutdown_within(Duration::from_secs(1)).await;
+    assert_eq!(
+        drain,
+        Drain {
+            finished: 0,
+            abandoned: 1
+        }
+    );
+    assert!(Instant::now() - sent < Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_waits_for_its_own_patch_to_reach_the_cache() {
+    // The patch leaves the object at resourceVersion 5.
+    let h = harness("label", &["web"], vec![Answer::Ok("5")], None).await;
+    let first = h.patches(1).await[0];
+    // A change from before the patch (a status update at 2) must not be reconciled: the
+    // plugin would act on an object without its own write.
+    h.change("web", "2");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        h.writer.count(Method::Patch),
+        1,
+        "reconciled before its write"
+    );
+    let arrived = Instant::now();
+    h.change("web", "5");
+    let second = h.patches(2).await[1];
+    assert!(second - first >= Duration::from_millis(500));
+    // At once (within one recheck of the expectation) once the cache shows the write.
+    let waited = second - arrived;
+    assert!(
+        waited < Duration::from_millis(30),
+        "reconciled {waited:?} after the write reached the cache"
+    );
+}
