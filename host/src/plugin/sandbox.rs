@@ -2,7 +2,6 @@
 //! output, the call's deadline and read budget, and its plugin log lines (bounded by
 //! [`LogGate`]). The host imports themselves are in `imports.rs`.
 
-use super::bindings::v0_1_0::kubeplug::plugin::types;
 use super::limits::Limits;
 use super::log_gate::{LogGate, LogRate, cap_line};
 use super::objects::ObjectSource;
@@ -232,15 +231,5 @@ impl WasiView for SandboxState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
-    }
-}
-
-pub(crate) fn log_level(level: types::LogLevel) -> LogLevel {
-    match level {
-        types::LogLevel::Trace => LogLevel::Trace,
-        types::LogLevel::Debug => LogLevel::Debug,
-        types::LogLevel::Info => LogLevel::Info,
-        types::LogLevel::Warn => LogLevel::Warn,
-        types::LogLevel::Error => LogLevel::Error,
     }
 }
