@@ -1,5 +1,5 @@
-//! The one wasmtime engine the host shares between all plugins, its epoch ticker, the linker
-//! with the sandbox's imports, and loading of plugin files.
+//! The one wasmtime engine the host shares between all plugins, its epoch ticker, the linkers
+//! of the contract versions it supports (`wit/`), and loading of plugin files.
 
 use super::compile_cache::{CacheOutcome, CompileCache};
 use super::contract_version;

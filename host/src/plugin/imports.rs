@@ -80,7 +80,7 @@ async fn read<T: Send + 'static>(
     let deadline = tokio::time::Instant::from_std(deadline);
     match tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(work)).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(join)) => Err(wasmtime::format_err!("host read failed: {join}")),
+        Ok(Err(join)) => Err(wasmtime::Error::new(join).context("host read failed")),
         Err(_) => Err(wasmtime::Error::new(DeadlineExceeded)),
     }
 }
