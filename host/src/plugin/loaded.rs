@@ -17,7 +17,9 @@ use wasmtime::Engine;
 /// What a call may use and read.
 #[derive(Clone)]
 pub struct CallContext {
+    /// The call's limits (memory is clamped to the runtime's maximum).
     pub limits: Limits,
+    /// Where the `get`/`list` imports read from.
     pub objects: Arc<dyn ObjectSource>,
     /// The instance the call is for: its output is logged under this name. `None`: the
     /// name the plugin declares (offline use only).
@@ -46,11 +48,14 @@ impl CallContext {
 /// outcome, so a failing plugin's output is not lost).
 #[derive(Debug)]
 pub struct CallReport {
+    /// The checked actions, or why the call failed.
     pub outcome: Result<Vec<Action>, CallError>,
+    /// What the plugin logged (imports, stdout, stderr), as kept by the log gate.
     pub logs: Vec<PluginLog>,
     /// Log lines the plugin wrote in this call that were dropped (per-call limit or the
     /// plugin's log rate).
     pub dropped_logs: u64,
+    /// How long the call took, instantiation included.
     pub elapsed: Duration,
 }
 

@@ -22,15 +22,20 @@ use wasmtime_wasi::{
 pub enum LogSource {
     /// The `log` host import.
     Import,
+    /// The plugin's standard output.
     Stdout,
+    /// The plugin's standard error.
     Stderr,
 }
 
 /// A log line a plugin wrote during a call (not a `log` action, which is part of the result).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PluginLog {
+    /// Where the line came from.
     pub source: LogSource,
+    /// Its level (stdout is info, stderr warn).
     pub level: LogLevel,
+    /// The line, capped (escaped when written to the host log).
     pub message: String,
 }
 
