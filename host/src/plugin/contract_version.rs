@@ -1,10 +1,10 @@
 //! Which contract version a component was built for, read from its exports.
 
-use crate::contract::{PACKAGE, SUPPORTED_VERSIONS};
+use super::error::LoadError;
+use super::wit::ContractVersion;
+use crate::contract::PACKAGE;
 use wasmtime::Engine;
 use wasmtime::component::Component;
-
-use super::error::LoadError;
 
 /// The version of `kubeplug:plugin/reconciler@X` the component exports, checked against the
 /// versions this host supports.
@@ -12,7 +12,7 @@ pub(crate) fn check(
     engine: &Engine,
     component: &Component,
     origin: &str,
-) -> Result<&'static str, LoadError> {
+) -> Result<ContractVersion, LoadError> {
     let exports: Vec<String> = component
         .component_type()
         .exports(engine)
@@ -29,13 +29,13 @@ pub(crate) fn check(
             },
         });
     };
-    SUPPORTED_VERSIONS
-        .iter()
-        .find(|v| **v == found)
-        .copied()
-        .ok_or_else(|| LoadError::ContractMismatch {
-            origin: origin.to_string(),
-            found: found.to_string(),
-            supported: SUPPORTED_VERSIONS.join(", "),
-        })
+    ContractVersion::find(found).ok_or_else(|| LoadError::ContractMismatch {
+        origin: origin.to_string(),
+        found: found.to_string(),
+        supported: ContractVersion::ALL
+            .iter()
+            .map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
 }

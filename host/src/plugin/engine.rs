@@ -1,7 +1,6 @@
-//! The one wasmtime engine the host shares between all plugins, its epoch ticker, the linker
-//! with the sandbox's imports, and loading of plugin files.
+//! The one wasmtime engine the host shares between all plugins, its epoch ticker, the linkers
+//! of the contract versions it supports (`wit/`), and loading of plugin files.
 
-use super::bindings::v0_1_0;
 use super::compile_cache::{CacheOutcome, CompileCache};
 use super::contract_version;
 use super::error::LoadError;
@@ -9,12 +8,12 @@ use super::limits::Limits;
 use super::loaded::{CallContext, Plugin};
 use super::log_gate::{LogRate, LogRateConfig};
 use super::objects::NoObjects;
-use super::sandbox::SandboxState;
+use super::wit::{ContractPre, Linkers};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::Component;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// Bytes of a linear memory kept resident (reset in place) when its slot is reused.
@@ -67,10 +66,35 @@ fn start_epoch_ticker(engine: &Engine, tick: Duration) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Loads plugins and owns what they share: the engine, the linker and the compile cache.
+/// The engine every plugin of a runtime shares: Cranelift, the component model, epoch
+/// interruption and the pooling allocator sized by `config`.
+pub(super) fn build_engine(config: &RuntimeConfig) -> Result<Engine, LoadError> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(config.max_instances)
+        .total_core_instances(config.max_instances * 4)
+        .total_memories(config.max_instances * 2)
+        .total_tables(config.max_instances * 4)
+        .total_stacks(config.max_instances)
+        .max_memory_size(config.max_memory_bytes)
+        // A fresh instance per call must not pay a page fault for every page it touches:
+        // keep slots' pages resident and reset only the dirty ones (PAGEMAP_SCAN on Linux
+        // 6.7+, memset of the low addresses otherwise).
+        .pagemap_scan(Enabled::Auto)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(64 << 10)
+        .async_stack_keep_resident(128 << 10);
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(512 << 10)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&wasm).map_err(engine_error)
+}
+
+/// Loads plugins and owns what they share: the engine, the linkers and the compile cache.
 pub struct PluginRuntime {
     engine: Engine,
-    linker: Linker<SandboxState>,
+    linkers: Linkers,
     cache: Option<CompileCache>,
     config: RuntimeConfig,
 }
@@ -83,38 +107,16 @@ impl std::fmt::Debug for PluginRuntime {
     }
 }
 
-fn engine_error(e: impl std::fmt::Display) -> LoadError {
-    LoadError::Engine(e.to_string())
+fn engine_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LoadError {
+    LoadError::Engine { source: e.into() }
 }
 
 impl PluginRuntime {
     /// Builds the engine (Cranelift, component model, epoch interruption, pooling
-    /// allocator), the linker and the epoch ticker.
+    /// allocator), the linkers and the epoch ticker.
     pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(config.max_instances)
-            .total_core_instances(config.max_instances * 4)
-            .total_memories(config.max_instances * 2)
-            .total_tables(config.max_instances * 4)
-            .total_stacks(config.max_instances)
-            .max_memory_size(config.max_memory_bytes)
-            // A fresh instance per call must not pay a page fault for every page it touches:
-            // keep slots' pages resident and reset only the dirty ones (PAGEMAP_SCAN on Linux
-            // 6.7+, memset of the low addresses otherwise).
-            .pagemap_scan(Enabled::Auto)
-            .linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(64 << 10)
-            .async_stack_keep_resident(128 << 10);
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .max_wasm_stack(512 << 10)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&wasm).map_err(engine_error)?;
-
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
-        v0_1_0::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_error)?;
+        let engine = build_engine(&config)?;
+        let linkers = Linkers::new(&engine).map_err(engine_error)?;
 
         let cache = config
             .cache_dir
@@ -123,7 +125,7 @@ impl PluginRuntime {
         start_epoch_ticker(&engine, config.epoch_tick).map_err(engine_error)?;
         Ok(PluginRuntime {
             engine,
-            linker,
+            linkers,
             cache,
             config,
         })
@@ -160,18 +162,14 @@ impl PluginRuntime {
         .map_err(engine_error)?;
         let (component, cache_outcome) = compiled.map_err(|e| LoadError::Compile {
             origin: origin.clone(),
-            message: format!("{e:#}"),
+            source: e.into(),
         })?;
         let contract = contract_version::check(&self.engine, &component, &origin)?;
         let link_error = |e: wasmtime::Error| LoadError::Link {
             origin: origin.clone(),
-            message: format!("{e:#}"),
+            source: e.into(),
         };
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(link_error)?;
-        let pre = v0_1_0::PluginPre::new(pre).map_err(link_error)?;
+        let pre = ContractPre::new(&self.linkers, &component, contract).map_err(link_error)?;
         let metadata_limits = Limits::default();
         let ctx = CallContext::new(metadata_limits, Arc::new(NoObjects));
         let log_rate = Arc::new(LogRate::new(self.config.log_rate));
@@ -184,14 +182,13 @@ impl PluginRuntime {
             &origin,
         )
         .await?;
-        tracing::debug!(declared = %metadata.name, %origin, ?cache_outcome, contract, "plugin loaded");
+        tracing::debug!(declared = %metadata.name, %origin, ?cache_outcome, contract = contract.as_str(), "plugin loaded");
         Ok(Arc::new(Plugin {
             engine: self.engine.clone(),
             pre,
             name: metadata.name.as_str().into(),
             metadata,
             digest,
-            contract,
             cache_outcome,
             max_memory: self.config.max_memory_bytes,
             epoch_tick: self.config.epoch_tick,

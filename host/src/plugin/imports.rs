@@ -1,14 +1,14 @@
-//! The host imports a plugin calls (`log`, `get-object`, `list-objects`). Each one refuses to
-//! start once the call's deadline has passed (the call then fails as a timeout: the epoch
+//! The host imports a plugin calls (`log`, `get-object`, `list-objects`), independent of the
+//! contract version: each version's module (`wit/since_*.rs`) converts its arguments and calls
+//! these. Each one refuses to start once the call's deadline has passed (the call then fails as a timeout: the epoch
 //! deadline cannot interrupt host code, so host time is checked here), bounds its arguments
 //! before any work, runs reads off the call's thread under the deadline (a slow read cannot
 //! hold the call past it), and bounds the bytes the reads return per call.
 
-use super::bindings::v0_1_0::kubeplug::plugin::{host, types};
-use super::sandbox::{LogSource, SandboxState, log_level};
+use super::sandbox::{LogSource, SandboxState};
 use crate::cluster::selector::MAX_SELECTOR_BYTES;
-use crate::contract::KindRef;
 use crate::contract::text::shown_max;
+use crate::contract::{KindRef, LogLevel};
 use crate::contract::{MAX_API_VERSION_BYTES, MAX_KIND_BYTES};
 use std::time::Instant;
 
@@ -36,7 +36,7 @@ fn too_long(what: &str, value: &str, max: usize) -> Result<(), String> {
 
 /// Checks the sizes of a read's arguments; the message names the argument, not its content.
 pub(crate) fn check_read_args(
-    kind: &types::KindRef,
+    kind: &KindRef,
     namespace: Option<&str>,
     name: Option<&str>,
     selector: Option<&str>,
@@ -80,23 +80,25 @@ async fn read<T: Send + 'static>(
     let deadline = tokio::time::Instant::from_std(deadline);
     match tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(work)).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(join)) => Err(wasmtime::format_err!("host read failed: {join}")),
+        Ok(Err(join)) => Err(wasmtime::Error::new(join).context("host read failed")),
         Err(_) => Err(wasmtime::Error::new(DeadlineExceeded)),
     }
 }
 
-impl types::Host for SandboxState {}
-
-impl host::Host for SandboxState {
-    async fn log(&mut self, level: types::LogLevel, message: String) -> wasmtime::Result<()> {
+/// The imports themselves. The outer `wasmtime::Result` fails the call (a trap: the deadline
+/// passed); the inner `Result` is an error the plugin receives and may handle.
+impl SandboxState {
+    /// `log`: one plugin log line, through the call's and the plugin's log gate.
+    pub(crate) fn import_log(&mut self, level: LogLevel, message: &str) -> wasmtime::Result<()> {
         self.check_deadline()?;
-        self.record_log(LogSource::Import, log_level(level), &message);
+        self.record_log(LogSource::Import, level, message);
         Ok(())
     }
 
-    async fn get_object(
+    /// `get-object`: one object from the call's object source, charged to the read budget.
+    pub(crate) async fn import_get(
         &mut self,
-        kind: types::KindRef,
+        kind: KindRef,
         namespace: Option<String>,
         name: String,
     ) -> wasmtime::Result<Result<Option<String>, String>> {
@@ -105,7 +107,6 @@ impl host::Host for SandboxState {
             return Ok(Err(e));
         }
         let objects = self.objects.clone();
-        let kind = KindRef::new(&kind.api_version, &kind.kind);
         let found = match read(self.deadline, move || {
             objects.get(&kind, namespace.as_deref(), &name)
         })
@@ -121,9 +122,11 @@ impl host::Host for SandboxState {
         Ok(Ok(found.map(|o| o.to_string())))
     }
 
-    async fn list_objects(
+    /// `list-objects`: objects of a kind from the call's object source, charged to the read
+    /// budget as a whole.
+    pub(crate) async fn import_list(
         &mut self,
-        kind: types::KindRef,
+        kind: KindRef,
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> wasmtime::Result<Result<Vec<String>, String>> {
@@ -134,7 +137,6 @@ impl host::Host for SandboxState {
             return Ok(Err(e));
         }
         let objects = self.objects.clone();
-        let kind = KindRef::new(&kind.api_version, &kind.kind);
         let items = match read(self.deadline, move || {
             objects.list(&kind, namespace.as_deref(), label_selector.as_deref())
         })
@@ -152,18 +154,17 @@ impl host::Host for SandboxState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plugin::limits::Limits;
     use crate::plugin::log_gate::{LogRate, LogRateConfig};
     use crate::plugin::objects::ObjectSource;
     use crate::plugin::sandbox::CallIdentity;
-    use host::Host;
     use std::sync::Arc;
     use std::time::Duration;
 
     /// A source that must not be reached.
-    struct Untouchable;
+    pub(crate) struct Untouchable;
 
     impl ObjectSource for Untouchable {
         fn get(&self, _: &KindRef, _: Option<&str>, _: &str) -> Result<Option<Arc<str>>, String> {
@@ -199,7 +200,8 @@ mod tests {
         }
     }
 
-    fn state(objects: Arc<dyn ObjectSource>, deadline: Instant) -> SandboxState {
+    /// The store data of a call that reads from `objects` and must end by `deadline`.
+    pub(crate) fn state(objects: Arc<dyn ObjectSource>, deadline: Instant) -> SandboxState {
         SandboxState::new(
             &Limits::default(),
             objects,
@@ -212,24 +214,18 @@ mod tests {
         )
     }
 
-    fn pod() -> types::KindRef {
-        types::KindRef {
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-        }
+    fn pod() -> KindRef {
+        KindRef::new("v1", "Pod")
     }
 
     #[tokio::test]
     async fn imports_after_the_deadline_fail_the_call_as_a_timeout() {
         let mut s = state(Arc::new(Untouchable), Instant::now());
-        let err = s.list_objects(pod(), None, None).await.unwrap_err();
+        let err = s.import_list(pod(), None, None).await.unwrap_err();
         assert!(err.downcast_ref::<DeadlineExceeded>().is_some(), "{err:#}");
-        let err = s.get_object(pod(), None, "a".into()).await.unwrap_err();
+        let err = s.import_get(pod(), None, "a".into()).await.unwrap_err();
         assert!(err.downcast_ref::<DeadlineExceeded>().is_some(), "{err:#}");
-        let err = s
-            .log(types::LogLevel::Info, "late".into())
-            .await
-            .unwrap_err();
+        let err = s.import_log(LogLevel::Info, "late").unwrap_err();
         assert!(err.downcast_ref::<DeadlineExceeded>().is_some(), "{err:#}");
     }
 
@@ -240,13 +236,13 @@ mod tests {
         let huge = "a".repeat(10 << 20);
         let selector = Some(format!("!{}", "k,!".repeat(1_000_000)));
         let refused = [
-            s.list_objects(pod(), None, selector).await,
-            s.list_objects(pod(), Some(huge.clone()), None).await,
-            s.get_object(pod(), None, huge.clone())
+            s.import_list(pod(), None, selector).await,
+            s.import_list(pod(), Some(huge.clone()), None).await,
+            s.import_get(pod(), None, huge.clone())
                 .await
                 .map(|r| r.map(|_| vec![])),
-            s.get_object(
-                types::KindRef {
+            s.import_get(
+                KindRef {
                     api_version: "v1".into(),
                     kind: huge.clone(),
                 },
@@ -267,18 +263,14 @@ mod tests {
     async fn reads_are_bounded_in_bytes_per_call() {
         let later = Instant::now() + Duration::from_secs(60);
         let mut s = state(Arc::new(Many(100_000, 200)), later);
-        let err = s
-            .list_objects(pod(), None, None)
-            .await
-            .unwrap()
-            .unwrap_err();
+        let err = s.import_list(pod(), None, None).await.unwrap().unwrap_err();
         assert!(err.contains("more than the"), "{err}");
         // Small reads share what is left of the budget.
         let mut s = state(Arc::new(Many(1, 6 << 20)), later);
-        assert!(s.get_object(pod(), None, "a".into()).await.unwrap().is_ok());
-        assert!(s.get_object(pod(), None, "a".into()).await.unwrap().is_ok());
+        assert!(s.import_get(pod(), None, "a".into()).await.unwrap().is_ok());
+        assert!(s.import_get(pod(), None, "a".into()).await.unwrap().is_ok());
         assert!(
-            s.get_object(pod(), None, "a".into())
+            s.import_get(pod(), None, "a".into())
                 .await
                 .unwrap()
                 .is_err()

@@ -12,7 +12,7 @@
 //! timeout for anything that waits, checked by the host imports too; bounded import
 //! arguments and reads; bounded output; plugin log lines capped, escaped and rate-limited.
 
-mod bindings;
+mod call;
 mod compile_cache;
 mod contract_version;
 mod engine;
@@ -23,17 +23,22 @@ mod loaded;
 mod log_gate;
 mod objects;
 mod output;
+mod reply;
 mod sandbox;
+#[cfg(test)]
+mod test_support;
 mod trap;
 mod warm;
+mod wit;
 
 pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
 pub use engine::{PluginRuntime, RuntimeConfig};
-pub use error::{CallError, LoadError};
+pub use error::{CallError, LoadError, WasmError};
 pub use imports::{MAX_NAME_BYTES, MAX_NAMESPACE_BYTES};
 pub use limits::{DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS, Limits};
-pub use loaded::{CallContext, CallReport, MAX_ERROR_BYTES, Plugin};
+pub use loaded::{CallContext, CallReport, Plugin};
 pub use log_gate::{LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
 pub use objects::{NoObjects, ObjectSource};
+pub use reply::MAX_ERROR_BYTES;
 pub use sandbox::{LogSource, PluginLog};
 pub use warm::WarmInstance;

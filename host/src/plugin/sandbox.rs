@@ -2,7 +2,6 @@
 //! output, the call's deadline and read budget, and its plugin log lines (bounded by
 //! [`LogGate`]). The host imports themselves are in `imports.rs`.
 
-use super::bindings::v0_1_0::kubeplug::plugin::types;
 use super::limits::Limits;
 use super::log_gate::{LogGate, LogRate, cap_line};
 use super::objects::ObjectSource;
@@ -23,15 +22,20 @@ use wasmtime_wasi::{
 pub enum LogSource {
     /// The `log` host import.
     Import,
+    /// The plugin's standard output.
     Stdout,
+    /// The plugin's standard error.
     Stderr,
 }
 
 /// A log line a plugin wrote during a call (not a `log` action, which is part of the result).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PluginLog {
+    /// Where the line came from.
     pub source: LogSource,
+    /// Its level (stdout is info, stderr warn).
     pub level: LogLevel,
+    /// The line, capped (escaped when written to the host log).
     pub message: String,
 }
 
@@ -232,15 +236,5 @@ impl WasiView for SandboxState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
-    }
-}
-
-pub(crate) fn log_level(level: types::LogLevel) -> LogLevel {
-    match level {
-        types::LogLevel::Trace => LogLevel::Trace,
-        types::LogLevel::Debug => LogLevel::Debug,
-        types::LogLevel::Info => LogLevel::Info,
-        types::LogLevel::Warn => LogLevel::Warn,
-        types::LogLevel::Error => LogLevel::Error,
     }
 }

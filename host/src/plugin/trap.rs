@@ -3,7 +3,7 @@
 
 use super::error::CallError;
 use super::imports::DeadlineExceeded;
-use super::loaded::cap_error;
+use super::reply::cap_error;
 use wasmtime::Trap;
 
 /// Classifies a failed call. Memory refusal wins: a Rust guest that cannot allocate aborts

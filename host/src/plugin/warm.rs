@@ -2,13 +2,12 @@
 //! could leak from one key to the next); it exists so that the cost of fresh instances is
 //! measured against it in the same benchmark run, and for trusted single-tenant setups.
 
-use super::bindings::v0_1_0;
+use super::call::{self, CallScope, Entry, Reconcile};
 use super::error::CallError;
 use super::limits::Limits;
-use super::loaded::{
-    CallContext, CallReport, Plugin, epoch_ticks, into_actions, new_store, settle, to_wit,
-};
+use super::loaded::{CallContext, CallReport, Plugin};
 use super::sandbox::{CallIdentity, SandboxState};
+use super::wit::ContractInstance;
 use crate::contract::ReconcileRequest;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +16,7 @@ use wasmtime::Store;
 /// An instance reused across calls; once a call fails with a trap it refuses further calls.
 pub struct WarmInstance {
     store: Store<SandboxState>,
-    bindings: v0_1_0::Plugin,
+    instance: ContractInstance,
     limits: Limits,
     epoch_ticks: u64,
     name: Arc<str>,
@@ -29,7 +28,7 @@ impl Plugin {
     pub async fn warm(&self, ctx: &CallContext) -> Result<WarmInstance, CallError> {
         let limits = self.clamp(ctx.limits);
         let name = self.log_name(ctx);
-        let mut store = new_store(
+        let mut store = call::new_store(
             &self.engine,
             self.epoch_tick,
             &limits,
@@ -41,17 +40,15 @@ impl Plugin {
                 deadline: Instant::now() + limits.timeout,
             },
         );
-        let bindings =
-            self.pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(|e| CallError::Instantiate {
-                    message: format!("{e:#}"),
-                })?;
-        let epoch_ticks = epoch_ticks(limits.timeout, self.epoch_tick);
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .await
+            .map_err(|e| CallError::Instantiate { source: e.into() })?;
+        let epoch_ticks = call::epoch_ticks(limits.timeout, self.epoch_tick);
         Ok(WarmInstance {
             store,
-            bindings,
+            instance,
             limits,
             epoch_ticks,
             name,
@@ -67,7 +64,10 @@ impl WarmInstance {
         if self.poisoned {
             return CallReport {
                 outcome: Err(CallError::Instantiate {
-                    message: "instance trapped earlier and cannot be entered again".into(),
+                    source: wasmtime::format_err!(
+                        "instance trapped earlier and cannot be entered again"
+                    )
+                    .into(),
                 }),
                 logs: Vec::new(),
                 dropped_logs: 0,
@@ -80,21 +80,22 @@ impl WarmInstance {
             .data_mut()
             .start_call(key.as_str().into(), &self.limits, deadline);
         self.store.set_epoch_deadline(self.epoch_ticks);
-        let wit_request = to_wit(request);
-        let (store, bindings) = (&mut self.store, &self.bindings);
-        let result = tokio::time::timeout_at(deadline.into(), async {
-            bindings
-                .kubeplug_plugin_reconciler()
-                .call_reconcile(&mut *store, &wit_request)
-                .await
-        })
-        .await;
-        let settled = settle(&mut self.store, result, &self.limits, &self.name, &key);
+        let export = Reconcile {
+            request,
+            output: self.limits.output,
+        };
+        let scope = CallScope {
+            limits: &self.limits,
+            deadline,
+            plugin: &self.name,
+            key: &key,
+        };
+        let settled = call::run(&mut self.store, Entry::Warm(&self.instance), export, scope).await;
         if settled.outcome.is_err() {
             self.poisoned = true;
         }
         CallReport {
-            outcome: into_actions(settled.outcome, self.limits.output),
+            outcome: settled.outcome.and_then(|answer| answer),
             logs: settled.logs,
             dropped_logs: settled.dropped,
             elapsed: started.elapsed(),

@@ -1,0 +1,311 @@
+//! The one bounded call every export goes through (reconcile, metadata, and calls on a warm
+//! instance): a store with the call's limits and deadline, the call under the wall-clock
+//! deadline, the failure classified (timeout, trap, out of memory, ...), and the call's
+//! output and log accounting settled. Version-independent: the export is reached through
+//! [`ContractInstance`].
+
+use super::error::CallError;
+use super::limits::Limits;
+use super::objects::ObjectSource;
+use super::sandbox::{CallIdentity, PluginLog, SandboxState};
+use super::trap;
+use super::wit::{ContractInstance, ContractPre};
+use crate::contract::text::shown_max;
+use crate::contract::{Action, OutputLimits, PluginMetadata, ReconcileRequest};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::{Engine, Store};
+
+/// The epoch deadline, in ticks, for a call that may take `timeout`.
+pub(super) fn epoch_ticks(timeout: Duration, tick: Duration) -> u64 {
+    timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64 + 1
+}
+
+/// A store for one call: the sandbox state, the memory limiter, and the epoch deadline.
+pub(super) fn new_store(
+    engine: &Engine,
+    tick: Duration,
+    limits: &Limits,
+    objects: Arc<dyn ObjectSource>,
+    who: CallIdentity,
+) -> Store<SandboxState> {
+    let state = SandboxState::new(limits, objects, who);
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    // Deadline in epoch ticks, set before instantiation (which runs guest code); reaching
+    // it traps. Host imports check the same deadline themselves (the epoch cannot interrupt
+    // host code), and the wall-clock timeout around the call catches waits.
+    store.set_epoch_deadline(epoch_ticks(limits.timeout, tick));
+    store
+}
+
+/// An export a call can run, whatever the contract version.
+pub(super) trait Export {
+    /// What the export returns once converted to the host's types.
+    type Output;
+
+    /// Calls the export on `instance`.
+    fn call(
+        self,
+        instance: &ContractInstance,
+        store: &mut Store<SandboxState>,
+    ) -> impl Future<Output = wasmtime::Result<Self::Output>> + Send;
+}
+
+/// The reconcile export, with the bounds on its output.
+pub(super) struct Reconcile<'a> {
+    pub(super) request: &'a ReconcileRequest,
+    pub(super) output: OutputLimits,
+}
+
+impl Export for Reconcile<'_> {
+    type Output = Result<Vec<Action>, CallError>;
+
+    async fn call(
+        self,
+        instance: &ContractInstance,
+        store: &mut Store<SandboxState>,
+    ) -> wasmtime::Result<Self::Output> {
+        instance.reconcile(store, self.request, self.output).await
+    }
+}
+
+/// The metadata export (its answer is checked by the loader).
+pub(super) struct Metadata;
+
+impl Export for Metadata {
+    type Output = PluginMetadata;
+
+    async fn call(
+        self,
+        instance: &ContractInstance,
+        store: &mut Store<SandboxState>,
+    ) -> wasmtime::Result<PluginMetadata> {
+        instance.metadata(store).await
+    }
+}
+
+/// Which instance a call runs on.
+pub(super) enum Entry<'a> {
+    /// A fresh instance of the plugin, made in the call's store (under its deadline).
+    Fresh(&'a ContractPre),
+    /// An instance that lives in the store already and serves call after call.
+    Warm(&'a ContractInstance),
+}
+
+/// What a call is about, for its deadline, limits and log attribution.
+pub(super) struct CallScope<'a> {
+    pub(super) limits: &'a Limits,
+    pub(super) deadline: Instant,
+    pub(super) plugin: &'a str,
+    pub(super) key: &'a str,
+}
+
+/// Runs `export` on `entry` in `store` until the scope's deadline, then settles the call: the
+/// one place where a timeout, a trap or a refused memory growth becomes a [`CallError`].
+/// The store's epoch deadline must be set for this call already ([`new_store`] does).
+pub(super) async fn run<E: Export>(
+    store: &mut Store<SandboxState>,
+    entry: Entry<'_>,
+    export: E,
+    scope: CallScope<'_>,
+) -> Settled<E::Output> {
+    // The deadline is on the real clock (host imports check it on their own threads); the
+    // wait for the call runs on tokio's, which tests pause: wait for what remains of it.
+    let remaining = scope
+        .deadline
+        .saturating_duration_since(std::time::Instant::now());
+    let result = tokio::time::timeout(remaining, async {
+        match entry {
+            Entry::Fresh(pre) => {
+                let instance = pre.instantiate(&mut *store).await?;
+                export.call(&instance, &mut *store).await
+            }
+            Entry::Warm(instance) => export.call(instance, &mut *store).await,
+        }
+    })
+    .await;
+    settle(store, result, scope)
+}
+
+/// [`run`] on a fresh instance in a new store for `who`.
+pub(super) async fn run_fresh<E: Export>(
+    engine: &Engine,
+    tick: Duration,
+    pre: &ContractPre,
+    limits: &Limits,
+    objects: Arc<dyn ObjectSource>,
+    who: CallIdentity,
+    export: E,
+) -> Settled<E::Output> {
+    let (plugin, key, deadline) = (who.plugin.clone(), who.key.clone(), who.deadline);
+    let mut store = new_store(engine, tick, limits, objects, who);
+    let scope = CallScope {
+        limits,
+        deadline,
+        plugin: &plugin,
+        key: &key,
+    };
+    run(&mut store, Entry::Fresh(pre), export, scope).await
+}
+
+/// A settled call: its typed outcome and what the plugin logged.
+pub(super) struct Settled<R> {
+    pub(super) outcome: Result<R, CallError>,
+    pub(super) logs: Vec<PluginLog>,
+    pub(super) dropped: u64,
+}
+
+/// Maps the raw outcome to a typed one and collects the plugin's output (its stdout and
+/// stderr lines are written to the host log here, through the log gate). Dropped lines are
+/// reported once per call, as a host line.
+fn settle<R>(
+    store: &mut Store<SandboxState>,
+    result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    scope: CallScope<'_>,
+) -> Settled<R> {
+    let limits = scope.limits;
+    let state = store.data_mut();
+    let taken = state.take_logs();
+    if taken.dropped > 0 {
+        tracing::warn!(
+            plugin = shown_max(scope.plugin, 256).to_string().as_str(),
+            key = shown_max(scope.key, 512).to_string().as_str(),
+            dropped = taken.dropped,
+            "plugin log lines dropped: over the per-call log limit or the plugin's log rate"
+        );
+    }
+    let outcome = match result {
+        Err(_elapsed) => Err(CallError::Timeout {
+            limit: limits.timeout,
+        }),
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(trap::classify(
+            &err,
+            state.limiter.refused,
+            limits.memory_bytes,
+            &taken.stderr,
+            limits.timeout,
+        )),
+    };
+    Settled {
+        outcome,
+        logs: taken.logs,
+        dropped: taken.dropped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::objects::NoObjects;
+    use crate::plugin::test_support::{ctx_ms, hostile, hostile_meta, request, runtime};
+
+    /// What each hostile mode must be classified as.
+    const MODES: &[(&str, &str)] = &[
+        ("loop", "timeout"),
+        ("sleep", "timeout"),
+        ("panic", "panic"),
+        ("alloc", "out-of-memory"),
+        ("recurse", "stack-overflow"),
+    ];
+
+    #[tokio::test]
+    async fn fresh_and_warm_calls_are_classified_alike() {
+        let rt = runtime();
+        let p = hostile(&rt).await;
+        let ctx = ctx_ms(300);
+        for (mode, kind) in MODES {
+            let config = format!(r#"{{"mode": "{mode}"}}"#);
+            let fresh = p.reconcile(&request(&config), &ctx).await.outcome;
+            assert_eq!(
+                fresh.map_err(|e| e.kind()).err(),
+                Some(*kind),
+                "fresh {mode}"
+            );
+
+            let mut warm = p.warm(&ctx).await.unwrap();
+            let first = warm.reconcile(&request(&config)).await.outcome;
+            assert_eq!(
+                first.map_err(|e| e.kind()).err(),
+                Some(*kind),
+                "warm {mode}"
+            );
+            // A failed call poisons the warm instance: it is never entered again.
+            let again = warm.reconcile(&request(r#"{"mode": "behave"}"#)).await;
+            assert_eq!(
+                again.outcome.unwrap_err().kind(),
+                "instantiate",
+                "warm {mode}"
+            );
+        }
+        // Plugin-reported errors are answers, not failures of the call: the warm instance
+        // keeps serving.
+        let mut warm = p.warm(&ctx).await.unwrap();
+        let behave = request(r#"{"mode": "behave"}"#);
+        assert!(warm.reconcile(&behave).await.outcome.is_ok());
+        assert!(warm.reconcile(&behave).await.outcome.is_ok());
+    }
+
+    #[tokio::test]
+    async fn metadata_calls_go_through_the_same_classification() {
+        let rt = runtime();
+        let p = rt
+            .load_bytes("flood.wasm", hostile_meta("flood-log"))
+            .await
+            .unwrap();
+        let who = |deadline| CallIdentity {
+            plugin: "flood".into(),
+            key: "metadata".into(),
+            log_rate: p.log_rate.clone(),
+            deadline,
+        };
+        let metadata = |limits: Limits, deadline| {
+            let who = who(deadline);
+            let pre = &p.pre;
+            let (engine, tick) = (&p.engine, p.epoch_tick);
+            async move {
+                run_fresh(
+                    engine,
+                    tick,
+                    pre,
+                    &limits,
+                    Arc::new(NoObjects),
+                    who,
+                    Metadata,
+                )
+                .await
+                .outcome
+            }
+        };
+        let limits = Limits::default();
+        let ok = metadata(limits, Instant::now() + limits.timeout).await;
+        assert_eq!(ok.unwrap().name, "hostile-meta");
+        // Its `log` calls find the deadline passed: the call is a timeout.
+        let late = metadata(limits, Instant::now()).await;
+        assert_eq!(
+            late.unwrap_err(),
+            CallError::Timeout {
+                limit: limits.timeout
+            }
+        );
+        // A memory limit below what the component starts with: out of memory.
+        let tiny = Limits {
+            memory_bytes: 64 << 10,
+            ..limits
+        };
+        let refused = metadata(tiny, Instant::now() + limits.timeout).await;
+        assert!(
+            matches!(refused, Err(CallError::OutOfMemory { limit, .. }) if limit == 64 << 10),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn the_epoch_deadline_covers_the_whole_timeout() {
+        let tick = Duration::from_millis(5);
+        assert_eq!(epoch_ticks(Duration::from_millis(1000), tick), 201);
+        assert_eq!(epoch_ticks(Duration::from_millis(1001), tick), 202);
+        assert_eq!(epoch_ticks(Duration::ZERO, tick), 1);
+    }
+}
