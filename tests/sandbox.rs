@@ -5,7 +5,7 @@ mod common;
 
 use common::sandbox::{call, ctx, hostile, messages, request, runtime, still_behaves};
 use common::{plugin, test_plugin};
-use kubeplug::cluster::{CachedObject, KindCache, ObjKey};
+use kubeplug::cluster::{CacheWriter, CachedObject, ObjKey};
 use kubeplug::contract::KindRef;
 use kubeplug::controller::CacheObjects;
 use kubeplug::plugin::{
@@ -394,20 +394,21 @@ fn deployment(i: usize, rv: u64) -> CachedObject {
 
 #[tokio::test]
 async fn a_huge_selector_is_refused_at_once_and_never_holds_up_the_cache() {
-    let cache = Arc::new(KindCache::new(KindRef::deployment()));
+    let mut writer = CacheWriter::new(KindRef::deployment());
     for i in 0..100 {
-        cache.upsert(deployment(i, 1));
+        writer.upsert(deployment(i, 1));
     }
+    let cache = writer.reader();
     // The watch's side: keeps writing, and records its slowest write.
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (cache, stop) = (cache.clone(), stop.clone());
+        let stop = stop.clone();
         std::thread::spawn(move || {
             let mut slowest = Duration::ZERO;
             let mut rv = 2;
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
-                cache.upsert(deployment(rv as usize % 100, rv));
+                writer.upsert(deployment(rv as usize % 100, rv));
                 slowest = slowest.max(started.elapsed());
                 rv += 1;
                 std::thread::sleep(Duration::from_millis(1));

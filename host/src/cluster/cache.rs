@@ -1,5 +1,10 @@
 //! The local cache of one kind: objects as JSON text with managedFields stripped, serialised
 //! once when the watch delivers them, and handed to every plugin call as shared bytes.
+//!
+//! One writer, many readers (as kube-runtime's reflector store): the watch task owns the
+//! only [`CacheWriter`]; plugins, the router and policies hold `Arc<KindCache>`, which can
+//! only read. A relist replaces the whole content under one lock, so a reader sees the old
+//! list or the new one, never half of each.
 
 use crate::cluster::selector::LabelSelector;
 use crate::contract::KindRef;
@@ -96,23 +101,99 @@ pub struct Change {
     pub object: Arc<CachedObject>,
 }
 
-/// All cached objects of one kind.
+/// All cached objects of one kind, read-only: changes go through its [`CacheWriter`].
 pub struct KindCache {
     kind: KindRef,
     objects: RwLock<HashMap<ObjKey, Arc<CachedObject>>>,
     synced: watch::Sender<bool>,
 }
 
-impl KindCache {
-    /// An empty, not yet synced cache.
+/// The only handle that changes a cache; owned by the cache's watch task (not `Clone`).
+pub struct CacheWriter {
+    cache: Arc<KindCache>,
+}
+
+impl CacheWriter {
+    /// An empty, not yet synced cache of `kind`, and its writer.
     pub fn new(kind: KindRef) -> Self {
-        KindCache {
-            kind,
-            objects: RwLock::default(),
-            synced: watch::Sender::new(false),
+        CacheWriter {
+            cache: Arc::new(KindCache {
+                kind,
+                objects: RwLock::default(),
+                synced: watch::Sender::new(false),
+            }),
         }
     }
 
+    /// A reader of the cache.
+    pub fn reader(&self) -> Arc<KindCache> {
+        self.cache.clone()
+    }
+
+    /// Stores an object; returns the change, or `None` when its resourceVersion is unchanged.
+    pub fn upsert(&mut self, object: CachedObject) -> Option<Change> {
+        let cache = &*self.cache;
+        let mut objects = cache.write();
+        let change = match objects.get(&object.key) {
+            Some(old) if old.resource_version == object.resource_version => return None,
+            Some(_) => ChangeType::Changed,
+            None => ChangeType::Added,
+        };
+        let object = Arc::new(object);
+        objects.insert(object.key.clone(), object.clone());
+        Some(Change {
+            kind: cache.kind.clone(),
+            change,
+            object,
+        })
+    }
+
+    /// Forgets an object; returns the deletion with its last known state.
+    pub fn remove(&mut self, key: &ObjKey) -> Option<Change> {
+        let old = self.cache.write().remove(key)?;
+        Some(Change {
+            kind: self.cache.kind.clone(),
+            change: ChangeType::Deleted,
+            object: old,
+        })
+    }
+
+    /// Replaces everything after a (re)list, atomically: readers see the old content or the
+    /// new, never a mix. Returns the deletions of objects the list no longer has, then the
+    /// additions and changes, and marks the cache synced.
+    pub fn replace_all(&mut self, fresh: Vec<CachedObject>) -> Vec<Change> {
+        let cache = &*self.cache;
+        let mut next: HashMap<ObjKey, Arc<CachedObject>> = HashMap::with_capacity(fresh.len());
+        for object in fresh {
+            next.insert(object.key.clone(), Arc::new(object));
+        }
+        let change = |change, object: &Arc<CachedObject>| Change {
+            kind: cache.kind.clone(),
+            change,
+            object: object.clone(),
+        };
+        let mut changes = Vec::new();
+        let mut objects = cache.write();
+        for (key, old) in objects.iter() {
+            if !next.contains_key(key) {
+                changes.push(change(ChangeType::Deleted, old));
+            }
+        }
+        for (key, new) in &next {
+            match objects.get(key) {
+                Some(old) if old.resource_version == new.resource_version => {}
+                Some(_) => changes.push(change(ChangeType::Changed, new)),
+                None => changes.push(change(ChangeType::Added, new)),
+            }
+        }
+        *objects = next;
+        drop(objects);
+        cache.synced.send_replace(true);
+        changes
+    }
+}
+
+impl KindCache {
     /// The kind this cache holds.
     pub fn kind(&self) -> &KindRef {
         &self.kind
@@ -174,51 +255,6 @@ impl KindCache {
         self.read().is_empty()
     }
 
-    /// Stores an object; returns the change, or `None` when its resourceVersion is unchanged.
-    pub fn upsert(&self, object: CachedObject) -> Option<Change> {
-        let mut objects = self.write();
-        let change = match objects.get(&object.key) {
-            Some(old) if old.resource_version == object.resource_version => return None,
-            Some(_) => ChangeType::Changed,
-            None => ChangeType::Added,
-        };
-        let object = Arc::new(object);
-        objects.insert(object.key.clone(), object.clone());
-        Some(Change {
-            kind: self.kind.clone(),
-            change,
-            object,
-        })
-    }
-
-    /// Forgets an object; returns the deletion with its last known state.
-    pub fn remove(&self, key: &ObjKey) -> Option<Change> {
-        let old = self.write().remove(key)?;
-        Some(Change {
-            kind: self.kind.clone(),
-            change: ChangeType::Deleted,
-            object: old,
-        })
-    }
-
-    /// Replaces everything after a (re)list: returns additions, changes and the deletions of
-    /// objects the list no longer has, and marks the cache synced.
-    pub fn replace_all(&self, fresh: Vec<CachedObject>) -> Vec<Change> {
-        let mut changes = Vec::new();
-        let fresh_keys: std::collections::HashSet<ObjKey> =
-            fresh.iter().map(|o| o.key.clone()).collect();
-        let gone: Vec<ObjKey> = self
-            .read()
-            .keys()
-            .filter(|k| !fresh_keys.contains(*k))
-            .cloned()
-            .collect();
-        changes.extend(gone.iter().filter_map(|k| self.remove(k)));
-        changes.extend(fresh.into_iter().filter_map(|o| self.upsert(o)));
-        self.synced.send_replace(true);
-        changes
-    }
-
     /// Whether the first list has completed.
     pub fn is_synced(&self) -> bool {
         *self.synced.borrow()
@@ -247,7 +283,7 @@ mod tests {
 
     #[test]
     fn upserts_report_only_real_changes() {
-        let c = KindCache::new(KindRef::deployment());
+        let mut c = CacheWriter::new(KindRef::deployment());
         assert_eq!(
             c.upsert(obj("a", "1", "x")).unwrap().change,
             ChangeType::Added
@@ -270,8 +306,9 @@ mod tests {
 
     #[test]
     fn relist_replaces_and_reports_deletions() {
-        let c = KindCache::new(KindRef::deployment());
-        assert!(!c.is_synced());
+        let mut c = CacheWriter::new(KindRef::deployment());
+        let reader = c.reader();
+        assert!(!reader.is_synced());
         c.upsert(obj("a", "1", "x"));
         c.upsert(obj("b", "1", "x"));
         let changes = c.replace_all(vec![obj("b", "2", "x"), obj("c", "1", "x")]);
@@ -288,18 +325,54 @@ mod tests {
                 ("c".to_string(), ChangeType::Added)
             ]
         );
-        assert!(c.is_synced());
-        assert_eq!(c.len(), 2);
+        assert!(reader.is_synced());
+        assert_eq!(reader.len(), 2);
     }
 
     #[test]
     fn lists_by_namespace_and_labels() {
-        let c = KindCache::new(KindRef::deployment());
-        c.upsert(obj("a", "1", "web"));
-        c.upsert(obj("b", "1", "db"));
+        let mut writer = CacheWriter::new(KindRef::deployment());
+        writer.upsert(obj("a", "1", "web"));
+        writer.upsert(obj("b", "1", "db"));
+        let c = writer.reader();
         let web = LabelSelector::parse("app=web").unwrap();
         assert_eq!(c.list(Some("ns"), &web).len(), 1);
         assert_eq!(c.list(Some("other"), &LabelSelector::default()).len(), 0);
         assert_eq!(c.list(None, &LabelSelector::default()).len(), 2);
+    }
+
+    #[test]
+    fn a_reader_never_sees_half_a_relist() {
+        let set = |prefix: &str| -> Vec<CachedObject> {
+            (0..200)
+                .map(|i| obj(&format!("{prefix}{i}"), "1", "x"))
+                .collect()
+        };
+        let mut writer = CacheWriter::new(KindRef::deployment());
+        writer.replace_all(set("a"));
+        let reader = writer.reader();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut looks = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || looks < 100 {
+                    let seen = reader.snapshot(None);
+                    let from_a = seen.iter().filter(|o| o.key.name.starts_with('a')).count();
+                    assert!(
+                        seen.len() == 200 && (from_a == 0 || from_a == 200),
+                        "a reader saw {} objects, {from_a} of the first list",
+                        seen.len()
+                    );
+                    looks += 1;
+                }
+                looks
+            })
+        };
+        for round in 0..200 {
+            writer.replace_all(set(if round % 2 == 0 { "b" } else { "a" }));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(watcher.join().expect("no torn relist seen") >= 100);
     }
 }

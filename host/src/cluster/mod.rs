@@ -6,7 +6,7 @@ pub mod kinds;
 pub mod selector;
 pub mod watch;
 
-pub use cache::{CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef};
+pub use cache::{CacheWriter, CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef};
 pub use connect::{ClusterArgs, connect};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use watch::{WatchHandle, spawn_watch};

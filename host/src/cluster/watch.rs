@@ -4,7 +4,7 @@
 //! failed watches like client-go's reflector (800 ms doubling to 30 s, with jitter, reset
 //! after two healthy minutes).
 
-use super::cache::{CachedObject, Change, KindCache, ObjKey};
+use super::cache::{CacheWriter, CachedObject, Change, KindCache, ObjKey};
 use super::kinds::ResolvedKind;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 /// A running watch; dropping it stops the watch.
 pub struct WatchHandle {
+    /// A reader of the cache the watch fills (the watch task holds its only writer).
     pub cache: Arc<KindCache>,
     task: JoinHandle<()>,
 }
@@ -34,17 +35,18 @@ pub fn spawn_watch(
     namespace: Option<&str>,
     changes: UnboundedSender<Change>,
 ) -> WatchHandle {
-    let cache = Arc::new(KindCache::new(kind.kind.clone()));
+    let writer = CacheWriter::new(kind.kind.clone());
+    let cache = writer.reader();
     let api: Api<DynamicObject> = match namespace {
         Some(ns) if kind.namespaced => Api::namespaced_with(client, ns, &kind.resource),
         _ => Api::all_with(client, &kind.resource),
     };
-    let task = tokio::spawn(run(api, cache.clone(), changes));
+    let task = tokio::spawn(run(api, writer, changes));
     WatchHandle { cache, task }
 }
 
-async fn run(api: Api<DynamicObject>, cache: Arc<KindCache>, changes: UnboundedSender<Change>) {
-    let kind = cache.kind().to_string();
+async fn run(api: Api<DynamicObject>, mut cache: CacheWriter, changes: UnboundedSender<Change>) {
+    let kind = cache.reader().kind().to_string();
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut listing: Vec<CachedObject> = Vec::new();

@@ -43,7 +43,7 @@ impl UnitVersion {
     ) -> Result<UnitVersion, ControllerError> {
         check(instance)?;
         let meta = instance.plugin.metadata();
-        let policy = instance.policy.clone();
+        let mut policy = instance.policy.clone();
         let readable = readable_kinds(instance);
         let mut caches = Vec::new();
         for kind in readable.iter().chain(&meta.owns) {
@@ -61,6 +61,18 @@ impl UnitVersion {
                     })?;
             caches.push(cache);
         }
+        if policy.grants.namespaces.selector().is_some() {
+            // Namespaces granted by label: looked up in the shared Namespace watch, which the
+            // plugin itself cannot read. The version runs a copy of the policy bound to it.
+            let cache = watches.ensure(&namespace_kind()).await.map_err(|source| {
+                ControllerError::NamespacesUnwatchable {
+                    plugin: instance.name.clone(),
+                    source: Box::new(source),
+                }
+            })?;
+            policy = Arc::new(policy.bind_namespaces(cache.clone()));
+            caches.push(cache);
+        }
         // Owned kinds are watched to route a child's change to its owner's key; the plugin
         // reads only what it reconciles and what its policy grants.
         let objects = CacheObjects::scoped(
@@ -72,18 +84,6 @@ impl UnitVersion {
         );
         let ctx = CallContext::new(policy.call_limits(host_limits), Arc::new(objects))
             .for_instance(&instance.name);
-        if let Some(selector) = policy.grants.namespaces.selector() {
-            // Namespaces granted by label: looked up in the shared Namespace watch, which the
-            // plugin itself cannot read.
-            let cache = watches.ensure(&namespace_kind()).await.map_err(|source| {
-                ControllerError::NamespacesUnwatchable {
-                    plugin: instance.name.clone(),
-                    source: Box::new(source),
-                }
-            })?;
-            selector.attach(cache.clone());
-            caches.push(cache);
-        }
         let budget = match previous {
             Some(p)
                 if p.policy.limits.writes_per_second == policy.limits.writes_per_second

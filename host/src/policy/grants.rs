@@ -7,7 +7,7 @@ use crate::cluster::{KindCache, ObjKey};
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Namespaces a plugin may see and touch.
 #[derive(Debug, Clone)]
@@ -24,38 +24,44 @@ pub enum Namespaces {
     },
 }
 
-/// Namespaces whose labels match, looked up in the host's Namespace cache. Until the
-/// controller attaches that cache, it matches nothing.
+/// Namespaces whose labels match, looked up in the host's Namespace cache. A policy read
+/// from a file has no cache yet (and matches nothing by labels: `kubeplug eval` has no
+/// cluster); the controller binds a copy to its Namespace cache when it builds the plugin's
+/// version ([`Policy::bind_namespaces`](super::Policy::bind_namespaces)), so a policy in use
+/// is complete and never changes after it is built.
 pub struct NamespaceSelector {
     match_labels: BTreeMap<String, String>,
-    namespaces: OnceLock<Arc<KindCache>>,
+    namespaces: Option<Arc<KindCache>>,
 }
 
 impl fmt::Debug for NamespaceSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NamespaceSelector")
             .field("match_labels", &self.match_labels)
-            .field("attached", &self.namespaces.get().is_some())
+            .field("bound", &self.namespaces.is_some())
             .finish()
     }
 }
 
 impl NamespaceSelector {
-    /// A selector on `match_labels`, not yet attached.
+    /// A selector on `match_labels`, bound to no cache yet.
     pub fn new(match_labels: BTreeMap<String, String>) -> Self {
         NamespaceSelector {
             match_labels,
-            namespaces: OnceLock::new(),
+            namespaces: None,
         }
     }
 
-    /// Gives the selector the cache of `v1 Namespace` to look labels up in (first one wins).
-    pub fn attach(&self, namespaces: Arc<KindCache>) {
-        let _ = self.namespaces.set(namespaces);
+    /// The same selector looking labels up in `namespaces` (the cache of `v1 Namespace`).
+    pub fn bound(&self, namespaces: Arc<KindCache>) -> Self {
+        NamespaceSelector {
+            match_labels: self.match_labels.clone(),
+            namespaces: Some(namespaces),
+        }
     }
 
     fn matches(&self, namespace: &str) -> bool {
-        let Some(cache) = self.namespaces.get() else {
+        let Some(cache) = &self.namespaces else {
             return false;
         };
         cache.get(&ObjKey::new(None, namespace)).is_some_and(|ns| {
@@ -88,6 +94,22 @@ impl Namespaces {
         match self {
             Namespaces::Only { selector, .. } => selector.as_ref(),
             Namespaces::All => None,
+        }
+    }
+
+    /// The same grant with its label selector (if any) bound to `namespaces`.
+    pub fn bound(&self, namespaces: Arc<KindCache>) -> Self {
+        match self {
+            Namespaces::Only {
+                names,
+                selector,
+                cluster,
+            } => Namespaces::Only {
+                names: names.clone(),
+                selector: selector.as_ref().map(|s| Arc::new(s.bound(namespaces))),
+                cluster: *cluster,
+            },
+            Namespaces::All => Namespaces::All,
         }
     }
 
@@ -259,9 +281,9 @@ mod tests {
         let grant = Namespaces::from_spec(&spec);
         assert!(
             !grant.allows(Some("team-a")),
-            "no cache attached: nothing matches"
+            "bound to no cache: nothing matches by labels"
         );
-        let cache = Arc::new(KindCache::new(KindRef::new("v1", "Namespace")));
+        let mut cache = crate::cluster::CacheWriter::new(KindRef::new("v1", "Namespace"));
         let ns = |name: &str, tenant: &str| {
             let object: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
                 "apiVersion": "v1", "kind": "Namespace",
@@ -272,7 +294,9 @@ mod tests {
         };
         cache.upsert(ns("team-a", "a"));
         cache.upsert(ns("team-b", "b"));
-        grant.selector().unwrap().attach(cache);
+        let unbound = grant;
+        let grant = unbound.bound(cache.reader());
+        assert!(!unbound.allows(Some("team-a")), "binding makes a copy");
         assert!(grant.allows(Some("team-a")));
         assert!(!grant.allows(Some("team-b")));
         assert!(grant.allows(Some("listed")));

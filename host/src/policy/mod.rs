@@ -51,6 +51,16 @@ pub struct Policy {
     pub plugin_sha256: Option<String>,
 }
 
+impl Policy {
+    /// This policy with its namespace label selector (if any) looking labels up in
+    /// `namespaces`, the host's `v1 Namespace` cache: what the controller runs.
+    pub fn bind_namespaces(&self, namespaces: Arc<crate::cluster::KindCache>) -> Policy {
+        let mut bound = self.clone();
+        bound.grants.namespaces = self.grants.namespaces.bound(namespaces);
+        bound
+    }
+}
+
 impl Default for Policy {
     /// The policy of a plugin without a document: dry-run, every namespace, reads only the
     /// kind it reconciles, every action checked as allowed (and so recorded as dry-run).

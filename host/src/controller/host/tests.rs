@@ -10,7 +10,7 @@ use super::*;
 use crate::actions::MIN_REQUEUE_AFTER;
 use crate::actions::fake::{Answer, FakeWriter};
 use crate::actions::target::Method;
-use crate::cluster::{CachedObject, KindCache, ObjKey};
+use crate::cluster::{CacheWriter, CachedObject, KindCache, ObjKey};
 use crate::plugin::{CallContext, Limits, NoObjects, PluginRuntime, RuntimeConfig};
 use crate::policy::{Decision, PluginIdentity};
 use std::path::Path;
@@ -27,7 +27,8 @@ struct Harness {
     writer: Arc<FakeWriter>,
     audit: Receiver<Arc<AuditRecord>>,
     unit: Arc<PluginUnit>,
-    cache: Arc<KindCache>,
+    /// The cache's writer, as the watch task holds it.
+    cache: std::sync::Mutex<CacheWriter>,
     /// Kept for the plugin's engine (compile cache, instance pool).
     _runtime: PluginRuntime,
 }
@@ -76,8 +77,9 @@ async fn harness(
     let audit = config.audit.subscribe();
     let controller =
         Controller::with_writer(client, config, |_| -> Arc<dyn ApiWriter> { writer.clone() });
-    let cache = Arc::new(KindCache::new(plugin.metadata().reconciles.clone()));
-    cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
+    let mut writer_of_cache = CacheWriter::new(plugin.metadata().reconciles.clone());
+    writer_of_cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
+    let cache: Arc<KindCache> = writer_of_cache.reader();
     let config = format!(r#"{{"mode": "{mode}"}}"#);
     let instance = PluginInstance::named(plugin.clone(), "hostile", Some(&config))
         .with_policy(Policy::trusted());
@@ -114,7 +116,7 @@ async fn harness(
         writer,
         audit,
         unit,
-        cache,
+        cache: std::sync::Mutex::new(writer_of_cache),
         _runtime: runtime,
     }
 }
@@ -151,7 +153,7 @@ impl Harness {
     /// The object changed: the cache holds a new version and the key is queued, as the
     /// router does on a watch event.
     fn change(&self, name: &str, rv: &str) {
-        self.cache.upsert(object(name, rv));
+        self.cache.lock().unwrap().upsert(object(name, rv));
         self.unit
             .enqueue(ObjKey::new(Some("team-a"), name), Reason::Changed);
     }
