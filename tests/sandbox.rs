@@ -5,9 +5,9 @@ mod common;
 
 use common::sandbox::{call, ctx, hostile, messages, request, runtime, still_behaves};
 use common::{plugin, test_plugin};
+use kubeplug::cluster::CacheObjects;
 use kubeplug::cluster::{CacheWriter, CachedObject, ObjKey};
 use kubeplug::contract::KindRef;
-use kubeplug::controller::CacheObjects;
 use kubeplug::plugin::{
     CacheOutcome, CallContext, CallError, CompileCache, Limits, LoadError, LogRateConfig,
     MAX_ERROR_BYTES, MAX_LOG_LINE_BYTES, ObjectSource,

@@ -1,9 +1,17 @@
 //! kubeplug: a Kubernetes controller host whose reconcile logic lives in sandboxed
 //! WebAssembly plugins.
 //!
-//! Modules follow the data flow: `cluster` (watches, cache) → `queue` (workqueues) →
-//! `plugin` (sandboxed runtime) → `actions` (executor); `contract` is the plugin contract as
-//! the host sees it; `sim` is the embedded API server.
+//! The modules follow the data flow of one change:
+//!
+//! `cluster` (list+watch per kind → cache) → `router` (a change becomes keys) → `queue`
+//! (rate-limited workqueues) → `worker` (a running plugin's workers and per-key state) →
+//! `plugin` (the sandboxed call) → `policy` (what it may do) → `actions` (check, dry-run,
+//! budget, execute, audit).
+//!
+//! Around them: `controller` adds, swaps and removes running plugins; `reload` follows the
+//! plugins directory; `app` puts a host together; `server` serves its status; `contract` is
+//! the plugin contract as the host sees it; `sim` is the embedded API server; `cli` the
+//! commands.
 
 pub mod actions;
 pub mod app;
@@ -18,6 +26,8 @@ pub mod plugin;
 pub mod policy;
 pub mod queue;
 pub mod reload;
+mod router;
 pub mod server;
 pub mod sim;
 pub mod telemetry;
+mod worker;

@@ -1,12 +1,18 @@
-//! Cluster access: connecting, resolving kinds, and one shared watch + cache per kind.
+//! Cluster access, the first stages of the data flow: connecting, resolving kinds, one
+//! list+watch per kind (shared by every plugin that needs it) filling that kind's cache, and
+//! the plugins' read view of the caches.
 
 pub mod cache;
+mod cache_objects;
 pub mod connect;
 pub mod kinds;
 pub mod selector;
 pub mod watch;
+mod watches;
 
 pub use cache::{CacheWriter, CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef};
+pub use cache_objects::CacheObjects;
 pub use connect::{ClusterArgs, connect};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use watch::{WatchHandle, spawn_watch};
+pub(crate) use watches::Watches;

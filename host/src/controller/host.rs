@@ -5,18 +5,16 @@
 use super::config::ControllerConfig;
 use super::error::ControllerError;
 use super::instance::PluginInstance;
-use super::router;
-use super::unit::PluginUnit;
-use super::units::UnitSet;
-use super::version::UnitVersion;
-use super::watches::Watches;
 use crate::actions::{ApiWriter, Executor, KubeWriter, Pipeline};
 use crate::cluster::KindRegistry;
+use crate::cluster::Watches;
 use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::Plugin;
 use crate::policy::{AuditRecord, AuditSink, Policy};
 use crate::queue::{QueueMetrics, WorkQueue};
+use crate::router;
+use crate::worker::{Revision, RunningPlugin, RunningPlugins};
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -34,7 +32,7 @@ struct Inner {
     /// Runs every plugin's calls' actions against the API server.
     pipeline: Arc<Pipeline>,
     watches: Watches,
-    units: UnitSet,
+    units: RunningPlugins,
     tasks: Mutex<HashMap<String, UnitTasks>>,
     background: Mutex<Vec<JoinHandle<()>>>,
     queue_metrics: QueueMetrics,
@@ -43,11 +41,11 @@ struct Inner {
     changing: tokio::sync::Mutex<bool>,
 }
 
-/// The tasks of one unit.
+/// The tasks of one running plugin.
 #[derive(Default)]
 struct UnitTasks {
     workers: Vec<JoinHandle<()>>,
-    /// Queues every cached key once the unit's caches have synced.
+    /// Queues every cached key once the running plugin's caches have synced.
     enqueue_all: Option<JoinHandle<()>>,
 }
 
@@ -90,7 +88,7 @@ impl Controller {
         let queue_metrics = queue_metrics.expect("register runs its closure");
         let kinds = Arc::new(KindRegistry::new(client));
         let writer = writer(kinds.clone());
-        let units = UnitSet::default();
+        let units = RunningPlugins::default();
         let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
         if let Some(period) = config.resync {
             background.push(tokio::spawn(resync(units.clone(), period)));
@@ -188,9 +186,9 @@ impl Controller {
     async fn build(
         &self,
         instance: &PluginInstance,
-        previous: Option<&UnitVersion>,
-    ) -> Result<UnitVersion, ControllerError> {
-        UnitVersion::build(
+        previous: Option<&Revision>,
+    ) -> Result<Revision, ControllerError> {
+        Revision::build(
             &self.inner.watches,
             instance,
             self.inner.config.limits,
@@ -207,7 +205,7 @@ impl Controller {
     fn start_unit_with(
         &self,
         instance: PluginInstance,
-        version: UnitVersion,
+        version: Revision,
     ) -> Result<(), ControllerError> {
         let inner = &self.inner;
         let name = instance.name.as_str();
@@ -218,7 +216,7 @@ impl Controller {
                     source,
                 }
             })?;
-        let unit = Arc::new(PluginUnit::new(
+        let unit = Arc::new(RunningPlugin::new(
             name.into(),
             queue,
             version,
@@ -411,7 +409,7 @@ fn policy_source(instance: &PluginInstance) -> String {
 }
 
 /// Re-enqueues every cached key of every plugin's kind each `period`.
-async fn resync(units: UnitSet, period: std::time::Duration) {
+async fn resync(units: RunningPlugins, period: std::time::Duration) {
     let mut tick = tokio::time::interval(period);
     tick.tick().await;
     loop {

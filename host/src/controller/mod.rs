@@ -3,21 +3,13 @@
 //! call the plugin in a fresh sandbox off the async runtime and execute its actions.
 //! Plugins can be added, swapped and removed while the controller runs.
 
-mod cache_objects;
 mod config;
 mod error;
-mod expectations;
 mod host;
 mod instance;
-mod router;
-mod unit;
-mod units;
-mod version;
-mod watches;
 
-pub use cache_objects::CacheObjects;
+pub use crate::actions::MIN_REQUEUE_AFTER;
 pub use config::{ControllerConfig, DEFAULT_WORKERS};
 pub use error::ControllerError;
 pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT, Drain};
 pub use instance::{MAX_INSTANCE_NAME, PluginInstance, validate_instance_name};
-pub use unit::MIN_REQUEUE_AFTER;

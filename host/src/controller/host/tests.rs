@@ -1,5 +1,5 @@
 //! The worker loop under paused time: a controller whose writes go to a fake API server
-//! ([`FakeWriter`]), one unit running the real `hostile` test plugin (its modes give the
+//! ([`FakeWriter`]), one running plugin: the real `hostile` test plugin (its modes give the
 //! actions each test needs: `label` patches its target, `requeue-twice` and
 //! `requeue-at-once` ask to be called again, `behave` only logs), and a cache filled by
 //! hand. A real plugin keeps the tests honest about the worker's blocking call: it runs on
@@ -26,7 +26,7 @@ struct Harness {
     controller: Controller,
     writer: Arc<FakeWriter>,
     audit: Receiver<Arc<AuditRecord>>,
-    unit: Arc<PluginUnit>,
+    unit: Arc<RunningPlugin>,
     /// The cache's writer, as the watch task holds it.
     cache: std::sync::Mutex<CacheWriter>,
     /// Kept for the plugin's engine (compile cache, instance pool).
@@ -48,7 +48,7 @@ fn object(name: &str, rv: &str) -> CachedObject {
     }
 }
 
-/// A controller with one unit, `hostile` in `mode`, reconciling `names` (at resourceVersion
+/// A controller with one running plugin, `hostile` in `mode`, reconciling `names` (at resourceVersion
 /// 1); the fake answers writes with `script`, then accepts them.
 async fn harness(
     mode: &str,
@@ -84,7 +84,7 @@ async fn harness(
     let instance = PluginInstance::named(plugin.clone(), "hostile", Some(&config))
         .with_policy(Policy::trusted());
     let meta = plugin.metadata();
-    let version = UnitVersion {
+    let version = Revision {
         identity: Arc::new(PluginIdentity {
             name: "hostile".into(),
             declared: meta.name.clone(),

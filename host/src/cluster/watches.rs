@@ -1,7 +1,7 @@
 //! The shared watches: one list+watch per kind, started when a plugin first needs the kind
 //! and stopped when no plugin needs it any more.
 
-use crate::cluster::{Change, KindCache, KindRegistry, WatchHandle, spawn_watch};
+use super::{Change, KindCache, KindRegistry, WatchHandle, spawn_watch};
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -4,8 +4,8 @@
 //! here; lists match on a snapshot of the cache, never under its lock; errors show the
 //! plugin's text capped and escaped.
 
-use crate::cluster::selector::LabelSelector;
-use crate::cluster::{KindCache, ObjKey};
+use super::selector::LabelSelector;
+use super::{KindCache, ObjKey};
 use crate::contract::KindRef;
 use crate::contract::text::shown_max;
 use crate::plugin::ObjectSource;

@@ -1,19 +1,16 @@
-//! One version of a plugin unit: the compiled plugin with its policy, configuration and the
-//! caches it reads. A reload builds a new version and swaps it in; calls in flight keep the
-//! version they started with.
+//! A revision of a running plugin: the compiled plugin with its policy, configuration and
+//! the caches it reads. A reload builds a new revision and swaps it in; calls in flight keep
+//! the revision they started with.
 
-use super::cache_objects::CacheObjects;
-use super::error::ControllerError;
-use super::instance::{PluginInstance, validate_instance_name};
-use super::watches::Watches;
-use crate::cluster::KindCache;
+use crate::cluster::{CacheObjects, KindCache, Watches};
 use crate::contract::KindRef;
+use crate::controller::{ControllerError, PluginInstance, validate_instance_name};
 use crate::plugin::{CallContext, Limits, Plugin};
 use crate::policy::{PluginIdentity, Policy, WriteBudget};
 use std::sync::Arc;
 
-/// What one version of a unit runs with.
-pub(crate) struct UnitVersion {
+/// What one revision of a running plugin runs with.
+pub(crate) struct Revision {
     pub plugin: Arc<Plugin>,
     /// The cache of the kind it reconciles.
     pub primary: Arc<KindCache>,
@@ -31,7 +28,7 @@ pub(crate) struct UnitVersion {
     pub identity: Arc<PluginIdentity>,
 }
 
-impl UnitVersion {
+impl Revision {
     /// Checks the instance (its name, its policy's digest pin), starts (or reuses) the
     /// watches it needs and wires a version from them. `previous` lends its write budget
     /// when the write limits did not change.
@@ -39,8 +36,8 @@ impl UnitVersion {
         watches: &Watches,
         instance: &PluginInstance,
         host_limits: Limits,
-        previous: Option<&UnitVersion>,
-    ) -> Result<UnitVersion, ControllerError> {
+        previous: Option<&Revision>,
+    ) -> Result<Revision, ControllerError> {
         check(instance)?;
         let meta = instance.plugin.metadata();
         let mut policy = instance.policy.clone();
@@ -93,7 +90,7 @@ impl UnitVersion {
             }
             _ => Arc::new(policy.write_budget()),
         };
-        Ok(UnitVersion {
+        Ok(Revision {
             identity: Arc::new(PluginIdentity {
                 name: instance.name.clone(),
                 declared: meta.name.clone(),

@@ -1,8 +1,8 @@
 //! Which plugin queues a change goes to, and under which key.
 
-use super::units::UnitSet;
 use crate::cluster::{Change, ChangeType, ObjKey};
 use crate::contract::{PluginMetadata, Reason};
+use crate::worker::RunningPlugins;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The key and reason a change means for a plugin described by `meta`, if anything: its own
@@ -28,7 +28,7 @@ pub(crate) fn route(meta: &PluginMetadata, change: &Change) -> Option<(ObjKey, R
 
 /// Routes every change to every plugin it concerns (the plugins running when the change
 /// arrives), until the watches stop.
-pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, units: UnitSet) {
+pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, units: RunningPlugins) {
     let namespace_kind = crate::contract::KindRef::new("v1", "Namespace");
     while let Some(change) = changes.recv().await {
         let units = units.snapshot();

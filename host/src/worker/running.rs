@@ -1,7 +1,7 @@
-//! One plugin inside the controller: its workqueue, its workers, what it reconciled last.
+//! A running plugin: its workqueue, its workers, and what they remember per key.
 
 use super::expectations::Expectations;
-use super::version::UnitVersion;
+use super::revision::Revision;
 use crate::actions::{Call, Pipeline};
 use crate::cluster::{CachedObject, ObjKey};
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
@@ -11,14 +11,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub use crate::actions::MIN_REQUEUE_AFTER;
-
-/// A plugin with its queue and the state its workers share. Its version (plugin, policy,
-/// caches) can be swapped while it runs; the queue and per-key state stay.
-pub(crate) struct PluginUnit {
+/// A plugin instance the controller runs: its queue and the state its workers share. Its
+/// [`Revision`] (plugin, policy, caches) can be swapped while it runs; the queue and the
+/// per-key state stay.
+pub(crate) struct RunningPlugin {
     pub name: Arc<str>,
     pub queue: WorkQueue<ObjKey>,
-    version: RwLock<Arc<UnitVersion>>,
+    version: RwLock<Arc<Revision>>,
     /// Runs each call's actions: policy, dry-run, budget, execution, audit.
     pipeline: Arc<Pipeline>,
     /// Set when the plugin is removed: queued keys are dropped, not processed, and writes
@@ -42,14 +41,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl PluginUnit {
+impl RunningPlugin {
     pub(crate) fn new(
         name: Arc<str>,
         queue: WorkQueue<ObjKey>,
-        version: UnitVersion,
+        version: Revision,
         pipeline: Arc<Pipeline>,
     ) -> Self {
-        PluginUnit {
+        RunningPlugin {
             name,
             queue,
             version: RwLock::new(Arc::new(version)),
@@ -62,7 +61,7 @@ impl PluginUnit {
     }
 
     /// The version new calls run.
-    pub(crate) fn current(&self) -> Arc<UnitVersion> {
+    pub(crate) fn current(&self) -> Arc<Revision> {
         self.version
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -70,7 +69,7 @@ impl PluginUnit {
     }
 
     /// Makes `version` the one new calls run; calls in flight finish on the old one.
-    pub(crate) fn swap(&self, version: UnitVersion) -> Arc<UnitVersion> {
+    pub(crate) fn swap(&self, version: Revision) -> Arc<Revision> {
         let mut current = self.version.write().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut *current, Arc::new(version))
     }
@@ -145,7 +144,7 @@ impl PluginUnit {
 
     fn request(
         &self,
-        version: &UnitVersion,
+        version: &Revision,
         key: &ObjKey,
         cached: Option<&CachedObject>,
     ) -> ReconcileRequest {
