@@ -16,7 +16,9 @@ use tokio::sync::watch;
 /// Namespace (absent for cluster-scoped objects) and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjKey {
+    /// Its namespace; `None` for cluster-scoped objects.
     pub namespace: Option<String>,
+    /// Its name.
     pub name: String,
 }
 
@@ -42,17 +44,24 @@ impl fmt::Display for ObjKey {
 /// The controller owner of an object (`ownerReferences` with `controller: true`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRef {
+    /// The owner's kind.
     pub kind: KindRef,
+    /// The owner's name (in the object's namespace).
     pub name: String,
 }
 
 /// One cached object: its JSON and what routing and selection need without parsing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedObject {
+    /// Namespace and name.
     pub key: ObjKey,
+    /// The object as JSON, managedFields stripped.
     pub json: Arc<str>,
+    /// `metadata.resourceVersion`.
     pub resource_version: String,
+    /// `metadata.labels`, for selectors.
     pub labels: BTreeMap<String, String>,
+    /// Its controller owner, for routing to the owner's key.
     pub controller: Option<OwnerRef>,
 }
 
@@ -87,8 +96,11 @@ impl CachedObject {
 /// What happened to a cached object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeType {
+    /// It was not cached before.
     Added,
+    /// Its resourceVersion changed.
     Changed,
+    /// It is gone.
     Deleted,
 }
 
@@ -96,8 +108,11 @@ pub enum ChangeType {
 /// state of a deleted object (so its owner can still be found).
 #[derive(Debug, Clone)]
 pub struct Change {
+    /// The cache's kind.
     pub kind: KindRef,
+    /// What happened.
     pub change: ChangeType,
+    /// The object after the change (before it, for a deletion).
     pub object: Arc<CachedObject>,
 }
 

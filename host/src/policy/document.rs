@@ -14,9 +14,13 @@ pub const KIND: &str = "PluginPolicy";
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicyDocument {
+    /// The document's API version.
     pub api_version: String,
+    /// Always `PluginPolicy`.
     pub kind: String,
+    /// Its name: the plugin instance it governs.
     pub metadata: PolicyMetadata,
+    /// What is granted.
     #[serde(default)]
     pub spec: PolicySpec,
 }
@@ -93,14 +97,17 @@ pub enum Mode {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespacesSpec {
+    /// Every namespace (of the host's scope).
     #[serde(default)]
     pub all: bool,
     /// Writes (per `rules`) to cluster-scoped objects: Namespaces, ClusterRoles, Nodes…
     /// Never implied by `all` or by any namespace name.
     #[serde(default)]
     pub cluster_scoped: bool,
+    /// These namespaces, by name.
     #[serde(default)]
     pub names: Vec<String>,
+    /// The namespaces whose labels match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<NamespaceSelectorSpec>,
 }
@@ -109,6 +116,7 @@ pub struct NamespacesSpec {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespaceSelectorSpec {
+    /// Labels a namespace must all carry.
     #[serde(default)]
     pub match_labels: std::collections::BTreeMap<String, String>,
 }
@@ -117,7 +125,9 @@ pub struct NamespaceSelectorSpec {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KindSpec {
+    /// `group/version`, or `version` for the core group.
     pub api_version: String,
+    /// The kind, e.g. `ConfigMap`.
     pub kind: String,
 }
 
@@ -125,8 +135,11 @@ pub struct KindSpec {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleSpec {
+    /// `group/version`, or `version` for the core group.
     pub api_version: String,
+    /// The kind, e.g. `Deployment`.
     pub kind: String,
+    /// The writes granted on it.
     #[serde(default)]
     pub verbs: Vec<Verb>,
     /// Field path prefixes patches and creates may set (`/spec/template/spec/containers/*/image`).
@@ -138,10 +151,15 @@ pub struct RuleSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verb {
+    /// Patch the object itself (and its `scale` subresource).
     Patch,
+    /// Patch its `status` subresource.
     PatchStatus,
+    /// Create objects of the kind.
     Create,
+    /// Delete objects of the kind.
     Delete,
+    /// Report Events about objects of the kind.
     Event,
 }
 
@@ -163,28 +181,49 @@ impl Verb {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsSpec {
+    /// Memory of one instance, in MiB (1–4096).
     pub memory_mib: Option<usize>,
+    /// Time limit of one call, in milliseconds (at most 600000).
     pub timeout_ms: Option<u64>,
+    /// Most actions one call may return (1–100000).
     pub max_actions: Option<usize>,
+    /// Sustained API writes per second.
     pub writes_per_second: Option<f64>,
+    /// Writes allowed at once above the sustained rate (1–100000).
     pub write_burst: Option<u32>,
 }
 
 /// Why a policy document cannot be used. Always names the file; `line` where known.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// The file cannot be read.
     #[error("cannot read policy {}: {source}", file.display())]
     Read {
+        /// The file.
         file: PathBuf,
+        /// Why.
+        #[source]
         source: std::io::Error,
     },
-    #[error("invalid policy {}: {message}", file.display())]
-    Syntax { file: PathBuf, message: String },
+    /// The text is not a YAML document of the policy's shape.
+    #[error("invalid policy {}: {source}", file.display())]
+    Syntax {
+        /// The file.
+        file: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_saphyr::Error,
+    },
+    /// A field holds a value the host refuses.
     #[error("invalid policy {}{}: field {field}: {message}", file.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
     Field {
+        /// The file.
         file: PathBuf,
+        /// The field's line, where known.
         line: Option<usize>,
+        /// The field, as a path (`spec.limits.memoryMib`).
         field: String,
+        /// What is wrong with its value.
         message: String,
     },
 }
@@ -193,9 +232,9 @@ impl PolicyDocument {
     /// Parses one policy document; `file` names it in errors.
     pub fn parse(text: &str, file: &Path) -> Result<PolicyDocument, PolicyError> {
         let doc: PolicyDocument =
-            serde_saphyr::from_str(text).map_err(|e| PolicyError::Syntax {
+            serde_saphyr::from_str(text).map_err(|source| PolicyError::Syntax {
                 file: file.to_path_buf(),
-                message: e.to_string(),
+                source,
             })?;
         let field_error = |field: &str, needle: &str, message: String| PolicyError::Field {
             file: file.to_path_buf(),

@@ -18,8 +18,11 @@ pub enum Namespaces {
     /// Only these namespaces, and those the selector matches; cluster-scoped objects only
     /// with `cluster` (the cluster-scope grant).
     Only {
+        /// Namespaces granted by name.
         names: BTreeSet<String>,
+        /// Namespaces granted by label.
         selector: Option<Arc<NamespaceSelector>>,
+        /// Whether cluster-scoped objects may be read, queued and (per the rules) written.
         cluster: bool,
     },
 }
@@ -131,7 +134,9 @@ impl Namespaces {
 /// What a plugin may do to one kind.
 #[derive(Debug, Clone)]
 pub struct Rule {
+    /// The writes granted.
     pub verbs: BTreeSet<Verb>,
+    /// The field paths patches and creates may set.
     pub fields: Vec<FieldPattern>,
 }
 
@@ -148,12 +153,14 @@ pub enum Rules {
 /// The grants of one plugin.
 #[derive(Debug, Clone)]
 pub struct Grants {
+    /// Where the plugin may read and write.
     pub namespaces: Namespaces,
     /// Whether writes to cluster-scoped objects are granted (`namespaces.clusterScoped`).
     pub cluster_scoped: bool,
     /// Kinds readable through the cache imports beyond the reconciled one (see
     /// [`Grants::readable`]).
     pub reads: BTreeSet<KindRef>,
+    /// The writes granted per kind.
     pub rules: Rules,
 }
 

@@ -40,8 +40,11 @@ use std::time::Duration;
 /// A plugin's policy, ready to enforce.
 #[derive(Debug, Clone)]
 pub struct Policy {
+    /// Enforce (send allowed actions) or dry-run (audit only).
     pub mode: Mode,
+    /// What the plugin may read and write.
     pub grants: Grants,
+    /// Its limits (absent ones: the host's).
     pub limits: LimitsSpec,
     /// The configuration handed to the plugin (JSON text).
     pub config: Option<Arc<str>>,
