@@ -60,6 +60,8 @@ mod request;
 
 /// Bindings generated from the contract in `wit/`. Most plugins need only the re-exports at
 /// the crate root.
+// Generated code: the WIT files document every item it declares.
+#[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit/v0.1.0",
