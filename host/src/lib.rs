@@ -3,7 +3,8 @@
 //!
 //! Modules follow the data flow: `cluster` (watches, cache) → `queue` (workqueues) →
 //! `plugin` (sandboxed runtime) → `actions` (executor); `contract` is the plugin contract as
-//! the host sees it; `sim` is the embedded API server.
+//! the host sees it. The embedded API server is its own crate, `kubeplug_sim` (`host/sim`),
+//! used by `kubeplug sim`, `kubeplug run --embedded` and the tests.
 
 pub mod actions;
 pub mod app;
@@ -19,5 +20,4 @@ pub mod policy;
 pub mod queue;
 pub mod reload;
 pub mod server;
-pub mod sim;
 pub mod telemetry;

@@ -1,7 +1,13 @@
 //! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`): parsed once, matched
-//! against an object's labels. Shared by the cache's list import and the embedded API server.
+//! against an object's labels. The syntax is the Kubernetes API's, so it lives with the API
+//! server; the host's cache `list` import uses the same parser through its re-export
+//! `kubeplug::cluster::selector`, so a plugin and `kubectl -l` get one meaning.
+//!
+//! The selector may be a plugin's text: a term that does not parse is kept capped
+//! ([`MAX_TERM_SHOWN_BYTES`]) and shown with Rust's `{:?}` escaping, which writes control
+//! characters, bidi overrides and line separators as `\u{..}`, so the error is safe in a
+//! log line without this crate depending on the host's text helpers.
 
-use crate::contract::text::{prefix, shown_max};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -26,16 +32,18 @@ pub const MAX_SELECTOR_BYTES: usize = 4096;
 pub const MAX_REQUIREMENTS: usize = 64;
 /// The most values in the `in`/`notin` sets of one selector, together.
 pub const MAX_SET_VALUES: usize = 256;
+/// The most bytes of a refused term kept in [`SelectorError::Term`].
+pub const MAX_TERM_SHOWN_BYTES: usize = 256;
 
 /// A selector that is refused: too large, or a term that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
     /// A term that does not parse (kept capped).
-    #[error(
-        "unable to parse requirement: invalid label selector term {:?}",
-        shown_max(term, 256)
-    )]
-    Term { term: String },
+    #[error("unable to parse requirement: invalid label selector term {term:?}")]
+    Term {
+        /// The term, cut to [`MAX_TERM_SHOWN_BYTES`].
+        term: String,
+    },
     /// Longer than [`MAX_SELECTOR_BYTES`].
     #[error("label selector of {bytes} bytes is longer than the limit of {MAX_SELECTOR_BYTES}")]
     TooLong { bytes: usize },
@@ -131,7 +139,7 @@ fn split_terms(input: &str) -> Vec<&str> {
 
 fn bad(term: &str) -> SelectorError {
     SelectorError::Term {
-        term: prefix(term, 256).to_string(),
+        term: term[..term.floor_char_boundary(MAX_TERM_SHOWN_BYTES)].to_string(),
     }
 }
 
@@ -261,6 +269,19 @@ mod tests {
             err.len() < 400 && !err.contains('\n') && !err.contains('\u{1b}'),
             "{err}"
         );
+        let err = LabelSelector::parse("a b\u{202e}\u{2066}\u{2028}\r")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            !err.contains(['\u{202e}', '\u{2066}', '\u{2028}', '\r']),
+            "{err}"
+        );
+        let cut = "é".repeat(200);
+        let SelectorError::Term { term } = LabelSelector::parse(&format!("a {cut}")).unwrap_err()
+        else {
+            panic!("a term error")
+        };
+        assert!(term.len() <= MAX_TERM_SHOWN_BYTES && term.len() >= MAX_TERM_SHOWN_BYTES - 1);
     }
 
     #[test]
