@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
 use kubeplug::plugin::Limits;
 use kubeplug::policy::{Decision, Policy};
-use kubeplug::sim::{ErrorFault, Sim};
+use kubeplug_sim::{ErrorFault, Sim};
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -16,7 +16,7 @@ use kube::api::{Api, PostParams};
 use kubeplug::controller::{Controller, ControllerError, PluginInstance};
 use kubeplug::policy::{AuditRecord, Decision, Grant, Mode};
 use kubeplug::reload::{ReloadConfig, Reloader};
-use kubeplug::sim::Sim;
+use kubeplug_sim::Sim;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

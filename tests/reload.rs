@@ -17,7 +17,7 @@ use kube::api::{Api, PostParams};
 use kubeplug::controller::{Controller, ControllerError, PluginInstance};
 use kubeplug::policy::{AuditRecord, Decision, Mode, Policy, PolicyDocument};
 use kubeplug::reload::{FileStatus, ReloadConfig, Reloader, WatchTask};
-use kubeplug::sim::{ResourceKind, Sim};
+use kubeplug_sim::{ResourceKind, Sim};
 use serde_json::json;
 use sha2::Digest;
 use std::collections::HashMap;

@@ -175,6 +175,8 @@ async fn no_files_no_environment_no_arguments() {
         assert!(line.contains(": denied: "), "escaped the sandbox: {line}");
     }
     assert!(!std::path::Path::new("/tmp/kubeplug-escape").exists());
+    // SAFETY: the variable is this test's own, and Rust's reads and writes of the environment
+    // take std's lock; nothing in this test binary reads it from C code (getenv) meanwhile.
     unsafe { std::env::set_var("KUBEPLUG_SECRET", "hunter2") };
     let lines = messages(&call(&p, r#"{"mode": "env"}"#).await);
     assert_eq!(lines, ["env vars: 0", "args: 0"]);

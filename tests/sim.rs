@@ -1,4 +1,4 @@
-//! End-to-end tests of the embedded API server (`kubeplug::sim`) through a real
+//! End-to-end tests of the embedded API server (`kubeplug_sim`) through a real
 //! `kube::Client` over HTTP.
 
 use futures::{StreamExt, TryStreamExt};
@@ -10,7 +10,7 @@ use kube::api::{
     PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::runtime::watcher;
-use kubeplug::sim::{ErrorFault, Sim};
+use kubeplug_sim::{ErrorFault, Sim};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1440,7 +1440,7 @@ async fn apply_accepts_yaml_and_status_subresource() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_kind_registered_in_code() -> Result {
-    use kubeplug::sim::ResourceKind;
+    use kubeplug_sim::ResourceKind;
     let sim = Sim::builder()
         .kind(ResourceKind::custom(
             "example.com",

@@ -2,7 +2,7 @@
 //! edit --validate=false, delete.
 //! Skipped (with a printed reason) when kubectl is not on PATH.
 
-use kubeplug::sim::Sim;
+use kubeplug_sim::Sim;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

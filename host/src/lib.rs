@@ -10,8 +10,9 @@
 //!
 //! Around them: `controller` adds, swaps and removes running plugins; `reload` follows the
 //! plugins directory; `app` puts a host together; `server` serves its status; `contract` is
-//! the plugin contract as the host sees it; `sim` is the embedded API server; `cli` the
-//! commands.
+//! the plugin contract as the host sees it; `cli` the commands. The embedded API server is
+//! its own crate, `kubeplug_sim` (`host/sim`), used by `kubeplug sim`, `kubeplug run
+//! --embedded` and the tests.
 
 pub mod actions;
 pub mod app;
@@ -28,6 +29,5 @@ pub mod queue;
 pub mod reload;
 mod router;
 pub mod server;
-pub mod sim;
 pub mod telemetry;
 mod worker;

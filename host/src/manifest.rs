@@ -20,9 +20,9 @@ pub enum ManifestError {
     Parse {
         /// Where the text came from.
         path: String,
-        /// The parser's error.
+        /// The parser's error (boxed: it is large, and errors travel in `Result`s).
         #[source]
-        source: serde_saphyr::Error,
+        source: Box<serde_saphyr::Error>,
     },
     /// A document is not a Kubernetes object.
     #[error("{path}: document {index} is not an object with apiVersion, kind and metadata.name")]
@@ -40,7 +40,7 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, ManifestE
     let docs: Vec<Value> =
         serde_saphyr::from_multiple(text).map_err(|source| ManifestError::Parse {
             path: origin.to_string(),
-            source,
+            source: Box::new(source),
         })?;
     let mut out = Vec::new();
     for (index, doc) in docs.into_iter().enumerate() {

@@ -7,7 +7,7 @@ use kube::api::{Api, PostParams};
 use kubeplug::controller::ControllerConfig;
 use kubeplug::plugin::{Plugin, PluginRuntime, RuntimeConfig};
 use kubeplug::queue::{QueueConfig, RateLimitConfig};
-use kubeplug::sim::Sim;
+use kubeplug_sim::Sim;
 use serde_json::json;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -88,7 +88,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = super::run_settings::host_config(&args)?;
     let mut signals = ShutdownSignals::install()?;
     let (client, _sim) = if args.embedded {
-        let sim = crate::sim::Sim::builder()
+        let sim = kubeplug_sim::Sim::builder()
             .port(args.embedded_port)
             .auto_create_namespaces(true)
             .manifest(SAMPLE_MANIFESTS)

@@ -1,8 +1,8 @@
 //! `kubeplug sim`: serve the embedded API server on its own.
 
-use crate::sim::Sim;
 use anyhow::Context;
 use clap::Args;
+use kubeplug_sim::Sim;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

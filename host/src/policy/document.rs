@@ -210,9 +210,9 @@ pub enum PolicyError {
     Syntax {
         /// The file.
         file: PathBuf,
-        /// The parser's error.
+        /// The parser's error (boxed: it is large, and errors travel in `Result`s).
         #[source]
-        source: serde_saphyr::Error,
+        source: Box<serde_saphyr::Error>,
     },
     /// A field holds a value the host refuses.
     #[error("invalid policy {}{}: field {field}: {message}", file.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
@@ -234,7 +234,7 @@ impl PolicyDocument {
         let doc: PolicyDocument =
             serde_saphyr::from_str(text).map_err(|source| PolicyError::Syntax {
                 file: file.to_path_buf(),
-                source,
+                source: Box::new(source),
             })?;
         let field_error = |field: &str, needle: &str, message: String| PolicyError::Field {
             file: file.to_path_buf(),

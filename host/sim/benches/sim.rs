@@ -2,7 +2,7 @@
 //! creates/s, list of 10,000 Deployments, patches/s (merge and server-side apply), and watch
 //! fan-out to 10 watchers (events delivered per second), deletes with garbage collection.
 //!
-//! Run: `cargo bench -p kubeplug --bench sim` (set `SIM_BENCH_OBJECTS` to change the size).
+//! Run: `cargo bench -p kubeplug-sim --bench sim` (set `SIM_BENCH_OBJECTS` to change the size).
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use kubeplug::sim::Sim;
+use kubeplug_sim::Sim;
 use serde_json::json;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! query strings; label selectors are the cluster module's, shared with the host's cache.
 
 use super::errors::ApiError;
-pub use crate::cluster::selector::LabelSelector;
+pub use crate::selector::LabelSelector;
 use serde_json::Value;
 
 /// One requirement of a label selector.

@@ -153,8 +153,8 @@ pub fn success_status(details: Value) -> Value {
 }
 
 /// A label selector that does not parse is a 400, as on a real API server.
-impl From<crate::cluster::selector::SelectorError> for ApiError {
-    fn from(err: crate::cluster::selector::SelectorError) -> Self {
+impl From<crate::selector::SelectorError> for ApiError {
+    fn from(err: crate::selector::SelectorError) -> Self {
         ApiError::bad_request(err.to_string())
     }
 }

@@ -1,14 +1,25 @@
-//! The embedded Kubernetes API server (issue 3).
+//! kubeplug-sim: the embedded Kubernetes API server.
 //!
-//! `sim` is a real HTTP server on loopback that speaks the Kubernetes REST protocol for the
-//! kinds kubeplug uses, so the host runs the same client code as against a real cluster.
-//! It is product, not a test double: `kubeplug sim` serves it on its own and the demo runs
-//! on it. See `README.md` in this directory for where it differs from a real API server.
+//! A real HTTP/1.1 server on loopback that speaks the Kubernetes REST protocol for the kinds
+//! kubeplug uses (discovery, CRUD, list and watch with label and field selectors, merge,
+//! JSON, strategic-merge and server-side-apply patches, status and scale subresources,
+//! Deployment status simulation, garbage collection, fault injection), so the host and
+//! `kubectl` run the same client code as against a real cluster. It keeps everything in
+//! memory and has no authentication, authorization, admission or aggregated discovery;
+//! `README.md` beside this crate's manifest says exactly where it differs from a real API
+//! server.
+//!
+//! It is a product of its own, not a test double: `kubeplug sim` serves it, `kubeplug run
+//! --embedded` and the demo start it in-process, and the integration tests run against it.
+//! It is its own crate so that it builds, tests and benchmarks on its own. Dependencies point
+//! one way, host → sim: what both sides use and what belongs to the Kubernetes API, the
+//! label selector syntax ([`selector`]) and the patch types ([`PatchType`]), is defined here
+//! and re-exported by the host; this crate never depends on `kubeplug`.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), kubeplug::sim::SimError> {
+//! # async fn demo() -> Result<(), kubeplug_sim::SimError> {
 //! use std::time::Duration;
-//! let sim = kubeplug::sim::Sim::builder()
+//! let sim = kubeplug_sim::Sim::builder()
 //!     .history(10_000)
 //!     .status_delay(Duration::from_millis(200))
 //!     .start()
@@ -30,6 +41,7 @@ mod objects;
 pub mod patch;
 pub mod request_log;
 mod scale;
+pub mod selector;
 pub mod selectors;
 mod server;
 mod server_side_apply;
@@ -44,6 +56,7 @@ pub use errors::ApiError;
 pub use faults::{ErrorFault, FaultRequest, FaultState, Faults};
 pub use kinds::{Registry, ResourceKind};
 pub use load::LoadError;
+pub use patch::PatchType;
 pub use request_log::{RequestLog, RequestRecord};
 
 use serde_json::Value;

@@ -20,7 +20,12 @@ pub enum StrategicError {
     UnknownDirective(String),
     /// A keyed list item lacks its merge key.
     #[error("map in list {field} does not contain the merge key {key:?}")]
-    MissingMergeKey { field: String, key: String },
+    MissingMergeKey {
+        /// The list's field.
+        field: String,
+        /// The merge key it lacks.
+        key: String,
+    },
     /// A directive's argument has the wrong shape.
     #[error("invalid {0} directive")]
     BadDirective(String),

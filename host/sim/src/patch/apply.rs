@@ -1,6 +1,6 @@
 //! Server-side apply (`application/apply-patch+yaml`), written here because no Rust crate
 //! implements structured-merge-diff. Ownership granularity and conflict rules are those of
-//! [`super::fields`]; see `host/src/sim/README.md` for where this differs from a real server.
+//! [`super::fields`]; see `host/sim/README.md` for where this differs from a real server.
 
 use super::fields::{
     FieldSet, Managed, Part, display_path, field_set, now, read_managed, remove_at, value_at,

@@ -4,12 +4,13 @@
 pub mod apply;
 pub mod fields;
 pub mod keys;
+mod patch_type;
 pub mod strategic;
 
 use super::errors::ApiError;
 use serde_json::Value;
 
-pub use crate::contract::PatchType;
+pub use patch_type::PatchType;
 
 /// Applies a merge, JSON or strategic patch to a copy of `current`.
 pub fn patch(
