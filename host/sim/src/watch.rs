@@ -210,7 +210,9 @@ async fn run(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     bookmark_interval: Duration,
 ) {
-    drop_signal.mark_unchanged();
+    // No `mark_unchanged` here: the receiver was subscribed before the response went out,
+    // so it already ignores earlier drops and sees every later one, including one sent
+    // before this task first runs.
     for chunk in initial {
         if tx.send(chunk).await.is_err() {
             return;
