@@ -1379,10 +1379,176 @@ async fn events_in_both_groups() -> Result {
         "reportingController": "kubeplug", "reportingInstance": "kubeplug-0", "eventTime": "2026-01-01T00:00:00.000000Z"
     }))?;
     events.create(&PostParams::default(), &event).await?;
-    assert_eq!(core.list(&ListParams::default()).await?.items.len(), 1);
-    assert_eq!(events.list(&ListParams::default()).await?.items.len(), 1);
-    assert_eq!(sim.count("events", None), 1);
-    assert_eq!(sim.count("events.events.k8s.io", None), 1);
+    // One store, two forms, as on a real API server: each API lists both Events.
+    let as_core = core.list(&ListParams::default()).await?.items;
+    assert_eq!(as_core.len(), 2);
+    let from_v1 = as_core
+        .iter()
+        .find(|e| e.metadata.name.as_deref() == Some("web.2"))
+        .expect("the events.k8s.io Event is listed as a core Event");
+    assert_eq!(from_v1.message.as_deref(), Some("ok"));
+    assert_eq!(from_v1.involved_object.name.as_deref(), Some("web"));
+    assert_eq!(from_v1.reporting_component.as_deref(), Some("kubeplug"));
+    let as_v1 = events.list(&ListParams::default()).await?.items;
+    assert_eq!(as_v1.len(), 2);
+    let from_core = as_v1
+        .iter()
+        .find(|e| e.metadata.name.as_deref() == Some("web.1"))
+        .expect("the core Event is listed as an events.k8s.io Event");
+    assert_eq!(from_core.note.as_deref(), Some("ok"));
+    assert_eq!(
+        from_core.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("web")
+    );
+    assert_eq!(sim.count("events", None), 2);
+    assert_eq!(sim.count("events.events.k8s.io", None), 2);
+    // kubectl describe's selector, in each API's field names.
+    let about_web =
+        ListParams::default().fields("involvedObject.kind=Deployment,involvedObject.name=web");
+    assert_eq!(core.list(&about_web).await?.items.len(), 2);
+    let about_web_v1 = ListParams::default().fields("regarding.name=web,type=Normal");
+    assert_eq!(events.list(&about_web_v1).await?.items.len(), 2);
+    let about_other = ListParams::default().fields("involvedObject.name=other");
+    assert!(core.list(&about_other).await?.items.is_empty());
+    let unsupported = core
+        .list(&ListParams::default().fields("note=ok"))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&unsupported), Some(400));
+    // A patch through events.k8s.io names its fields, and the core form follows.
+    events
+        .patch(
+            "web.1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"note": "patched"})),
+        )
+        .await?;
+    assert_eq!(core.get("web.1").await?.message.as_deref(), Some("patched"));
+    // A watch on the core API sees an Event created through events.k8s.io.
+    let mut watch = core.watch(&WatchParams::default(), "0").await?.boxed();
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "web.3"}, "regarding": {"kind": "Deployment", "name": "web"},
+        "reason": "Scaled", "note": "Replicas changed: 1 -> 3", "type": "Normal", "action": "Scale",
+        "reportingController": "kubeplug", "reportingInstance": "kubeplug-0", "eventTime": "2026-01-01T00:00:00.000000Z"
+    }))?;
+    events.create(&PostParams::default(), &event).await?;
+    let seen = tokio::time::timeout(WAIT, async {
+        while let Some(e) = watch.try_next().await? {
+            if let WatchEvent::Added(e) = e
+                && e.metadata.name.as_deref() == Some("web.3")
+            {
+                return Ok::<_, anyhow::Error>(e);
+            }
+        }
+        anyhow::bail!("watch ended")
+    })
+    .await??;
+    assert_eq!(seen.message.as_deref(), Some("Replicas changed: 1 -> 3"));
+    Ok(())
+}
+
+/// A protobuf field: tag, wire type 2 (length-delimited), length, bytes.
+fn pb(field: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![field << 3 | 2];
+    let mut n = bytes.len();
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// kubectl's typed commands send protobuf: the `k8s\0` magic and a `runtime.Unknown`.
+fn pb_body(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let type_meta = [pb(1, api_version.as_bytes()), pb(2, kind.as_bytes())].concat();
+    [b"k8s\0".to_vec(), pb(1, &type_meta), pb(2, raw)].concat()
+}
+
+async fn raw_bytes(
+    sim: &Sim,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(sim.addr()).await?;
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nAccept: application/vnd.kubernetes.protobuf, application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        sim.addr(),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.split_whitespace().nth(1).unwrap_or("0").parse()?;
+    Ok((status, body.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_bodies_create_built_in_kinds() -> Result {
+    let sim = sim().await?;
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    // Namespace{metadata: {name: team-a, labels: {team: a}}}
+    let labels = pb(11, &[pb(1, b"team"), pb(2, b"a")].concat());
+    let namespace = pb(1, &[pb(1, b"team-a"), labels].concat());
+    let (code, body) = raw_bytes(
+        &sim,
+        "/api/v1/namespaces",
+        PROTOBUF,
+        &pb_body("v1", "Namespace", &namespace),
+    )
+    .await?;
+    assert_eq!(code, 201, "{body}");
+    let ns: Api<Namespace> = Api::all(sim.client()?);
+    let created = ns.get("team-a").await?;
+    assert_eq!(
+        created
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("team")
+            .map(String::as_str),
+        Some("a")
+    );
+    // Deployment{metadata: {name: web}, spec: {replicas: 2, selector, template}} (replicas is
+    // field 1 of the spec, varint).
+    let match_labels = pb(1, &[pb(1, b"app"), pb(2, b"web")].concat());
+    let container = pb(2, &[pb(1, b"app"), pb(2, b"nginx:1")].concat());
+    let template = [
+        pb(1, &pb(11, &[pb(1, b"app"), pb(2, b"web")].concat())),
+        pb(2, &container),
+    ]
+    .concat();
+    let spec = [vec![0x08, 0x02], pb(2, &match_labels), pb(3, &template)].concat();
+    let deployment = [pb(1, &pb(1, b"web")), pb(2, &spec)].concat();
+    let (code, body) = raw_bytes(
+        &sim,
+        "/apis/apps/v1/namespaces/team-a/deployments",
+        PROTOBUF,
+        &pb_body("apps/v1", "Deployment", &deployment),
+    )
+    .await?;
+    assert_eq!(code, 201, "{body}");
+    let web: Deployment = Api::namespaced(sim.client()?, "team-a").get("web").await?;
+    let spec = web.spec.expect("spec");
+    assert_eq!(spec.replicas, Some(2));
+    let containers = spec.template.spec.expect("pod spec").containers;
+    assert_eq!(containers[0].image.as_deref(), Some("nginx:1"));
+    // A protobuf body that is not one is a 400 naming it; the store is unchanged.
+    let namespaces = sim.count("namespaces", None);
+    let (code, body) = raw_bytes(
+        &sim,
+        "/api/v1/namespaces",
+        PROTOBUF,
+        b"{\"kind\": \"Namespace\"}",
+    )
+    .await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("without the k8s"), "{body}");
+    assert_eq!(sim.count("namespaces", None), namespaces);
     Ok(())
 }
 

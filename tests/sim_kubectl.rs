@@ -135,3 +135,57 @@ async fn kubectl_get_apply_scale_edit_delete() -> anyhow::Result<()> {
     assert!(sim.get("deployments", Some("default"), "web").is_none());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_typed_create_and_events() -> anyhow::Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED kubectl_typed_create_and_events: kubectl is not on PATH");
+        return Ok(());
+    }
+    let sim = Sim::builder()
+        .status_delay(Duration::from_millis(20))
+        .start()
+        .await?;
+    let dir = tempfile::tempdir()?;
+    let kc = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kc)?;
+    let run = |line: &str| {
+        let kc = kc.clone();
+        let args: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        tokio::task::spawn_blocking(move || {
+            kubectl(&kc, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+    };
+    // Typed commands send protobuf bodies.
+    let out = run("create namespace team-a").await??;
+    assert!(out.contains("namespace/team-a created"), "{out}");
+    let out = run("create deployment web --image=nginx:1 --replicas=2 -n team-a").await??;
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let image = run("get deploy web -n team-a -o jsonpath={.spec.template.spec.containers[0].image}/{.spec.replicas}")
+        .await??;
+    assert_eq!(image, "nginx:1/2");
+
+    // An Event sent through events.k8s.io (as kubeplug sends them) shows in kubectl's
+    // core-Event views: `get events` and `describe`.
+    let client = sim.client()?;
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), "team-a");
+    let web: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client, "team-a");
+    let uid = web.get("web").await?.metadata.uid;
+    let event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web.scaled"},
+        "regarding": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "team-a", "uid": uid},
+        "reason": "ReplicasChanged", "note": "Replicas changed: 1 -> 3", "type": "Normal",
+        "action": "Observe", "reportingController": "kubeplug", "reportingInstance": "kubeplug-0",
+        "eventTime": "2026-01-01T00:00:00.000000Z"
+    }))?;
+    events.create(&Default::default(), &event).await?;
+    let out = run("get events -n team-a").await??;
+    assert!(out.contains("ReplicasChanged"), "{out}");
+    assert!(out.contains("deployment/web"), "{out}");
+    assert!(out.contains("Replicas changed: 1 -> 3"), "{out}");
+    let out = run("describe deploy web -n team-a").await??;
+    assert!(out.contains("Replicas changed: 1 -> 3"), "{out}");
+    Ok(())
+}

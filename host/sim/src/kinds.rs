@@ -30,6 +30,19 @@ pub struct ResourceKind {
     pub builtin: bool,
     /// Short names for kubectl (`deploy`).
     pub short_names: Vec<String>,
+    /// Where its objects are stored.
+    pub storage: Storage,
+}
+
+/// Where a kind's objects are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Storage {
+    /// In its own store, under its resource name.
+    #[default]
+    Own,
+    /// In the core `events` store, converted on the way in and out (`events.k8s.io/v1`
+    /// Events, which a real API server keeps with the core ones).
+    CoreEvents,
 }
 
 impl ResourceKind {
@@ -47,6 +60,7 @@ impl ResourceKind {
             generation: true,
             builtin: false,
             short_names: Vec::new(),
+            storage: Storage::Own,
         }
     }
 
@@ -71,6 +85,31 @@ impl ResourceKind {
             self.plural.clone()
         } else {
             format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// The key of the store that holds its objects: its resource name, or the resource name of
+    /// the kind it is a converted form of.
+    pub fn storage_name(&self) -> String {
+        match self.storage {
+            Storage::Own => self.resource_name(),
+            Storage::CoreEvents => "events".into(),
+        }
+    }
+
+    /// A body in this kind's form, as stored.
+    pub fn to_stored(&self, object: Value) -> Value {
+        match self.storage {
+            Storage::Own => object,
+            Storage::CoreEvents => super::events::to_core(&object),
+        }
+    }
+
+    /// A stored object in this kind's form (`None`: it is stored as it is served).
+    pub fn from_stored(&self, object: &Value) -> Option<Value> {
+        match self.storage {
+            Storage::Own => None,
+            Storage::CoreEvents => Some(super::events::from_core(object)),
         }
     }
 
@@ -128,6 +167,7 @@ impl Registry {
         };
         let events_k8s = ResourceKind {
             short_names: vec!["ev".into()],
+            storage: Storage::CoreEvents,
             ..ResourceKind::builtin_kind("events.k8s.io", "v1", "Event", "events", true)
         };
         let leases =

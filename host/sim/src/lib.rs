@@ -31,6 +31,7 @@
 mod delete;
 pub mod discovery;
 pub mod errors;
+mod events;
 pub mod faults;
 mod gc;
 pub mod kinds;
@@ -39,6 +40,7 @@ mod list;
 pub mod load;
 mod objects;
 pub mod patch;
+mod protobuf;
 pub mod request_log;
 mod scale;
 pub mod selector;
@@ -335,12 +337,7 @@ fn seed(shared: &Shared, mut object: Value) -> Result<Arc<Value>, ApiError> {
         .unwrap_or_default()
         .to_string();
     const MANAGER: &str = "kubeplug-sim";
-    if !name.is_empty()
-        && shared
-            .store
-            .get(&kind.resource_name(), &ns, &name)
-            .is_some()
-    {
+    if !name.is_empty() && shared.store.get(&kind.storage_name(), &ns, &name).is_some() {
         if let Some(meta) = object["metadata"].as_object_mut() {
             meta.remove("resourceVersion");
         }
@@ -432,8 +429,8 @@ impl Sim {
         };
         self.shared
             .store
-            .get(&kind.resource_name(), ns, name)
-            .map(|o| (*o).clone())
+            .get(&kind.storage_name(), ns, name)
+            .map(|o| kind.from_stored(&o).unwrap_or_else(|| (*o).clone()))
     }
 
     /// Objects of a resource, in one namespace or all (`None`).
@@ -444,15 +441,19 @@ impl Sim {
         let (items, _, _) =
             self.shared
                 .store
-                .list(&kind.resource_name(), namespace, None, None, |_| true);
-        items.iter().map(|o| (**o).clone()).collect()
+                .list(&kind.storage_name(), namespace, None, None, |_| true);
+        items
+            .iter()
+            .map(|o| kind.from_stored(o).unwrap_or_else(|| (**o).clone()))
+            .collect()
     }
 
     /// Number of objects of a resource, in one namespace or all (`None`).
     pub fn count(&self, resource: &str, namespace: Option<&str>) -> usize {
-        self.shared.registry().by_name(resource).map_or(0, |k| {
-            self.shared.store.count(&k.resource_name(), namespace)
-        })
+        self.shared
+            .registry()
+            .by_name(resource)
+            .map_or(0, |k| self.shared.store.count(&k.storage_name(), namespace))
     }
 
     /// The latest resourceVersion.

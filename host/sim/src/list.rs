@@ -50,7 +50,7 @@ pub struct Page {
 
 /// Reads one page of a list.
 pub fn page(shared: &Shared, kind: &ResourceKind, params: &ListParams) -> Result<Page, ApiError> {
-    let resource = kind.resource_name();
+    let resource = kind.storage_name();
     let after = match params.continue_token.as_deref().filter(|t| !t.is_empty()) {
         Some(token) => {
             let token = decode(token)?;

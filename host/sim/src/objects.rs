@@ -6,7 +6,7 @@
 //! server's guaranteed update.
 
 use super::errors::ApiError;
-use super::kinds::ResourceKind;
+use super::kinds::{ResourceKind, Storage};
 use super::patch::fields::{Part, now, track_update};
 use super::patch::{self, PatchType};
 use super::state::Shared;
@@ -87,7 +87,16 @@ fn without_managed(object: &Value) -> Value {
 impl Shared {
     /// The storage key of a kind.
     fn key(kind: &ResourceKind) -> String {
-        kind.resource_name()
+        kind.storage_name()
+    }
+
+    /// The kind whose store holds `kind`'s objects, when that is another kind (the core
+    /// Events for `events.k8s.io/v1`): writes convert to it and run as its writes.
+    fn stored_as(&self, kind: &ResourceKind) -> Option<Arc<ResourceKind>> {
+        match kind.storage {
+            Storage::Own => None,
+            Storage::CoreEvents => self.registry().by_resource(&kind.storage_name()),
+        }
     }
 
     /// Checks the namespace of a namespaced write exists (creating it when configured).
@@ -169,6 +178,9 @@ impl Shared {
         applied: bool,
     ) -> Result<Arc<Value>, ApiError> {
         check_type(kind, &mut body)?;
+        if let Some(stored) = self.stored_as(kind) {
+            return self.create(&stored, namespace, kind.to_stored(body), manager, applied);
+        }
         let ns = self.place(kind, namespace, &mut body)?;
         let meta = body["metadata"]
             .as_object_mut()
@@ -440,6 +452,11 @@ impl Shared {
         sub: Sub,
         manager: &str,
     ) -> Result<Arc<Value>, ApiError> {
+        if let Some(stored) = self.stored_as(kind) {
+            let mut body = body;
+            check_type(kind, &mut body)?;
+            return self.update(&stored, ns, name, kind.to_stored(body), sub, manager);
+        }
         let client_rv = meta_str(&body, "resourceVersion")
             .filter(|s| !s.is_empty())
             .map(str::to_string);
@@ -486,6 +503,8 @@ impl Shared {
             PatchType::Apply => Some(patch::parse_apply_body(body)?),
             _ => None,
         };
+        let stored_as = self.stored_as(kind);
+        let storage = stored_as.as_deref().unwrap_or(kind);
         for _ in 0..RETRIES {
             let old = match (self.store.get(&Self::key(kind), ns, name), &applied_config) {
                 (Some(o), _) => o,
@@ -495,13 +514,21 @@ impl Shared {
                 }
                 (None, _) => return Err(ApiError::not_found(&kind.resource_name(), name)),
             };
+            let served = match kind.from_stored(&old) {
+                Some(converted) => Arc::new(converted),
+                None => old.clone(),
+            };
             let (patched, applied) = match &applied_config {
                 Some(config) => (
-                    self.apply_to(kind, Some(&old), config, sub, manager, force)?,
+                    self.apply_to(kind, Some(&served), config, sub, manager, force)?,
                     true,
                 ),
-                None => (patch::patch(&old, body, patch_type, kind.builtin)?, false),
+                None => (
+                    patch::patch(&served, body, patch_type, kind.builtin)?,
+                    false,
+                ),
             };
+            let patched = kind.to_stored(patched);
             let patched_rv = meta_str(&patched, "resourceVersion").map(str::to_string);
             if !applied
                 && patched_rv
@@ -510,9 +537,9 @@ impl Shared {
             {
                 return Err(ApiError::conflict(&kind.resource_name(), name));
             }
-            let next = self.prepare_update(kind, &old, patched, sub, manager, applied)?;
+            let next = self.prepare_update(storage, &old, patched, sub, manager, applied)?;
             match self.store_update(
-                kind,
+                storage,
                 &old,
                 next,
                 Precondition::ResourceVersion(object_rv(&old)),

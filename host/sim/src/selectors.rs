@@ -1,7 +1,9 @@
-//! Field selectors (`metadata.name`, `metadata.namespace`, with `=`, `==`, `!=`), parsed from
-//! query strings; label selectors are the cluster module's, shared with the host's cache.
+//! Field selectors (`metadata.name`, `metadata.namespace` and the fields a real API server
+//! indexes for the kind, with `=`, `==`, `!=`), parsed from query strings; label selectors
+//! are the cluster module's, shared with the host's cache.
 
 use super::errors::ApiError;
+use super::kinds::{ResourceKind, Storage};
 pub use crate::selector::LabelSelector;
 use serde_json::Value;
 
@@ -13,6 +15,25 @@ impl FieldSelector {
     /// Parses `metadata.name=x,metadata.namespace!=y`; other fields are a 400 like the real
     /// server's "field label not supported".
     pub fn parse(input: &str) -> Result<Self, ApiError> {
+        Self::parse_with(input, &[], |f| f.to_string())
+    }
+
+    /// Parses a selector on `kind`: the metadata fields plus those the real server supports for
+    /// it (Events' `involvedObject.*`, `reason`, `type`…; Pods' `spec.nodeName`,
+    /// `status.phase`…), named as the kind serves them and matched in the stored form.
+    pub fn parse_for(kind: &ResourceKind, input: &str) -> Result<Self, ApiError> {
+        let fields = kind_fields(kind);
+        match kind.storage {
+            Storage::Own => Self::parse_with(input, fields, |f| f.to_string()),
+            Storage::CoreEvents => Self::parse_with(input, fields, super::events::core_field),
+        }
+    }
+
+    fn parse_with(
+        input: &str,
+        fields: &[&str],
+        stored: impl Fn(&str) -> String,
+    ) -> Result<Self, ApiError> {
         let mut terms = Vec::new();
         for term in input.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
@@ -27,12 +48,13 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
+            if field != "metadata.name" && field != "metadata.namespace" && !fields.contains(&field)
+            {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field}"
                 )));
             }
-            terms.push((field.to_string(), equal, value.trim().to_string()));
+            terms.push((stored(field), equal, value.trim().to_string()));
         }
         Ok(Self(terms))
     }
@@ -40,16 +62,15 @@ impl FieldSelector {
     /// Whether the object satisfies every term.
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
-            let pointer = if field == "metadata.name" {
-                "/metadata/name"
-            } else {
-                "/metadata/namespace"
-            };
-            let actual = object
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            (actual == value) == *equal
+            let actual = field
+                .split('.')
+                .try_fold(object, |o, part| o.get(part))
+                .map_or(String::new(), |v| match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                });
+            (actual == *value) == *equal
         })
     }
 
@@ -59,6 +80,55 @@ impl FieldSelector {
             .iter()
             .find(|(f, eq, _)| *eq && f == "metadata.name")
             .map(|(_, _, v)| v.as_str())
+    }
+}
+
+/// The fields besides `metadata.name` and `metadata.namespace` a real server accepts in a
+/// field selector for `kind`, named as the kind serves them.
+fn kind_fields(kind: &ResourceKind) -> &'static [&'static str] {
+    const EVENT: &[&str] = &[
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ];
+    const EVENT_V1: &[&str] = &[
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reason",
+        "reportingController",
+        "type",
+    ];
+    const POD: &[&str] = &[
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ];
+    if !kind.builtin {
+        return &[];
+    }
+    match (kind.kind.as_str(), kind.storage) {
+        ("Event", Storage::Own) => EVENT,
+        ("Event", Storage::CoreEvents) => EVENT_V1,
+        ("Pod", _) => POD,
+        ("Namespace", _) => &["status.phase"],
+        _ => &[],
     }
 }
 

@@ -11,6 +11,7 @@ use super::list::{ListParams, encode_list, page};
 use super::objects::Sub;
 use super::patch::PatchType;
 use super::patch::fields::now;
+use super::protobuf;
 use super::request_log::RequestRecord;
 use super::scale;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -220,7 +221,19 @@ fn field_manager(query: &HashMap<String, String>, headers: &HeaderMap) -> String
         .to_string()
 }
 
-fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+/// A write's body: JSON, or protobuf when the `Content-Type` says so (kubectl's typed commands).
+fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if protobuf::is_protobuf(content_type) {
+        return protobuf::decode(body);
+    }
+    parse_json(body)
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
     if !value.is_object() {
@@ -319,7 +332,8 @@ async fn dispatch(
                 labels: LabelSelector::parse(
                     query.get("labelSelector").map_or("", String::as_str),
                 )?,
-                fields: FieldSelector::parse(
+                fields: FieldSelector::parse_for(
+                    &kind,
                     query.get("fieldSelector").map_or("", String::as_str),
                 )?,
                 limit: match query.get("limit") {
@@ -357,7 +371,8 @@ async fn dispatch(
                 labels: LabelSelector::parse(
                     query.get("labelSelector").map_or("", String::as_str),
                 )?,
-                fields: FieldSelector::parse(
+                fields: FieldSelector::parse_for(
+                    &kind,
                     query.get("fieldSelector").map_or("", String::as_str),
                 )?,
                 timeout,
@@ -373,7 +388,7 @@ async fn dispatch(
                     "POST is not allowed on a named object",
                 ));
             }
-            let body = parse_body(&body)?;
+            let body = parse_body(headers, &body)?;
             let created = shared.create(&kind, req.namespace.as_deref(), body, &manager, false)?;
             if kind.group == "apiextensions.k8s.io" && kind.kind == "CustomResourceDefinition" {
                 register_crd(shared, &created);
@@ -381,7 +396,7 @@ async fn dispatch(
             Ok(json_response(StatusCode::CREATED, render(&kind, &created)))
         }
         "update" => {
-            let body = parse_body(&body)?;
+            let body = parse_body(headers, &body)?;
             if is_scale {
                 return Ok(value_response(
                     StatusCode::OK,
@@ -425,18 +440,20 @@ async fn dispatch(
             Ok(json_response(code, render(&kind, &object)))
         }
         "delete" => {
-            let opts = delete_options(query, &body)?;
+            let opts = delete_options(query, headers, &body)?;
             let object = shared.delete(&kind, &ns, &name, &opts)?;
             Ok(json_response(StatusCode::OK, render(&kind, &object)))
         }
         "deletecollection" => {
-            let opts = delete_options(query, &body)?;
+            let opts = delete_options(query, headers, &body)?;
             let labels =
                 LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
-            let fields =
-                FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?;
+            let fields = FieldSelector::parse_for(
+                &kind,
+                query.get("fieldSelector").map_or("", String::as_str),
+            )?;
             let (items, _, _) = shared.store.list(
-                &kind.resource_name(),
+                &kind.storage_name(),
                 req.namespace.as_deref(),
                 None,
                 None,
@@ -501,13 +518,17 @@ fn shared_address(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+fn delete_options(
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         propagation: query.get("propagationPolicy").cloned(),
         ..DeleteOptions::default()
     };
     if !body.is_empty() {
-        let value = parse_body(body)?;
+        let value = parse_body(headers, body)?;
         if let Some(p) = value.get("propagationPolicy").and_then(Value::as_str) {
             opts.propagation = Some(p.to_string());
         }

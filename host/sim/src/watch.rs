@@ -42,6 +42,9 @@ pub struct WatchParams {
 
 /// Renders an object for `kind`, rewriting apiVersion for another served version of it.
 pub fn render(kind: &ResourceKind, object: &Arc<Value>) -> Vec<u8> {
+    if let Some(converted) = kind.from_stored(object) {
+        return serde_json::to_vec(&converted).unwrap_or_default();
+    }
     let api_version = kind.api_version();
     if object.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str()) {
         serde_json::to_vec(&**object).unwrap_or_default()
@@ -143,7 +146,7 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
 /// Starts a watch and returns its streaming response.
 pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(1024);
-    let resource = kind.resource_name();
+    let resource = kind.storage_name();
     if shared.faults.take_gone() {
         let _ = tx.try_send(gone_line(
             "too old resource version (injected fault)".into(),
