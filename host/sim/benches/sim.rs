@@ -1,6 +1,7 @@
 //! Throughput of the embedded API server through a real `kube::Client` over HTTP:
 //! creates/s, list of 10,000 Deployments, patches/s (merge and server-side apply), and watch
-//! fan-out to 10 watchers (events delivered per second), deletes with garbage collection.
+//! fan-out to 10 watchers (events delivered per second), deletes with garbage collection, and
+//! strategic merge patches of realistic 6 KB Deployments (the write a controller sends).
 //!
 //! Run: `cargo bench -p kubeplug-sim --bench sim` (set `SIM_BENCH_OBJECTS` to change the size).
 
@@ -60,6 +61,7 @@ async fn run() -> anyhow::Result<()> {
         .history(100_000)
         .watch_buffer(100_000)
         .status_delay(Duration::from_secs(3600))
+        .auto_create_namespaces(true)
         .start()
         .await?;
     let client = sim.client()?;
@@ -292,6 +294,69 @@ async fn run() -> anyhow::Result<()> {
         "delete with garbage collection: {owners} owners + {owners} dependents gone in {elapsed:?} = {:.0} owners/s (store had {} objects)",
         owners as f64 / elapsed.as_secs_f64(),
         objects + owners
+    );
+    strategic_patches_of_large_objects(&client, objects.min(2_000)).await
+}
+
+/// Creates `n` copies of the 6 KB fixture Deployment, then sends each one strategic merge
+/// patch of its first container's image, as image-pinner does.
+async fn strategic_patches_of_large_objects(client: &kube::Client, n: usize) -> anyhow::Result<()> {
+    const FIXTURE: &str = include_str!("../../../tests/fixtures/deployment-6k.json");
+    let mut template: serde_json::Value = serde_json::from_str(FIXTURE)?;
+    let meta = template["metadata"].as_object_mut().expect("metadata");
+    for f in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "generation",
+        "namespace",
+        "managedFields",
+    ] {
+        meta.remove(f);
+    }
+    template.as_object_mut().expect("object").remove("status");
+    let container = template["spec"]["template"]["spec"]["containers"][0]["name"]
+        .as_str()
+        .expect("a container")
+        .to_string();
+    let size = serde_json::to_vec(&template)?.len();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "big");
+    stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let mut object = template.clone();
+            object["metadata"]["name"] = json!(format!("big{i:05}"));
+            async move {
+                let d: Deployment = serde_json::from_value(object)?;
+                api.create(&PostParams::default(), &d).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let start = Instant::now();
+    stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let patch = json!({"spec": {"template": {"spec": {"containers": [
+                {"name": container, "image": format!("nginx:1.{i}")}]}}}});
+            async move {
+                api.patch(
+                    &format!("big{i:05}"),
+                    &PatchParams::default(),
+                    &Patch::Strategic(patch),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let elapsed = start.elapsed();
+    println!(
+        "strategic merge patch of {size}-byte Deployments: {n} in {elapsed:?} = {:.0} patches/s",
+        n as f64 / elapsed.as_secs_f64()
     );
     Ok(())
 }
