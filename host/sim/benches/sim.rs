@@ -3,7 +3,8 @@
 //! fan-out to 10 watchers (events delivered per second), deletes with garbage collection, and
 //! strategic merge patches of realistic 6 KB Deployments (the write a controller sends).
 //!
-//! Run: `cargo bench -p kubeplug-sim --bench sim` (set `SIM_BENCH_OBJECTS` to change the size).
+//! Run: `cargo bench -p kubeplug-sim --bench sim` (set `SIM_BENCH_OBJECTS` to change the size,
+//! `SIM_BENCH_ONLY=strategic` to run only the large-object strategic patches).
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -65,6 +66,10 @@ async fn run() -> anyhow::Result<()> {
         .start()
         .await?;
     let client = sim.client()?;
+    // `SIM_BENCH_ONLY=strategic` runs only the large-object patches (for profiling them).
+    if std::env::var("SIM_BENCH_ONLY").is_ok_and(|only| only == "strategic") {
+        return strategic_patches_of_large_objects(&client, objects.min(2_000)).await;
+    }
     let api: Api<Deployment> = Api::default_namespaced(client.clone());
 
     let start = Instant::now();

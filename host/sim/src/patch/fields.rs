@@ -28,16 +28,78 @@ const METADATA_FIELDS: [&str; 4] = ["labels", "annotations", "ownerReferences", 
 
 /// The owned paths `object` sets, for the given part of a built-in or custom kind.
 pub fn field_set(object: &Value, builtin: bool, part: Part) -> FieldSet {
+    walk_object(object, Against::Nothing, builtin, part)
+}
+
+/// The owned paths of `new` whose value differs from the value at the same path in `old`
+/// (absent there included): what a write by `new`'s manager takes ownership of. One walk of
+/// both objects together, where looking every path of `new` up in both objects again (with
+/// keyed-list elements parsed at every step) made a patch of a 6 KB Deployment cost
+/// hundreds of microseconds.
+pub fn changed_set(old: &Value, new: &Value, builtin: bool, part: Part) -> FieldSet {
+    walk_object(new, Against::Old(Some(old)), builtin, part)
+}
+
+/// What a walk compares each value with.
+#[derive(Clone, Copy)]
+enum Against<'a> {
+    /// Nothing: every path is collected.
+    Nothing,
+    /// The value at the same path in the old object: only paths whose value differs.
+    Old(Option<&'a Value>),
+}
+
+impl<'a> Against<'a> {
+    /// Whether `value` is collected: always, or when it differs from the old value.
+    fn differs(self, value: &Value) -> bool {
+        match self {
+            Against::Nothing => true,
+            Against::Old(old) => old != Some(value),
+        }
+    }
+
+    /// The counterpart of a map field.
+    fn field(self, key: &str) -> Against<'a> {
+        match self {
+            Against::Nothing => Against::Nothing,
+            Against::Old(old) => Against::Old(old.and_then(|o| o.get(key))),
+        }
+    }
+
+    /// The counterpart of a keyed-list item: the old item with the same key value.
+    fn keyed_item(self, key: &str, item: &Value) -> Against<'a> {
+        match self {
+            Against::Nothing => Against::Nothing,
+            Against::Old(old) => Against::Old(
+                old.and_then(Value::as_array)
+                    .and_then(|items| items.iter().find(|i| i.get(key) == item.get(key))),
+            ),
+        }
+    }
+
+    /// Whether a scalar set value is new (not in the old list).
+    fn set_value_differs(self, item: &Value) -> bool {
+        match self {
+            Against::Nothing => true,
+            Against::Old(old) => !old
+                .and_then(Value::as_array)
+                .is_some_and(|items| items.contains(item)),
+        }
+    }
+}
+
+fn walk_object(object: &Value, against: Against<'_>, builtin: bool, part: Part) -> FieldSet {
     let mut set = FieldSet::new();
     let Some(map) = object.as_object() else {
         return set;
     };
     for (key, value) in map {
         let path = vec![format!("f:{key}")];
+        let counterpart = against.field(key);
         match (key.as_str(), part) {
             ("apiVersion" | "kind", _) => {}
             ("status", Part::Main) => {}
-            ("status", Part::Status) => collect(value, path, &mut set, builtin, false),
+            ("status", Part::Status) => collect(value, counterpart, path, &mut set, builtin, false),
             (_, Part::Status) => {}
             ("metadata", _) => {
                 if let Some(meta) = value.as_object() {
@@ -45,6 +107,7 @@ pub fn field_set(object: &Value, builtin: bool, part: Part) -> FieldSet {
                         if let Some(v) = meta.get(field) {
                             collect(
                                 v,
+                                counterpart.field(field),
                                 vec![path[0].clone(), format!("f:{field}")],
                                 &mut set,
                                 builtin,
@@ -54,19 +117,26 @@ pub fn field_set(object: &Value, builtin: bool, part: Part) -> FieldSet {
                     }
                 }
             }
-            _ => collect(value, path, &mut set, builtin, false),
+            _ => collect(value, counterpart, path, &mut set, builtin, false),
         }
     }
     set
 }
 
-fn collect(value: &Value, path: FieldPath, set: &mut FieldSet, builtin: bool, in_meta: bool) {
+fn collect(
+    value: &Value,
+    against: Against<'_>,
+    path: FieldPath,
+    set: &mut FieldSet,
+    builtin: bool,
+    in_meta: bool,
+) {
     match value {
         Value::Object(m) if !m.is_empty() => {
             for (k, v) in m {
                 let mut p = path.clone();
                 p.push(format!("f:{k}"));
-                collect(v, p, set, builtin, in_meta);
+                collect(v, against.field(k), p, set, builtin, in_meta);
             }
         }
         Value::Array(items) => {
@@ -76,24 +146,33 @@ fn collect(value: &Value, path: FieldPath, set: &mut FieldSet, builtin: bool, in
                     for item in items {
                         let mut p = path.clone();
                         p.push(item_key(key, item));
-                        set.insert(p.clone());
-                        collect(item, p, set, builtin, in_meta);
+                        let counterpart = against.keyed_item(key, item);
+                        if counterpart.differs(item) {
+                            set.insert(p.clone());
+                        }
+                        collect(item, counterpart, p, set, builtin, in_meta);
                     }
                 }
                 ListKind::Set if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
                     for item in items {
-                        let mut p = path.clone();
-                        p.push(format!("v:{item}"));
-                        set.insert(p);
+                        if against.set_value_differs(item) {
+                            let mut p = path.clone();
+                            p.push(format!("v:{item}"));
+                            set.insert(p);
+                        }
                     }
                 }
                 _ => {
-                    set.insert(path);
+                    if against.differs(value) {
+                        set.insert(path);
+                    }
                 }
             }
         }
         _ => {
-            set.insert(path);
+            if against.differs(value) {
+                set.insert(path);
+            }
         }
     }
 }
@@ -308,6 +387,10 @@ pub fn now() -> String {
 /// Records a non-apply write (create, update, patch) by `manager`: it takes ownership of every
 /// field whose value it changed or added (removing it from other managers, as updates never
 /// conflict), and removed fields leave every manager.
+///
+/// An update works on the stored `fieldsV1` trees in place and on the paths that changed:
+/// parsing every manager's fields into path sets and rendering them all again made this most
+/// of the cost of a patch to a 6 KB object.
 pub fn track_update(
     old: Option<&Value>,
     new: &mut Value,
@@ -317,47 +400,263 @@ pub fn track_update(
     api_version: &str,
     subresource: &str,
 ) {
-    let mut entries = old.map(read_managed).unwrap_or_default();
-    let old_set = old.map(|o| field_set(o, builtin, part)).unwrap_or_default();
-    let new_set = field_set(new, builtin, part);
-    let changed: FieldSet = new_set
-        .iter()
-        .filter(|p| match old {
-            None => true,
-            Some(o) => value_at(o, p) != value_at(new, p),
-        })
-        .cloned()
-        .collect();
-    let removed: FieldSet = old_set.difference(&new_set).cloned().collect();
-    if changed.is_empty() && removed.is_empty() {
-        write_managed(new, &entries);
-        return;
-    }
-    for e in entries.iter_mut().filter(|e| e.subresource == subresource) {
-        let own = e.manager == manager && e.operation == "Update";
-        e.fields
-            .retain(|p| !removed.contains(p) && (own || !changed.contains(p)));
-    }
-    match entries
-        .iter_mut()
-        .find(|e| e.manager == manager && e.operation == "Update" && e.subresource == subresource)
-    {
-        Some(e) => {
-            e.fields.extend(changed);
-            e.time = now();
-            e.api_version = api_version.into();
-        }
-        None if !changed.is_empty() => entries.push(Managed {
+    let Some(old) = old else {
+        let fields = field_set(new, builtin, part);
+        let entry = Managed {
             manager: manager.into(),
             operation: "Update".into(),
             api_version: api_version.into(),
             time: now(),
             subresource: subresource.into(),
-            fields: changed,
-        }),
-        None => {}
+            fields,
+        };
+        write_managed(new, &[entry]);
+        return;
+    };
+    let changed = changed_set(old, new, builtin, part);
+    let removed = removed_set(old, new, builtin, part);
+    let mut entries = match old.pointer("/metadata/managedFields") {
+        Some(Value::Array(entries)) => entries.clone(),
+        _ => Vec::new(),
+    };
+    if !changed.is_empty() || !removed.is_empty() {
+        let mut own = None;
+        for (i, entry) in entries.iter_mut().enumerate() {
+            let text = |k: &str| entry.get(k).and_then(Value::as_str).unwrap_or("");
+            if text("subresource") != subresource {
+                continue;
+            }
+            let is_own = text("manager") == manager && text("operation") == "Update";
+            let Some(fields) = entry.get_mut("fieldsV1") else {
+                continue;
+            };
+            for path in removed.iter().chain(changed.iter().filter(|_| !is_own)) {
+                remove_owned(fields, path);
+            }
+            if is_own && own.is_none() {
+                own = Some(i);
+            }
+        }
+        match own {
+            Some(i) => {
+                let entry = &mut entries[i];
+                if let Some(fields) = entry.get_mut("fieldsV1") {
+                    for path in &changed {
+                        insert_owned(fields, path);
+                    }
+                }
+                if !changed.is_empty() {
+                    entry["time"] = Value::String(now());
+                    entry["apiVersion"] = Value::String(api_version.into());
+                }
+            }
+            None if !changed.is_empty() => {
+                let mut entry = json!({
+                    "manager": manager, "operation": "Update", "apiVersion": api_version,
+                    "time": now(), "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&changed),
+                });
+                if !subresource.is_empty() {
+                    entry["subresource"] = Value::String(subresource.into());
+                }
+                entries.push(entry);
+            }
+            None => {}
+        }
+        entries.retain(|e| e.get("fieldsV1").is_some_and(|f| f != &json!({})));
     }
-    write_managed(new, &entries);
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
+}
+
+/// The owned paths of `old` that `new` no longer sets. Subtrees equal in both are skipped
+/// without collecting anything; maps, keyed lists and sets are compared member by member, and
+/// only where the shapes differ are both sides' paths collected and subtracted.
+pub fn removed_set(old: &Value, new: &Value, builtin: bool, part: Part) -> FieldSet {
+    let mut set = FieldSet::new();
+    let Some(map) = old.as_object() else {
+        return set;
+    };
+    for (key, value) in map {
+        let path = vec![format!("f:{key}")];
+        let counterpart = new.get(key);
+        match (key.as_str(), part) {
+            ("apiVersion" | "kind", _) => {}
+            ("status", Part::Main) => {}
+            ("status", Part::Status) => {
+                removed_in(value, counterpart, path, &mut set, builtin, false)
+            }
+            (_, Part::Status) => {}
+            ("metadata", _) => {
+                for field in METADATA_FIELDS {
+                    if let Some(v) = value.get(field) {
+                        removed_in(
+                            v,
+                            counterpart.and_then(|m| m.get(field)),
+                            vec![path[0].clone(), format!("f:{field}")],
+                            &mut set,
+                            builtin,
+                            true,
+                        );
+                    }
+                }
+            }
+            _ => removed_in(value, counterpart, path, &mut set, builtin, false),
+        }
+    }
+    set
+}
+
+fn removed_in(
+    old: &Value,
+    new: Option<&Value>,
+    path: FieldPath,
+    set: &mut FieldSet,
+    builtin: bool,
+    in_meta: bool,
+) {
+    if new == Some(old) {
+        return;
+    }
+    match (old, new) {
+        (Value::Object(o), Some(Value::Object(n))) if !o.is_empty() && !n.is_empty() => {
+            for (k, v) in o {
+                let mut p = path.clone();
+                p.push(format!("f:{k}"));
+                removed_in(v, n.get(k), p, set, builtin, in_meta);
+            }
+            return;
+        }
+        (Value::Array(o), Some(Value::Array(n))) => {
+            let field = path.last().and_then(|l| l.strip_prefix("f:")).unwrap_or("");
+            match list_kind_for(builtin, in_meta, field) {
+                ListKind::Keyed(key) if o.iter().chain(n).all(|i| i.get(key).is_some()) => {
+                    for item in o {
+                        let mut p = path.clone();
+                        p.push(item_key(key, item));
+                        match n.iter().find(|i| i.get(key) == item.get(key)) {
+                            Some(counterpart) => {
+                                removed_in(item, Some(counterpart), p, set, builtin, in_meta)
+                            }
+                            None => {
+                                set.insert(p.clone());
+                                collect(item, Against::Nothing, p, set, builtin, in_meta);
+                            }
+                        }
+                    }
+                    return;
+                }
+                ListKind::Set if o.iter().chain(n).all(|i| !i.is_object() && !i.is_array()) => {
+                    for item in o.iter().filter(|i| !n.contains(i)) {
+                        let mut p = path.clone();
+                        p.push(format!("v:{item}"));
+                        set.insert(p);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+    // Different shapes: subtract what the new value sets from what the old one set.
+    let mut old_paths = FieldSet::new();
+    collect(
+        old,
+        Against::Nothing,
+        path.clone(),
+        &mut old_paths,
+        builtin,
+        in_meta,
+    );
+    let mut new_paths = FieldSet::new();
+    if let Some(new) = new {
+        collect(
+            new,
+            Against::Nothing,
+            path,
+            &mut new_paths,
+            builtin,
+            in_meta,
+        );
+    }
+    set.extend(old_paths.into_iter().filter(|p| !new_paths.contains(p)));
+}
+
+/// Removes `path` from a `fieldsV1` tree: a node that still has children stays as an
+/// unowned parent; parents left with nothing they own go too.
+fn remove_owned(fields: &mut Value, path: &[String]) {
+    fn remove(node: &mut Map<String, Value>, path: &[String]) {
+        let Some((first, rest)) = path.split_first() else {
+            return;
+        };
+        let Some(Value::Object(child)) = node.get_mut(first) else {
+            return;
+        };
+        if rest.is_empty() {
+            if child.keys().any(|k| k != ".") {
+                child.remove(".");
+            } else {
+                node.remove(first);
+            }
+            return;
+        }
+        // `{}` is an owned leaf, `{".": {}, ...}` an owned parent.
+        let was_owned = child.is_empty() || child.contains_key(".");
+        remove(child, rest);
+        if !child.keys().any(|k| k != ".") {
+            match was_owned {
+                // An owned parent whose last child went is an owned leaf again: `{}`.
+                true => {
+                    child.remove(".");
+                }
+                false => {
+                    node.remove(first);
+                }
+            }
+        }
+    }
+    if let Value::Object(root) = fields {
+        remove(root, path);
+    }
+}
+
+/// Adds `path` to a `fieldsV1` tree as owned: a new node is a leaf `{}`, an existing node
+/// with children gets `.`, and an owned leaf that gains a child keeps its ownership as `.`.
+fn insert_owned(fields: &mut Value, path: &[String]) {
+    let Value::Object(mut node) = std::mem::take(fields) else {
+        return;
+    };
+    insert(&mut node, path);
+    *fields = Value::Object(node);
+
+    fn insert(node: &mut Map<String, Value>, path: &[String]) {
+        let Some((first, rest)) = path.split_first() else {
+            return;
+        };
+        let existed = node.contains_key(first);
+        let child = node
+            .entry(first.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Value::Object(child) = child else {
+            return;
+        };
+        if rest.is_empty() {
+            if !child.is_empty() {
+                child.insert(".".into(), json!({}));
+            }
+            return;
+        }
+        // An existing empty node is an owned leaf: it stays owned under its new child.
+        if existed && child.is_empty() {
+            child.insert(".".into(), json!({}));
+        }
+        insert(child, rest);
+    }
 }
 
 #[cfg(test)]
@@ -386,6 +685,166 @@ mod tests {
         );
         let status = field_set(&deployment("a", 1), true, Part::Status);
         assert_eq!(status.len(), 1);
+    }
+
+    /// The one-pass walk finds exactly the paths whose value differs when each is looked up
+    /// in both objects (the definition), for changed, added and removed scalars, keyed items,
+    /// set values, atomic lists and status.
+    #[test]
+    fn changed_set_is_the_paths_whose_value_differs() {
+        let fixture: Value = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/deployment-6k.json"
+        ))
+        .unwrap();
+        let mut edited = fixture.clone();
+        let spec = &mut edited["spec"]["template"]["spec"];
+        spec["containers"][0]["image"] = json!("nginx:9");
+        spec["containers"][0]["ports"] = json!([{"containerPort": 1, "protocol": "UDP"}]);
+        spec["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "extra", "image": "x", "args": ["a", "b"]}));
+        edited["metadata"]["labels"]["new"] = json!("label");
+        edited["metadata"]["finalizers"] = json!(["a/b", "c/d"]);
+        edited["spec"]["replicas"] = json!(7);
+        edited["spec"]["strategy"] = json!({});
+        edited["status"] = json!({"replicas": 9, "conditions": [{"type": "Available"}]});
+        let mut old_finalizers = fixture.clone();
+        old_finalizers["metadata"]["finalizers"] = json!(["a/b"]);
+        for (old, new) in [
+            (&fixture, &edited),
+            (&edited, &fixture),
+            (&old_finalizers, &edited),
+            (&fixture, &fixture),
+        ] {
+            for part in [Part::Main, Part::Status, Part::All] {
+                for builtin in [true, false] {
+                    let expected: FieldSet = field_set(new, builtin, part)
+                        .into_iter()
+                        .filter(|p| value_at(old, p) != value_at(new, p))
+                        .collect();
+                    assert_eq!(changed_set(old, new, builtin, part), expected);
+                }
+            }
+        }
+        assert!(changed_set(&fixture, &fixture, true, Part::All).is_empty());
+        assert!(!changed_set(&fixture, &edited, true, Part::Main).is_empty());
+    }
+
+    /// Versions of the 6 KB fixture that change, add and remove fields of every shape.
+    fn versions() -> Vec<Value> {
+        let fixture: Value = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/deployment-6k.json"
+        ))
+        .unwrap();
+        let mut a = fixture.clone();
+        let spec = &mut a["spec"]["template"]["spec"];
+        spec["containers"][0]["image"] = json!("nginx:9");
+        spec["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "extra", "image": "x", "args": ["a", "b"]}));
+        a["metadata"]["labels"]["new"] = json!("label");
+        a["metadata"]["finalizers"] = json!(["a/b", "c/d"]);
+        let mut b = a.clone();
+        b["spec"]["template"]["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+            .remove(0);
+        b["spec"]["strategy"] = json!("atomic now");
+        b["metadata"]["finalizers"] = json!(["c/d"]);
+        b["status"] = json!({"replicas": 9});
+        let mut c = b.clone();
+        c["spec"]["template"]["spec"]["containers"] = json!([{"image": "no name"}]);
+        c["metadata"].as_object_mut().unwrap().remove("labels");
+        vec![fixture, a, b, c]
+    }
+
+    /// The definition `track_update` implements, on parsed path sets: what the host used
+    /// before it edited `fieldsV1` trees in place.
+    fn track_update_by_sets(old: &Value, new: &mut Value, manager: &str, part: Part) {
+        let mut entries = read_managed(old);
+        let old_set = field_set(old, true, part);
+        let new_set = field_set(new, true, part);
+        let changed: FieldSet = new_set
+            .iter()
+            .filter(|p| value_at(old, p) != value_at(new, p))
+            .cloned()
+            .collect();
+        let removed: FieldSet = old_set.difference(&new_set).cloned().collect();
+        let sub = if part == Part::Status { "status" } else { "" };
+        for e in entries.iter_mut().filter(|e| e.subresource == sub) {
+            let own = e.manager == manager && e.operation == "Update";
+            e.fields
+                .retain(|p| !removed.contains(p) && (own || !changed.contains(p)));
+        }
+        match entries
+            .iter_mut()
+            .find(|e| e.manager == manager && e.operation == "Update" && e.subresource == sub)
+        {
+            Some(e) => e.fields.extend(changed),
+            None if !changed.is_empty() => entries.push(Managed {
+                manager: manager.into(),
+                operation: "Update".into(),
+                api_version: "apps/v1".into(),
+                time: now(),
+                subresource: sub.into(),
+                fields: changed,
+            }),
+            None => {}
+        }
+        write_managed(new, &entries);
+    }
+
+    /// Owners and their fields, without the times.
+    fn owners(object: &Value) -> Vec<(String, String, FieldSet)> {
+        read_managed(object)
+            .into_iter()
+            .map(|e| (e.manager, e.subresource, e.fields))
+            .collect()
+    }
+
+    /// Every sequence of writes by three managers through the versions gives the same
+    /// ownership as the set-based definition, and the removed paths are exactly the old
+    /// paths the new version does not set.
+    #[test]
+    fn track_update_in_place_matches_the_set_definition() {
+        let versions = versions();
+        for (i, first) in versions.iter().enumerate() {
+            for (j, second) in versions.iter().enumerate() {
+                for (k, third) in versions.iter().enumerate() {
+                    let mut fast = first.clone();
+                    track_update(None, &mut fast, "alice", true, Part::Main, "apps/v1", "");
+                    let mut slow = fast.clone();
+                    for (step, (next, manager, part)) in [
+                        (second, "bob", Part::Main),
+                        (third, "carol", Part::Main),
+                        (first, "bob", Part::Status),
+                        (second, "alice", Part::Main),
+                    ]
+                    .into_iter()
+                    .enumerate()
+                    {
+                        let sub = if part == Part::Status { "status" } else { "" };
+                        let (mut f, mut s) = (next.clone(), next.clone());
+                        f["metadata"]["managedFields"] = fast["metadata"]["managedFields"].clone();
+                        track_update(Some(&fast), &mut f, manager, true, part, "apps/v1", sub);
+                        track_update_by_sets(&slow, &mut s, manager, part);
+                        assert_eq!(
+                            owners(&f),
+                            owners(&s),
+                            "versions {i}, {j}, {k}, step {step}"
+                        );
+                        let expected: FieldSet = field_set(&fast, true, part)
+                            .difference(&field_set(next, true, part))
+                            .cloned()
+                            .collect();
+                        assert_eq!(removed_set(&fast, next, true, part), expected);
+                        (fast, slow) = (f, s);
+                    }
+                }
+            }
+        }
     }
 
     #[test]
