@@ -53,10 +53,17 @@
 //! serde type, for custom kinds), [`Request::object_json`] gives the raw text.
 
 mod action;
+pub mod children;
+pub mod conditions;
 mod error;
+pub mod finalizers;
 pub mod host;
 mod metadata;
+pub mod owner;
+pub mod pool;
 mod request;
+mod resource;
+mod status;
 
 /// Bindings generated from the contract in `wit/`. Most plugins need only the re-exports at
 /// the crate root.
@@ -77,6 +84,8 @@ pub use bindings::kubeplug::plugin::types::{
     Request,
 };
 pub use error::Error;
+pub use resource::{CustomKind, CustomResource};
+pub use status::status_patch;
 
 /// The contract version this SDK builds plugins for.
 pub const CONTRACT_VERSION: &str = "0.1.0";

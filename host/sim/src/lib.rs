@@ -48,6 +48,7 @@ pub mod selectors;
 mod server;
 mod server_side_apply;
 mod state;
+mod pod_status;
 mod status_sim;
 pub mod store;
 mod table;
