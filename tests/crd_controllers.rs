@@ -74,8 +74,12 @@ async fn create_custom(api: &Api<DynamicObject>, manifest: Value) -> Result<Dyna
 }
 
 async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: Value) -> Result {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
-        .await?;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": spec})),
+    )
+    .await?;
     Ok(())
 }
 
@@ -126,8 +130,12 @@ fn writes_by(sim: &Sim, manager: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it() -> Result {
     let sim = crd_sim().await?;
-    let (_controller, _audit) =
-        start(&sim, "sample-controller", sample_policy("sample-controller")).await?;
+    let (_controller, _audit) = start(
+        &sim,
+        "sample-controller",
+        sample_policy("sample-controller"),
+    )
+    .await?;
     let foos = custom_api(&sim, "Foo", "foos")?;
     let created = create_custom(&foos, foo("example-foo", "example-web", 2)).await?;
     let uid = created.metadata.uid.clone().unwrap();
@@ -138,17 +146,41 @@ async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it() -> R
     .await;
     let d = sim.get("deployments", Some(NS), "example-web");
     assert_eq!(at(&d, "/spec/replicas"), 2);
-    assert_eq!(at(&d, "/spec/template/spec/containers/0/image"), "nginx:latest");
-    assert_eq!(at(&d, "/metadata/labels"), json!({"app": "nginx", "controller": "example-foo"}));
-    assert_eq!(at(&d, "/spec/selector/matchLabels"), at(&d, "/metadata/labels"));
+    assert_eq!(
+        at(&d, "/spec/template/spec/containers/0/image"),
+        "nginx:latest"
+    );
+    assert_eq!(
+        at(&d, "/metadata/labels"),
+        json!({"app": "nginx", "controller": "example-foo"})
+    );
+    assert_eq!(
+        at(&d, "/spec/selector/matchLabels"),
+        at(&d, "/metadata/labels")
+    );
     let owner = at(&d, "/metadata/ownerReferences/0");
     assert_eq!(
-        (&owner["kind"], &owner["name"], &owner["uid"], &owner["controller"]),
-        (&json!("Foo"), &json!("example-foo"), &json!(uid), &json!(true))
+        (
+            &owner["kind"],
+            &owner["name"],
+            &owner["uid"],
+            &owner["controller"]
+        ),
+        (
+            &json!("Foo"),
+            &json!("example-foo"),
+            &json!(uid),
+            &json!(true)
+        )
     );
 
     // Status follows the Deployment's availability (simulated after the status delay).
-    let available = || at(&sim.get("foos", Some(NS), "example-foo"), "/status/availableReplicas");
+    let available = || {
+        at(
+            &sim.get("foos", Some(NS), "example-foo"),
+            "/status/availableReplicas",
+        )
+    };
     eventually(WAIT, "status.availableReplicas = 2", || available() == 2).await;
     assert!(!events(&sim, "Synced", "example-foo").await?.is_empty());
     assert_eq!(
@@ -159,7 +191,10 @@ async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it() -> R
     // Replicas follow the Foo, then the status follows the Deployment again.
     patch_spec(&foos, "example-foo", json!({"replicas": 4})).await?;
     eventually(WAIT, "Deployment replicas 4", || {
-        at(&sim.get("deployments", Some(NS), "example-web"), "/spec/replicas") == 4
+        at(
+            &sim.get("deployments", Some(NS), "example-web"),
+            "/spec/replicas",
+        ) == 4
     })
     .await;
     eventually(WAIT, "status.availableReplicas = 4", || available() == 4).await;
@@ -168,7 +203,11 @@ async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it() -> R
     tokio::time::sleep(Duration::from_millis(800)).await;
     let settled = writes_by(&sim, "kubeplug/sample-controller");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(writes_by(&sim, "kubeplug/sample-controller"), settled, "it loops");
+    assert_eq!(
+        writes_by(&sim, "kubeplug/sample-controller"),
+        settled,
+        "it loops"
+    );
     Ok(())
 }
 
@@ -180,8 +219,12 @@ async fn a_deployment_the_foo_does_not_control_is_left_alone_and_reported() -> R
         .create(&PostParams::default(), &deployment("taken", 1, "busybox"))
         .await?;
     let before = sim.get("deployments", Some(NS), "taken").unwrap();
-    let (_controller, _audit) =
-        start(&sim, "sample-controller", sample_policy("sample-controller")).await?;
+    let (_controller, _audit) = start(
+        &sim,
+        "sample-controller",
+        sample_policy("sample-controller"),
+    )
+    .await?;
     let foos = custom_api(&sim, "Foo", "foos")?;
     create_custom(&foos, foo("squatter", "taken", 3)).await?;
 
@@ -198,43 +241,65 @@ async fn a_deployment_the_foo_does_not_control_is_left_alone_and_reported() -> R
         Some("Resource taken already exists and is not managed by Foo")
     );
     let api: Api<Event> = Api::namespaced(sim.client()?, NS);
-    let event = api.list(&Default::default()).await?.items.into_iter()
+    let event = api
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
         .find(|e| e.reason.as_deref() == Some("ErrResourceExists"))
         .unwrap();
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = sim.get("deployments", Some(NS), "taken").unwrap();
-    assert_eq!(after["spec"], before["spec"], "the foreign Deployment was changed");
+    assert_eq!(
+        after["spec"], before["spec"],
+        "the foreign Deployment was changed"
+    );
     assert!(after["metadata"]["ownerReferences"].is_null());
     let touched = sim.requests().records().into_iter().any(|r| {
         r.field_manager.as_deref() == Some("kubeplug/sample-controller")
             && r.name.as_deref() == Some("taken")
     });
-    assert!(!touched, "sample-controller wrote to the foreign Deployment");
+    assert!(
+        !touched,
+        "sample-controller wrote to the foreign Deployment"
+    );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_foo_deletes_its_deployment() -> Result {
     let sim = crd_sim().await?;
-    let (_controller, _audit) =
-        start(&sim, "sample-controller", sample_policy("sample-controller")).await?;
+    let (_controller, _audit) = start(
+        &sim,
+        "sample-controller",
+        sample_policy("sample-controller"),
+    )
+    .await?;
     let foos = custom_api(&sim, "Foo", "foos")?;
     create_custom(&foos, foo("short-lived", "short-lived-web", 1)).await?;
     eventually(WAIT, "the Deployment", || {
-        sim.get("deployments", Some(NS), "short-lived-web").is_some()
+        sim.get("deployments", Some(NS), "short-lived-web")
+            .is_some()
     })
     .await;
     foos.delete("short-lived", &DeleteParams::default()).await?;
     eventually(WAIT, "the Deployment garbage collected", || {
-        sim.get("deployments", Some(NS), "short-lived-web").is_none()
+        sim.get("deployments", Some(NS), "short-lived-web")
+            .is_none()
     })
     .await;
     // The garbage collector runs inside the API server: no delete request came over HTTP.
-    let deletes = sim.requests().records().into_iter().filter(|r| {
-        r.verb == "delete" && r.resource == "deployments"
-    });
-    assert_eq!(deletes.count(), 0, "garbage collection, not the plugin, deletes it");
+    let deletes = sim
+        .requests()
+        .records()
+        .into_iter()
+        .filter(|r| r.verb == "delete" && r.resource == "deployments");
+    assert_eq!(
+        deletes.count(),
+        0,
+        "garbage collection, not the plugin, deletes it"
+    );
     Ok(())
 }
 
@@ -257,7 +322,10 @@ fn pods_of(sim: &Sim, name: &str, uid: &str) -> Vec<(String, String, bool, Strin
                 .and_then(|env| env.iter().find(|e| e["name"] == "MESSAGE"))
                 .map(|e| e["value"].as_str().unwrap_or("").to_string())
                 .unwrap_or_default();
-            let phase = p.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+            let phase = p
+                .pointer("/status/phase")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let name = p["metadata"]["name"].as_str().unwrap().to_string();
             (name, message, owned, phase.to_string())
         })
@@ -286,7 +354,12 @@ async fn customcluster_keeps_count_pods_running_its_message() -> Result {
     })
     .await;
     let pod = sim.list("pods", Some(NS)).remove(0);
-    assert!(pod["metadata"]["name"].as_str().unwrap().starts_with("trio-"));
+    assert!(
+        pod["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("trio-")
+    );
     assert_eq!(pod["spec"]["containers"][0]["image"], "nginx:latest");
     eventually(WAIT, "status count 3", || {
         cc_status(&sim, "trio") == (json!(3), json!("hello"))
@@ -295,7 +368,10 @@ async fn customcluster_keeps_count_pods_running_its_message() -> Result {
     assert!(pods_of(&sim, "trio", &uid).iter().all(|p| p.3 == "Running"));
 
     // 3 → 1 deletes two.
-    let before: Vec<String> = pods_of(&sim, "trio", &uid).into_iter().map(|p| p.0).collect();
+    let before: Vec<String> = pods_of(&sim, "trio", &uid)
+        .into_iter()
+        .map(|p| p.0)
+        .collect();
     let cursor = sim.requests().cursor();
     patch_spec(&ccs, "trio", json!({"count": 1})).await?;
     eventually(WAIT, "one Pod left and status count 1", || {
@@ -303,7 +379,10 @@ async fn customcluster_keeps_count_pods_running_its_message() -> Result {
     })
     .await;
     let kept = pods_of(&sim, "trio", &uid).remove(0).0;
-    assert!(before.contains(&kept), "the survivor is one of the three, not a new Pod");
+    assert!(
+        before.contains(&kept),
+        "the survivor is one of the three, not a new Pod"
+    );
     let deletes: Vec<_> = sim
         .requests()
         .since(cursor)
@@ -312,7 +391,10 @@ async fn customcluster_keeps_count_pods_running_its_message() -> Result {
         .filter_map(|r| r.name)
         .collect();
     assert_eq!(deletes.len(), 2, "{deletes:?}");
-    assert!(deletes.iter().all(|d| before.contains(d) && *d != kept), "{deletes:?}");
+    assert!(
+        deletes.iter().all(|d| before.contains(d) && *d != kept),
+        "{deletes:?}"
+    );
 
     // A new message replaces the Pods.
     patch_spec(&ccs, "trio", json!({"count": 2, "message": "bonjour"})).await?;
@@ -427,13 +509,20 @@ fn eval(plugin_name: &str, object: &str, cache: &str) -> Vec<Value> {
 }
 
 fn kinds(actions: &[Value]) -> Vec<&str> {
-    actions.iter().map(|a| a["action"].as_str().unwrap()).collect()
+    actions
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect()
 }
 
 #[test]
 fn eval_sample_controller_creates_the_missing_deployment() {
     let actions = eval("sample-controller", "foo.yaml", "foo-new");
-    assert_eq!(kinds(&actions), ["create", "patch", "event"], "{actions:#?}");
+    assert_eq!(
+        kinds(&actions),
+        ["create", "patch", "event"],
+        "{actions:#?}"
+    );
     let manifest = &actions[0]["manifest"];
     assert_eq!(manifest["kind"], "Deployment");
     assert_eq!(manifest["metadata"]["name"], "example-web");
@@ -444,7 +533,10 @@ fn eval_sample_controller_creates_the_missing_deployment() {
     );
     // Nothing named example-web exists yet: 0 available.
     assert_eq!(actions[1]["subresource"], "status");
-    assert_eq!(actions[1]["body"], json!({"status": {"availableReplicas": 0}}));
+    assert_eq!(
+        actions[1]["body"],
+        json!({"status": {"availableReplicas": 0}})
+    );
     assert_eq!(actions[2]["reason"], "Synced");
 }
 
@@ -482,6 +574,9 @@ fn eval_customcluster_replaces_deletes_and_requeues_without_blocking() {
     assert_eq!(actions[1]["target"]["name"], "by-hand");
     assert_eq!(actions[2]["target"]["name"], "duo-old");
     // duo-new runs "bonjour"; duo-pending is not Running yet.
-    assert_eq!(actions[3]["body"], json!({"status": {"count": 1, "message": "bonjour"}}));
+    assert_eq!(
+        actions[3]["body"],
+        json!({"status": {"count": 1, "message": "bonjour"}})
+    );
     assert_eq!(actions[4]["afterMs"], 2000);
 }

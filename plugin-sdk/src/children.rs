@@ -192,11 +192,15 @@ mod tests {
         let mut current = have("a", 2, Some("u-p"));
         let desired = |r| vec![want("a", r)];
         // The current object carries the owner reference the manifest will carry.
-        current["metadata"]["ownerReferences"] = json!([serde_json::to_value(
-            owner_reference(&parent()).unwrap()
+        current["metadata"]["ownerReferences"] =
+            json!([serde_json::to_value(owner_reference(&parent()).unwrap()).unwrap()]);
+        let same = plan(
+            &parent(),
+            &kind(),
+            desired(2),
+            std::slice::from_ref(&current),
         )
-        .unwrap()]);
-        let same = plan(&parent(), &kind(), desired(2), std::slice::from_ref(&current)).unwrap();
+        .unwrap();
         assert!(same.is_converged(), "{same:?}");
         let changed = plan(&parent(), &kind(), desired(3), &[current]).unwrap();
         assert_eq!(changed.apply.len(), 1);
@@ -249,7 +253,10 @@ mod tests {
         let current = json!({"a": 1, "b": {"c": [{"x": 1, "y": 2}], "d": true}});
         assert!(contains(&current, &json!({"b": {"c": [{"x": 1}]}})));
         assert!(!contains(&current, &json!({"b": {"c": [{"x": 2}]}})));
-        assert!(!contains(&current, &json!({"b": {"c": [{"x": 1}, {"x": 1}]}})));
+        assert!(!contains(
+            &current,
+            &json!({"b": {"c": [{"x": 1}, {"x": 1}]}})
+        ));
         assert!(!contains(&current, &json!({"e": null})));
     }
 }

@@ -87,16 +87,31 @@ mod tests {
         let t0 = at("2026-01-01T00:00:00Z");
         let t1 = at("2026-01-01T00:01:00Z");
         let t2 = at("2026-01-01T00:02:00Z");
-        assert!(set_condition(&mut cs, condition("Ready", false, "Waiting", "0/3", Some(1), t0)));
+        assert!(set_condition(
+            &mut cs,
+            condition("Ready", false, "Waiting", "0/3", Some(1), t0)
+        ));
         // Same status, new message and generation: updated in place, time kept.
-        assert!(set_condition(&mut cs, condition("Ready", false, "Waiting", "2/3", Some(2), t1)));
+        assert!(set_condition(
+            &mut cs,
+            condition("Ready", false, "Waiting", "2/3", Some(2), t1)
+        ));
         assert_eq!(cs.len(), 1);
         assert_eq!(cs[0].last_transition_time, Time(t0));
-        assert_eq!((cs[0].message.as_str(), cs[0].observed_generation), ("2/3", Some(2)));
+        assert_eq!(
+            (cs[0].message.as_str(), cs[0].observed_generation),
+            ("2/3", Some(2))
+        );
         // Nothing differs: no change reported (so no status write).
-        assert!(!set_condition(&mut cs, condition("Ready", false, "Waiting", "2/3", Some(2), t2)));
+        assert!(!set_condition(
+            &mut cs,
+            condition("Ready", false, "Waiting", "2/3", Some(2), t2)
+        ));
         // Status flips: the transition time moves.
-        assert!(set_condition(&mut cs, condition("Ready", true, "AllReady", "3/3", Some(2), t2)));
+        assert!(set_condition(
+            &mut cs,
+            condition("Ready", true, "AllReady", "3/3", Some(2), t2)
+        ));
         assert_eq!(cs[0].last_transition_time, Time(t2));
         assert!(is_condition_true(&cs, "Ready"));
         assert!(!is_condition_true(&cs, "Degraded"));

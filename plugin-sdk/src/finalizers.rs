@@ -60,7 +60,11 @@ fn write_list<K>(object: &K, list: Vec<String>) -> Action
 where
     K: Resource + Metadata<Ty = ObjectMeta>,
 {
-    let version = object.metadata().resource_version.clone().unwrap_or_default();
+    let version = object
+        .metadata()
+        .resource_version
+        .clone()
+        .unwrap_or_default();
     Action::json_patch(
         &ObjectRef::to(object),
         json!([
@@ -100,18 +104,30 @@ mod tests {
     #[test]
     fn added_once_on_first_sight_guarded_by_the_resource_version() {
         let b = body(add_finalizer(&cm(json!(["other"]), false), F));
-        assert_eq!(b[0], json!({"op": "test", "path": "/metadata/resourceVersion", "value": "42"}));
+        assert_eq!(
+            b[0],
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": "42"})
+        );
         assert_eq!(b[1]["value"], json!(["other", F]));
         assert!(add_finalizer(&cm(json!([F]), false), F).is_none());
-        assert!(add_finalizer(&cm(json!(null), true), F).is_none(), "not while deleting");
-        assert_eq!(body(add_finalizer(&cm(json!(null), false), F))[1]["value"], json!([F]));
+        assert!(
+            add_finalizer(&cm(json!(null), true), F).is_none(),
+            "not while deleting"
+        );
+        assert_eq!(
+            body(add_finalizer(&cm(json!(null), false), F))[1]["value"],
+            json!([F])
+        );
     }
 
     #[test]
     fn removed_keeping_the_others() {
         let obj = cm(json!(["other", F]), true);
         assert!(has_finalizer(&obj, F));
-        assert_eq!(body(remove_finalizer(&obj, F))[1]["value"], json!(["other"]));
+        assert_eq!(
+            body(remove_finalizer(&obj, F))[1]["value"],
+            json!(["other"])
+        );
         assert!(remove_finalizer(&cm(json!(["other"]), true), F).is_none());
     }
 }

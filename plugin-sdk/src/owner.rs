@@ -117,11 +117,20 @@ mod tests {
     #[test]
     fn owner_reference_names_the_parent_as_controller() {
         let r = owner_reference(&parent()).unwrap();
-        assert_eq!((r.api_version.as_str(), r.kind.as_str()), ("v1", "ConfigMap"));
+        assert_eq!(
+            (r.api_version.as_str(), r.kind.as_str()),
+            ("v1", "ConfigMap")
+        );
         assert_eq!((r.name.as_str(), r.uid.as_str()), ("p", "u-p"));
-        assert_eq!((r.controller, r.block_owner_deletion), (Some(true), Some(true)));
+        assert_eq!(
+            (r.controller, r.block_owner_deletion),
+            (Some(true), Some(true))
+        );
         let unsaved = ConfigMap::default();
-        assert!(matches!(owner_reference(&unsaved), Err(Error::Permanent(_))));
+        assert!(matches!(
+            owner_reference(&unsaved),
+            Err(Error::Permanent(_))
+        ));
     }
 
     #[test]
@@ -136,8 +145,14 @@ mod tests {
             child("d", json!(null)),
         ];
         let owned = filter_owned(&parent(), kids);
-        let names: Vec<_> = owned.iter().map(|d| d.metadata.name.clone().unwrap()).collect();
+        let names: Vec<_> = owned
+            .iter()
+            .map(|d| d.metadata.name.clone().unwrap())
+            .collect();
         assert_eq!(names, ["a"]);
-        assert!(!is_controlled_by(&owned[0].metadata, &ObjectMeta::default()));
+        assert!(!is_controlled_by(
+            &owned[0].metadata,
+            &ObjectMeta::default()
+        ));
     }
 }

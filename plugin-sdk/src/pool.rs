@@ -34,10 +34,7 @@ where
     fitting.sort_by(|a, b| {
         let key = |c: &C| {
             let m = c.metadata();
-            (
-                m.creation_timestamp.as_ref().map(|t| t.0),
-                m.name.clone(),
-            )
+            (m.creation_timestamp.as_ref().map(|t| t.0), m.name.clone())
         };
         key(a).cmp(&key(b))
     });
@@ -72,7 +69,9 @@ mod tests {
     }
 
     fn names(pods: &[Pod]) -> Vec<&str> {
-        pods.iter().map(|p| p.metadata.name.as_deref().unwrap()).collect()
+        pods.iter()
+            .map(|p| p.metadata.name.as_deref().unwrap())
+            .collect()
     }
 
     #[test]

@@ -123,8 +123,14 @@ mod tests {
         ready: bool,
     }
 
-    crate::custom_kind!(WidgetSpec, status = WidgetStatus, group = "example.com",
-        version = "v1", kind = "Widget", plural = "widgets");
+    crate::custom_kind!(
+        WidgetSpec,
+        status = WidgetStatus,
+        group = "example.com",
+        version = "v1",
+        kind = "Widget",
+        plural = "widgets"
+    );
 
     type Widget = CustomResource<WidgetSpec>;
 
@@ -139,7 +145,10 @@ mod tests {
         assert_eq!(w.spec.size, 3);
         assert_eq!(w.status, Some(WidgetStatus { ready: true }));
         let k = KindRef::of::<Widget>();
-        assert_eq!((k.api_version.as_str(), k.kind.as_str()), ("example.com/v1", "Widget"));
+        assert_eq!(
+            (k.api_version.as_str(), k.kind.as_str()),
+            ("example.com/v1", "Widget")
+        );
         let r = ObjectRef::to(&w);
         assert_eq!((r.kind.as_str(), r.key()), ("Widget", "ns/w".to_string()));
     }

@@ -45,8 +45,14 @@ mod tests {
         note: Option<String>,
     }
 
-    crate::custom_kind!(GadgetSpec, status = GadgetStatus, group = "example.com",
-        version = "v1", kind = "Gadget", plural = "gadgets");
+    crate::custom_kind!(
+        GadgetSpec,
+        status = GadgetStatus,
+        group = "example.com",
+        version = "v1",
+        kind = "Gadget",
+        plural = "gadgets"
+    );
 
     #[test]
     fn patches_the_status_subresource_only_when_it_differs() {
@@ -54,9 +60,15 @@ mod tests {
             "metadata": {"name": "g", "namespace": "ns"}, "status": {"readyCount": 1}
         }))
         .unwrap();
-        let same = GadgetStatus { ready_count: 1, note: None };
+        let same = GadgetStatus {
+            ready_count: 1,
+            note: None,
+        };
         assert!(g.update_status(same).unwrap().is_none());
-        let next = GadgetStatus { ready_count: 2, note: None };
+        let next = GadgetStatus {
+            ready_count: 2,
+            note: None,
+        };
         let Some(Action::Patch(p)) = g.update_status(next).unwrap() else {
             panic!("expected a patch");
         };

@@ -47,9 +47,10 @@ pub fn needs_update(object: &Value) -> bool {
         return false;
     }
     let status = &object["status"];
-    let ready = status["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+    let ready = status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    });
     let containers = object["spec"]["containers"].as_array().map_or(0, Vec::len);
     status["phase"] != "Running"
         || !ready
@@ -80,6 +81,9 @@ mod tests {
         assert_eq!(settled["status"]["containerStatuses"][1]["ready"], true);
         let mut deleting = pod;
         deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert!(!needs_update(&deleting), "a Pod being deleted is left alone");
+        assert!(
+            !needs_update(&deleting),
+            "a Pod being deleted is left alone"
+        );
     }
 }

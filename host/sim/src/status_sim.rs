@@ -126,10 +126,9 @@ pub async fn run(shared: Arc<Shared>) {
 /// Schedules every stored object whose status lags (at start, and after missed events).
 fn schedule_lagging(shared: &Arc<Shared>, pending: &Pending) {
     for resource in RESOURCES {
-        let (items, _, _) =
-            shared
-                .store
-                .list(resource, None, None, None, |o: &Value| lags(resource, o));
+        let (items, _, _) = shared
+            .store
+            .list(resource, None, None, None, |o: &Value| lags(resource, o));
         for item in items {
             schedule(shared, pending, resource, &item);
         }

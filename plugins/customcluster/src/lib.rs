@@ -44,9 +44,14 @@ pub struct CustomclusterStatus {
     pub message: String,
 }
 
-custom_kind!(CustomclusterSpec, status = CustomclusterStatus,
-    group = "samplecontroller.k8s.io", version = "v1alpha1", kind = "Customcluster",
-    plural = "customclusters");
+custom_kind!(
+    CustomclusterSpec,
+    status = CustomclusterStatus,
+    group = "samplecontroller.k8s.io",
+    version = "v1alpha1",
+    kind = "Customcluster",
+    plural = "customclusters"
+);
 
 /// A Customcluster object.
 pub type Customcluster = CustomResource<CustomclusterSpec>;
@@ -78,26 +83,40 @@ impl Reconciler for CustomclusterController {
             .map_err(|_| Error::permanent(format!("{}: spec.count must be >= 0", req.key())))?;
         let name = cc.metadata.name.clone().unwrap_or_default();
         let selector = format!("controller={name}");
-        let labelled: Vec<Pod> =
-            host::list(&KindRef::of::<Pod>(), cc.metadata.namespace.as_deref(), Some(&selector))?;
+        let labelled: Vec<Pod> = host::list(
+            &KindRef::of::<Pod>(),
+            cc.metadata.namespace.as_deref(),
+            Some(&selector),
+        )?;
         let (owned, foreign): (Vec<Pod>, Vec<Pod>) = labelled
             .into_iter()
             .partition(|p| is_controlled_by(&p.metadata, &cc.metadata));
         let mut actions = Vec::new();
         for pod in foreign.iter().filter(|p| !is_deleting(&p.metadata)) {
             let pod = ObjectRef::to(pod);
-            actions.push(Action::info(format!("deleting Pod {}: labelled {selector} but not owned", pod.name)));
+            actions.push(Action::info(format!(
+                "deleting Pod {}: labelled {selector} but not owned",
+                pod.name
+            )));
             actions.push(Action::delete(&pod));
         }
         let message = cc.spec.message.as_str();
         let plan = pool::plan(owned, count, |p| message_of(p) == Some(message));
-        actions.extend(plan.delete.iter().map(|p| Action::delete(&ObjectRef::to(p))));
+        actions.extend(
+            plan.delete
+                .iter()
+                .map(|p| Action::delete(&ObjectRef::to(p))),
+        );
         let pod = new_pod(&cc, &name)?;
         actions.extend((0..plan.create.min(CREATE_BURST)).map(|_| Action::create(&pod)));
         let running = plan.keep.iter().filter(|p| is_running(p)).count();
         let status = CustomclusterStatus {
             count: i64::try_from(running).unwrap_or(i64::MAX),
-            message: if running > 0 { message.to_string() } else { String::new() },
+            message: if running > 0 {
+                message.to_string()
+            } else {
+                String::new()
+            },
         };
         actions.extend(cc.update_status(status)?);
         if running < count {
@@ -110,7 +129,11 @@ impl Reconciler for CustomclusterController {
 /// The `MESSAGE` a Pod's first container runs with.
 fn message_of(pod: &Pod) -> Option<&str> {
     let container = pod.spec.as_ref()?.containers.first()?;
-    let env = container.env.as_ref()?.iter().find(|e| e.name == "MESSAGE")?;
+    let env = container
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == "MESSAGE")?;
     Some(env.value.as_deref().unwrap_or(""))
 }
 

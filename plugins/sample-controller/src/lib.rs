@@ -44,8 +44,14 @@ pub struct FooStatus {
     pub available_replicas: i32,
 }
 
-custom_kind!(FooSpec, status = FooStatus, group = "samplecontroller.k8s.io",
-    version = "v1alpha1", kind = "Foo", plural = "foos");
+custom_kind!(
+    FooSpec,
+    status = FooStatus,
+    group = "samplecontroller.k8s.io",
+    version = "v1alpha1",
+    kind = "Foo",
+    plural = "foos"
+);
 
 /// A Foo object.
 pub type Foo = CustomResource<FooSpec>;
@@ -86,11 +92,21 @@ impl Reconciler for SampleController {
         {
             existing.push(d.clone());
         }
-        let plan = children::plan(&foo, &kind, vec![new_deployment(&foo, &foo_name)], &existing)?;
+        let plan = children::plan(
+            &foo,
+            &kind,
+            vec![new_deployment(&foo, &foo_name)],
+            &existing,
+        )?;
         if !plan.conflicts.is_empty() {
             let message = format!("Resource {name} already exists and is not managed by Foo");
             return Ok(vec![
-                Action::event(&req.target, EventType::Warning, "ErrResourceExists", message),
+                Action::event(
+                    &req.target,
+                    EventType::Warning,
+                    "ErrResourceExists",
+                    message,
+                ),
                 Action::requeue_after(RECHECK_TAKEN),
             ]);
         }
@@ -99,10 +115,17 @@ impl Reconciler for SampleController {
             .and_then(|d| d.status?.available_replicas)
             .unwrap_or(0);
         let mut actions = plan.actions();
-        actions.extend(foo.update_status(FooStatus { available_replicas: available })?);
+        actions.extend(foo.update_status(FooStatus {
+            available_replicas: available,
+        })?);
         if !actions.is_empty() {
             let synced = "Foo synced successfully";
-            actions.push(Action::event(&req.target, EventType::Normal, "Synced", synced));
+            actions.push(Action::event(
+                &req.target,
+                EventType::Normal,
+                "Synced",
+                synced,
+            ));
         }
         Ok(actions)
     }
