@@ -70,10 +70,10 @@ impl Reconciler for SampleController {
     }
 
     fn reconcile(req: Request) -> Result<Vec<Action>, Error> {
-        let Some(foo) = req.object::<Foo>()? else {
+        let Some(parent) = req.object::<Foo>()? else {
             return Ok(Vec::new()); // its Deployment goes by garbage collection
         };
-        let name = &foo.spec.deployment_name;
+        let name = &parent.spec.deployment_name;
         if name.is_empty() {
             return Err(Error::permanent(format!(
                 "{}: deployment name must be specified",
@@ -81,8 +81,8 @@ impl Reconciler for SampleController {
             )));
         }
         let kind = KindRef::of::<Deployment>();
-        let namespace = foo.metadata.namespace.as_deref();
-        let foo_name = foo.metadata.name.clone().unwrap_or_default();
+        let namespace = parent.metadata.namespace.as_deref();
+        let foo_name = parent.metadata.name.clone().unwrap_or_default();
         // Deployments this Foo may control (by label), and whatever holds the wanted name.
         let mut existing: Vec<Value> =
             host::list(&kind, namespace, Some(&format!("controller={foo_name}")))?;
@@ -93,9 +93,9 @@ impl Reconciler for SampleController {
             existing.push(d.clone());
         }
         let plan = children::plan(
-            &foo,
+            &parent,
             &kind,
-            vec![new_deployment(&foo, &foo_name)],
+            vec![new_deployment(&parent, &foo_name)],
             &existing,
         )?;
         if !plan.conflicts.is_empty() {
@@ -115,7 +115,7 @@ impl Reconciler for SampleController {
             .and_then(|d| d.status?.available_replicas)
             .unwrap_or(0);
         let mut actions = plan.actions();
-        actions.extend(foo.update_status(FooStatus {
+        actions.extend(parent.update_status(FooStatus {
             available_replicas: available,
         })?);
         if !actions.is_empty() {
@@ -132,17 +132,17 @@ impl Reconciler for SampleController {
 }
 
 /// The Deployment a Foo wants: `nginx:latest`, labelled `app: nginx, controller: <foo>`.
-fn new_deployment(foo: &Foo, foo_name: &str) -> Value {
+fn new_deployment(parent: &Foo, foo_name: &str) -> Value {
     let labels = json!({"app": "nginx", "controller": foo_name});
     let mut spec = json!({
         "selector": {"matchLabels": labels},
         "template": {"metadata": {"labels": labels},
             "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}},
     });
-    if let Some(replicas) = foo.spec.replicas {
+    if let Some(replicas) = parent.spec.replicas {
         spec["replicas"] = json!(replicas);
     }
-    json!({"metadata": {"name": foo.spec.deployment_name, "labels": labels}, "spec": spec})
+    json!({"metadata": {"name": parent.spec.deployment_name, "labels": labels}, "spec": spec})
 }
 
 kubeplug_sdk::export!(SampleController);
