@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
 
-const NS: &str = "demo";
+const NS: &str = "crd-demo";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn repo(path: &str) -> PathBuf {
@@ -421,7 +421,7 @@ async fn a_labelled_pod_the_customcluster_does_not_own_is_deleted() -> Result {
         .unwrap();
     eventually(WAIT, "status count 1", || cc_status(&sim, "solo").0 == 1).await;
     sim.apply_yaml(
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: manual, namespace: demo, labels: {controller: solo}}\n\
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: manual, namespace: crd-demo, labels: {controller: solo}}\n\
          spec: {containers: [{name: app, image: nginx:latest}]}\n",
     )?;
     eventually(WAIT, "the manual Pod deleted", || {
@@ -441,7 +441,7 @@ async fn without_delete_on_pods_the_deletion_is_denied_and_audited() -> Result {
     let policy = policy_from_spec(
         "customcluster",
         "mode: enforce
-namespaces: {names: [demo]}
+namespaces: {names: [crd-demo]}
 rules:
   - apiVersion: samplecontroller.k8s.io/v1alpha1
     kind: Customcluster
@@ -452,7 +452,7 @@ rules:
     fields: [/metadata/generateName, /metadata/labels, /metadata/ownerReferences, /spec/containers/*/name, /spec/containers/*/image, /spec/containers/*/command, /spec/containers/*/env]",
     );
     sim.apply_yaml(
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: manual, namespace: demo, labels: {controller: guarded}}\n\
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: manual, namespace: crd-demo, labels: {controller: guarded}}\n\
          spec: {containers: [{name: app, image: nginx:latest}]}\n",
     )?;
     let (_controller, mut audit) = start(&sim, "customcluster", policy).await?;

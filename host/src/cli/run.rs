@@ -112,13 +112,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("  kubectl --kubeconfig {kc} get deployments -A");
         eprintln!("  kubectl --kubeconfig {kc} -n demo scale deploy web --replicas=3");
         eprintln!("  kubectl --kubeconfig {kc} -n demo set image deploy/web app=alpine");
-        eprintln!("  kubectl --kubeconfig {kc} -n demo get foos,deployments");
+        eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get foos,deployments");
         eprintln!(
-            "  kubectl --kubeconfig {kc} -n demo patch foo example-foo --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'"
+            "  kubectl --kubeconfig {kc} -n crd-demo patch foo example-foo --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'"
         );
-        eprintln!("  kubectl --kubeconfig {kc} -n demo get customclusters,pods");
+        eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get customclusters,pods");
         eprintln!(
-            "  kubectl --kubeconfig {kc} -n demo patch customcluster example-cluster --type merge -p '{{\"spec\":{{\"count\":1,\"message\":\"bonjour\"}}}}'"
+            "  kubectl --kubeconfig {kc} -n crd-demo patch customcluster example-cluster --type merge -p '{{\"spec\":{{\"count\":1,\"message\":\"bonjour\"}}}}'"
         );
         (sim.client()?, Some(sim))
     } else {
