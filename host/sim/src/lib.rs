@@ -160,7 +160,7 @@ impl SimBuilder {
         self
     }
 
-    /// Delay before a Deployment's status reaches its spec (default 200 ms).
+    /// Delay before a Deployment's status reaches its spec and a Pod runs (default 200 ms).
     pub fn status_delay(mut self, delay: Duration) -> Self {
         self.status_delay = delay;
         self
