@@ -200,7 +200,7 @@ async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it() -> R
     eventually(WAIT, "status.availableReplicas = 4", || available() == 4).await;
 
     // Converged: no further writes once the status is in.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let settled = writes_by(&sim, "kubeplug/sample-controller");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
@@ -579,4 +579,21 @@ fn eval_customcluster_replaces_deletes_and_requeues_without_blocking() {
         json!({"status": {"count": 1, "message": "bonjour"}})
     );
     assert_eq!(actions[4]["afterMs"], 2000);
+}
+
+#[test]
+fn eval_sample_controller_deletes_the_deployment_of_an_earlier_name() {
+    let actions = eval("sample-controller", "foo.yaml", "foo-renamed");
+    assert_eq!(
+        kinds(&actions),
+        ["create", "delete", "patch", "event"],
+        "{actions:#?}"
+    );
+    assert_eq!(actions[0]["manifest"]["metadata"]["name"], "example-web");
+    assert_eq!(actions[1]["target"]["name"], "old-web");
+    // example-web does not exist yet: nothing available.
+    assert_eq!(
+        actions[2]["body"],
+        json!({"status": {"availableReplicas": 0}})
+    );
 }
