@@ -597,3 +597,33 @@ fn eval_sample_controller_deletes_the_deployment_of_an_earlier_name() {
         json!({"status": {"availableReplicas": 0}})
     );
 }
+
+/// `kubeplug run --embedded` (what `make demo` runs) serves both CRDs and their example
+/// objects: both plugins start under their sample policies and print no error.
+#[test]
+fn the_embedded_demo_serves_the_crds_and_runs_both_plugins() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["sample-controller", "customcluster"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    let policies = repo("host/samples/policies");
+    let mut host = common::host_process::HostProcess::start(
+        dir.path(),
+        &["--policies", policies.to_str().unwrap()],
+    );
+    assert!(
+        host.saw_within("running; stop with Ctrl-C", Duration::from_secs(60)),
+        "{}",
+        host.seen
+    );
+    let seen = host.stop();
+    for name in ["sample-controller", "customcluster"] {
+        assert!(
+            seen.lines()
+                .any(|l| l.contains("plugin started") && l.contains(&format!("plugin=\"{name}\""))),
+            "{name} did not start:\n{seen}"
+        );
+    }
+    assert!(seen.contains("-n crd-demo patch foo example-foo"), "{seen}");
+    assert!(!seen.contains("ERROR"), "{seen}");
+}
