@@ -34,8 +34,6 @@ pub fn settled_status(object: &Value) -> Value {
         "phase": "Running",
         "conditions": conditions,
         "containerStatuses": containers,
-        "hostIP": "10.0.0.1",
-        "podIP": "10.244.0.10",
         "qosClass": "BestEffort",
         "startTime": since,
     })

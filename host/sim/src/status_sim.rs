@@ -31,12 +31,17 @@ fn lags(resource: &str, object: &Value) -> bool {
     }
 }
 
-/// The settled status of an object of `resource` and the manager that writes it.
-fn settle(resource: &str, object: &Value) -> (Value, &'static str) {
+/// The settled status of an object of `resource`.
+fn settle(resource: &str, object: &Value) -> Value {
     match resource {
-        PODS => (pod_status::settled_status(object), KUBELET),
-        _ => (settled_status(object), MANAGER),
+        PODS => pod_status::settled_status(object),
+        _ => settled_status(object),
     }
+}
+
+/// The field manager that writes the status of `resource`.
+fn manager(resource: &str) -> &'static str {
+    if resource == PODS { KUBELET } else { MANAGER }
 }
 
 /// The status a settled Deployment reports.
@@ -162,12 +167,11 @@ fn schedule(shared: &Arc<Shared>, pending: &Pending, resource: &'static str, obj
             return;
         };
         let (_, (ns, name)) = &key;
-        let manager = settle(resource, &Value::Null).1;
-        let result = shared.modify_part(&kind, ns, name, manager, Sub::Status, |o| {
+        let result = shared.modify_part(&kind, ns, name, manager(resource), Sub::Status, |o| {
             if !lags(resource, o) {
                 return false;
             }
-            o["status"] = settle(resource, o).0;
+            o["status"] = settle(resource, o);
             true
         });
         if let Err(err) = result
