@@ -51,6 +51,13 @@
 //!
 //! Objects arrive as JSON: [`Request::object`] parses them into k8s-openapi types (or any
 //! serde type, for custom kinds), [`Request::object_json`] gives the raw text.
+//!
+//! For controllers of custom resources that own children: [`CustomResource`] and
+//! [`custom_kind!`] type a custom kind from a spec/status pair; [`owner`] builds owner
+//! references and finds owned children in the host's cache; [`children::plan`] turns the
+//! children a parent wants into creates, server-side applies and deletes (only of children
+//! it controls); [`pool::plan`] does the same for interchangeable children with generated
+//! names; [`status_patch`], [`conditions`] and [`finalizers`] cover status and cleanup.
 
 mod action;
 pub mod children;
