@@ -878,6 +878,60 @@ async fn scale_subresource() -> Result {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_become_running_and_ready_after_the_status_delay() -> Result {
+    let sim = Sim::builder()
+        .status_delay(Duration::from_millis(500))
+        .start()
+        .await?;
+    let api: Api<Pod> = Api::default_namespaced(sim.client()?);
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "a", "image": "nginx"}, {"name": "b", "image": "busybox"}]}}))?;
+    api.create(&PostParams::default(), &pod).await?;
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+    assert_ne!(
+        phase(&api.get("p").await?).as_deref(),
+        Some("Running"),
+        "not before the delay"
+    );
+    let status = eventually("Pod running", || async {
+        let p = api.get("p").await.ok()?;
+        (phase(&p).as_deref() == Some("Running")).then_some(p.status?)
+    })
+    .await?;
+    let conditions = status.conditions.unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+    let containers = status.container_statuses.unwrap_or_default();
+    assert_eq!(containers.len(), 2);
+    assert!(
+        containers
+            .iter()
+            .all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some()))
+    );
+    // The simulated kubelet writes through the status subresource under its own manager.
+    let stored = sim.get("pods", None, "p").unwrap();
+    let managers: Vec<_> = stored["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["manager"].as_str().unwrap_or("").to_string(),
+                m["subresource"].clone(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&("kubelet".to_string(), json!("status"))),
+        "{managers:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployment_status_reaches_readiness() -> Result {
     let sim = Sim::builder()
         .status_delay(Duration::from_millis(1000))

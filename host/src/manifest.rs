@@ -148,6 +148,62 @@ mod deploy_manifests {
         for verb in ["watch", "patch", "create"] {
             assert!(rules.contains(verb), "ClusterRole lacks {verb}: {rules}");
         }
+        // One ClusterRole per custom-resource plugin, granting the API verbs its sample
+        // policy's rules need on each kind (patch-status is `patch` on `<plural>/status`).
+        let role_of = |name: &str| {
+            rbac.iter()
+                .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("no ClusterRole {name}"))["rules"]
+                .as_array()
+                .unwrap()
+                .clone()
+        };
+        let grants = |rules: &[serde_json::Value], resource: &str, verb: &str| {
+            rules.iter().any(|r| {
+                r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == resource)
+                    && r["verbs"].as_array().unwrap().iter().any(|v| v == verb)
+            })
+        };
+        let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+        for (plugin, kinds) in [
+            (
+                "sample-controller",
+                [("Foo", "foos"), ("Deployment", "deployments")],
+            ),
+            (
+                "customcluster",
+                [("Customcluster", "customclusters"), ("Pod", "pods")],
+            ),
+        ] {
+            let rules = role_of(&format!("kubeplug-{plugin}"));
+            let policy = read_file(&samples.join(format!("{plugin}.policy.yaml"))).unwrap();
+            for (kind, plural) in kinds {
+                for verb in ["get", "list", "watch"] {
+                    assert!(grants(&rules, plural, verb), "{plugin}: {verb} {plural}");
+                }
+                let rule = policy[0]["spec"]["rules"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["kind"] == kind)
+                    .unwrap();
+                for verb in rule["verbs"].as_array().unwrap() {
+                    let (resource, api_verb) = match verb.as_str().unwrap() {
+                        "patch-status" => (format!("{plural}/status"), "patch"),
+                        "event" => continue, // the shared kubeplug role creates Events
+                        v => (plural.to_string(), v),
+                    };
+                    assert!(
+                        grants(&rules, &resource, api_verb),
+                        "{plugin}: {api_verb} {resource}"
+                    );
+                }
+            }
+        }
         let deploy = read_file(&dir.join("deployment.yaml")).unwrap();
         assert_eq!(
             deploy[0]["spec"]["template"]["spec"]["serviceAccountName"],

@@ -51,12 +51,26 @@
 //!
 //! Objects arrive as JSON: [`Request::object`] parses them into k8s-openapi types (or any
 //! serde type, for custom kinds), [`Request::object_json`] gives the raw text.
+//!
+//! For controllers of custom resources that own children: [`CustomResource`] and
+//! [`custom_kind!`] type a custom kind from a spec/status pair; [`owner`] builds owner
+//! references and finds owned children in the host's cache; [`children::plan`] turns the
+//! children a parent wants into creates, server-side applies and deletes (only of children
+//! it controls); [`pool::plan`] does the same for interchangeable children with generated
+//! names; [`status_patch`], [`conditions`] and [`finalizers`] cover status and cleanup.
 
 mod action;
+pub mod children;
+pub mod conditions;
 mod error;
+pub mod finalizers;
 pub mod host;
 mod metadata;
+pub mod owner;
+pub mod pool;
 mod request;
+mod resource;
+mod status;
 
 /// Bindings generated from the contract in `wit/`. Most plugins need only the re-exports at
 /// the crate root.
@@ -77,6 +91,8 @@ pub use bindings::kubeplug::plugin::types::{
     Request,
 };
 pub use error::Error;
+pub use resource::{CustomKind, CustomResource};
+pub use status::status_patch;
 
 /// The contract version this SDK builds plugins for.
 pub const CONTRACT_VERSION: &str = "0.1.0";

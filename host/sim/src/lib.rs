@@ -40,6 +40,7 @@ mod list;
 pub mod load;
 mod objects;
 pub mod patch;
+mod pod_status;
 mod protobuf;
 pub mod request_log;
 mod scale;
@@ -159,7 +160,7 @@ impl SimBuilder {
         self
     }
 
-    /// Delay before a Deployment's status reaches its spec (default 200 ms).
+    /// Delay before a Deployment's status reaches its spec and a Pod runs (default 200 ms).
     pub fn status_delay(mut self, delay: Duration) -> Self {
         self.status_delay = delay;
         self

@@ -1,6 +1,7 @@
-//! Deployment status simulation, standing in for the deployment controller and kubelets:
-//! after a configurable delay, `status` reports `observedGeneration = generation`, all replica
-//! counts equal to `spec.replicas`, and conditions Available and Progressing true.
+//! Status simulation, standing in for the deployment controller, the scheduler and kubelets:
+//! after a configurable delay, a Deployment's `status` reports `observedGeneration =
+//! generation`, all replica counts equal to `spec.replicas`, and conditions Available and
+//! Progressing true; a Pod's reports `Running` and `Ready` (see [`super::pod_status`]).
 
 use super::objects::Sub;
 use super::patch::fields::now;
@@ -10,8 +11,38 @@ use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-const RESOURCE: &str = "deployments.apps";
+use super::pod_status;
+
+const DEPLOYMENTS: &str = "deployments.apps";
+const PODS: &str = "pods";
 const MANAGER: &str = "kube-controller-manager";
+/// The field manager of the simulated kubelet's Pod status writes.
+const KUBELET: &str = "kubelet";
+
+/// The resources whose status is simulated.
+const RESOURCES: [&str; 2] = [DEPLOYMENTS, PODS];
+
+/// Whether an object of `resource` has a status to settle.
+fn lags(resource: &str, object: &Value) -> bool {
+    match resource {
+        DEPLOYMENTS => needs_update(object),
+        PODS => pod_status::needs_update(object),
+        _ => false,
+    }
+}
+
+/// The settled status of an object of `resource`.
+fn settle(resource: &str, object: &Value) -> Value {
+    match resource {
+        PODS => pod_status::settled_status(object),
+        _ => settled_status(object),
+    }
+}
+
+/// The field manager that writes the status of `resource`.
+fn manager(resource: &str) -> &'static str {
+    if resource == PODS { KUBELET } else { MANAGER }
+}
 
 /// The status a settled Deployment reports.
 fn settled_status(object: &Value) -> Value {
@@ -70,35 +101,47 @@ fn needs_update(object: &Value) -> bool {
         || status["conditions"].as_array().is_none_or(|c| c.len() != 2)
 }
 
-/// Runs until the store closes: watches Deployments and settles their status after the delay.
+/// Objects waiting for their delay, by resource and key.
+type Pending = Arc<Mutex<HashSet<(&'static str, (String, String))>>>;
+
+/// Runs until the store closes: watches Deployments and Pods and settles their status after
+/// the delay.
 pub async fn run(shared: Arc<Shared>) {
     let mut events = shared.store.subscribe();
-    let pending: Arc<Mutex<HashSet<(String, String)>>> = Arc::default();
-    let (items, _, _) = shared.store.list(RESOURCE, None, None, None, needs_update);
-    for item in items {
-        schedule(&shared, &pending, &item);
-    }
+    let pending: Pending = Arc::default();
+    schedule_lagging(&shared, &pending);
     loop {
         match events.recv().await {
-            Ok(event) if &*event.resource == RESOURCE && event.event_type != EventType::Deleted => {
-                if needs_update(&event.object) {
-                    schedule(&shared, &pending, &event.object);
+            Ok(event) if event.event_type != EventType::Deleted => {
+                if let Some(resource) = RESOURCES.into_iter().find(|r| *r == &*event.resource)
+                    && lags(resource, &event.object)
+                {
+                    schedule(&shared, &pending, resource, &event.object);
                 }
             }
             Ok(_) => {}
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                let (items, _, _) = shared.store.list(RESOURCE, None, None, None, needs_update);
-                for item in items {
-                    schedule(&shared, &pending, &item);
-                }
+                schedule_lagging(&shared, &pending);
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }
 }
 
-fn schedule(shared: &Arc<Shared>, pending: &Arc<Mutex<HashSet<(String, String)>>>, object: &Value) {
-    let key = super::store::key_of(object);
+/// Schedules every stored object whose status lags (at start, and after missed events).
+fn schedule_lagging(shared: &Arc<Shared>, pending: &Pending) {
+    for resource in RESOURCES {
+        let (items, _, _) = shared
+            .store
+            .list(resource, None, None, None, |o: &Value| lags(resource, o));
+        for item in items {
+            schedule(shared, pending, resource, &item);
+        }
+    }
+}
+
+fn schedule(shared: &Arc<Shared>, pending: &Pending, resource: &'static str, object: &Value) {
+    let key = (resource, super::store::key_of(object));
     if !pending
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -120,20 +163,21 @@ fn schedule(shared: &Arc<Shared>, pending: &Arc<Mutex<HashSet<(String, String)>>
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        let Ok(kind) = shared.kind("deployments.apps") else {
+        let Ok(kind) = shared.kind(resource) else {
             return;
         };
-        let result = shared.modify_part(&kind, &key.0, &key.1, MANAGER, Sub::Status, |o| {
-            if !needs_update(o) {
+        let (_, (ns, name)) = &key;
+        let result = shared.modify_part(&kind, ns, name, manager(resource), Sub::Status, |o| {
+            if !lags(resource, o) {
                 return false;
             }
-            o["status"] = settled_status(o);
+            o["status"] = settle(resource, o);
             true
         });
         if let Err(err) = result
             && err.code != 404
         {
-            tracing::warn!(namespace = %key.0, name = %key.1, %err, "could not update simulated Deployment status");
+            tracing::warn!(resource, namespace = %ns, name = %name, %err, "could not update simulated status");
         }
     });
 }

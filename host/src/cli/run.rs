@@ -82,13 +82,24 @@ pub struct RunArgs {
 /// Sample objects the embedded API server starts with: Deployments the reference plugins act on.
 pub const SAMPLE_MANIFESTS: &str = include_str!("../../samples/demo.yaml");
 
+/// The custom resources of the reference plugins for the embedded API server: the CRDs of
+/// `Foo` (sample-controller) and `Customcluster` (customcluster) and an example object of each.
+pub const SAMPLE_CUSTOM_RESOURCES: [&str; 4] = [
+    include_str!("../../../plugins/sample-controller/crd.yaml"),
+    include_str!("../../../plugins/sample-controller/example.yaml"),
+    include_str!("../../../plugins/customcluster/crd.yaml"),
+    include_str!("../../../plugins/customcluster/example.yaml"),
+];
+
 /// Starts a [`Host`] and runs it until SIGINT or SIGTERM, then drains and exits 0. Plugins come and go
 /// with the files in the plugins directory (unless `--watch=false`); SIGHUP rescans.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = super::run_settings::host_config(&args)?;
     let mut signals = ShutdownSignals::install()?;
     let (client, _sim) = if args.embedded {
-        let sim = kubeplug_sim::Sim::builder()
+        let sim = SAMPLE_CUSTOM_RESOURCES
+            .iter()
+            .fold(kubeplug_sim::Sim::builder(), |b, m| b.manifest(*m))
             .port(args.embedded_port)
             .auto_create_namespaces(true)
             .manifest(SAMPLE_MANIFESTS)
@@ -101,6 +112,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("  kubectl --kubeconfig {kc} get deployments -A");
         eprintln!("  kubectl --kubeconfig {kc} -n demo scale deploy web --replicas=3");
         eprintln!("  kubectl --kubeconfig {kc} -n demo set image deploy/web app=alpine");
+        eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get foos,deployments");
+        eprintln!(
+            "  kubectl --kubeconfig {kc} -n crd-demo patch foo example-foo --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'"
+        );
+        eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get customclusters,pods");
+        eprintln!(
+            "  kubectl --kubeconfig {kc} -n crd-demo patch customcluster example-cluster --type merge -p '{{\"spec\":{{\"count\":1,\"message\":\"bonjour\"}}}}'"
+        );
         (sim.client()?, Some(sim))
     } else {
         (connect(&args.cluster).await?, None)

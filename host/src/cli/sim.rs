@@ -26,7 +26,7 @@ pub struct SimArgs {
         default_value = "kubeplug-sim.kubeconfig"
     )]
     pub kubeconfig_out: PathBuf,
-    /// Milliseconds before a Deployment's status reaches its spec.
+    /// Milliseconds before a Deployment's status reaches its spec and a Pod runs.
     #[arg(long, env = "KUBEPLUG_SIM_STATUS_DELAY", default_value_t = 200)]
     pub status_delay: u64,
     /// Events kept for watch replay; older resourceVersions get 410 Gone.
