@@ -1105,6 +1105,7 @@ async fn one_host_wires_every_part_to_one_registry_and_one_audit_sink() -> Resul
         watch: true,
         debounce: Duration::from_millis(50),
         listen: Some("127.0.0.1:0".parse()?),
+        access: kubeplug::server::Access::default(),
         compile_cache: None,
         controller: fast_config(),
         shutdown_timeout: Duration::from_secs(10),

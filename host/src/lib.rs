@@ -29,5 +29,6 @@ pub mod queue;
 pub mod reload;
 mod router;
 pub mod server;
+pub mod stream;
 pub mod telemetry;
 mod worker;

@@ -37,18 +37,42 @@ pub fn plugin_log(plugin: &str, key: &str, level: LogLevel, message: &str) {
 /// Installs the global subscriber: human-readable lines on stderr, filtered by
 /// `KUBEPLUG_LOG` (default `info`), or JSON lines when `json` is set. Colours only on a
 /// terminal (and not with `NO_COLOR`), so logs piped to files or collectors stay plain text.
+/// Beside it, whatever the log filter, the events about plugins feed the live stream
+/// ([`crate::stream`]).
 pub fn init(json: bool) {
     use std::io::IsTerminal;
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("KUBEPLUG_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour)
-        .with_writer(std::io::stderr);
+    // Only the modules that report on plugins: their debug events (audits of executed
+    // actions, per-reconcile successes) are for the stream, not the log.
+    let streamed = [
+        "kubeplug::plugin",
+        "kubeplug::policy",
+        "kubeplug::actions",
+        "kubeplug::worker",
+        "kubeplug::controller",
+        "kubeplug::reload",
+    ]
+    .into_iter()
+    .fold(Targets::new(), |t, target| {
+        t.with_target(target, LevelFilter::DEBUG)
+    });
+    let stream =
+        crate::stream::StreamLayer::new(crate::stream::global().clone()).with_filter(streamed);
+    let registry = tracing_subscriber::registry().with(stream);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let _ = if json {
-        builder.json().try_init()
+        registry
+            .with(fmt.json().with_ansi(false).with_filter(filter))
+            .try_init()
     } else {
-        builder.try_init()
+        registry
+            .with(fmt.with_ansi(colour).with_filter(filter))
+            .try_init()
     };
 }

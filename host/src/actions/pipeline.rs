@@ -196,6 +196,26 @@ impl Pipeline {
                     _ => self.write(&call, action, &scopes, &mut outcome).await,
                 },
             };
+            if let (
+                Action::Event {
+                    regarding,
+                    event_type,
+                    reason,
+                    message,
+                    ..
+                },
+                Decision::Executed,
+            ) = (action, &decision)
+            {
+                report_event(
+                    call.plugin,
+                    call.key,
+                    regarding,
+                    *event_type,
+                    reason,
+                    message,
+                );
+            }
             self.audit
                 .record(AuditRecord::new(call.identity, call.key, action, decision));
         }
@@ -302,3 +322,20 @@ fn source_text(failure: &CallFailure) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Logs an Event a plugin emitted (and so streams it, as type `event`). Reason and note
+/// were validated and capped with the action; the note is escaped again for the log.
+fn report_event(
+    plugin: &str,
+    key: &str,
+    regarding: &crate::contract::ObjectRef,
+    event_type: crate::contract::EventType,
+    reason: &str,
+    message: &str,
+) {
+    let note = shown(message);
+    let regarding = regarding.to_string();
+    let regarding = shown(&regarding);
+    let event_type = format!("{event_type:?}");
+    tracing::info!(record = "event", plugin, key, event_type, reason = %shown(reason), %regarding, "{note}");
+}

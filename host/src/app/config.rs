@@ -19,8 +19,10 @@ pub struct HostConfig {
     pub watch: bool,
     /// Quiet time after a file event before rescanning.
     pub debounce: Duration,
-    /// Serve `/metrics`, `/healthz`, `/readyz` and `/plugins` here.
+    /// Serve `/metrics`, `/healthz`, `/readyz`, `/plugins` and the live stream here.
     pub listen: Option<SocketAddr>,
+    /// Token and origin rules of the status server.
+    pub access: crate::server::Access,
     /// Where precompiled plugins are cached (`None`: no cache).
     pub compile_cache: Option<PathBuf>,
     /// How the controller runs plugins; its audit sink and metrics registry are the whole

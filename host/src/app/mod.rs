@@ -66,14 +66,18 @@ impl Host {
         };
         let server = match config.listen {
             Some(addr) => {
+                let hub = crate::stream::global().clone();
+                metrics.register(|r| hub.register(r));
                 let state = ServerState {
                     controller: controller.clone(),
                     reloader: reloader.clone(),
+                    access: config.access.clone(),
+                    hub,
                 };
                 let server = Server::start(addr, state)
                     .await
                     .with_context(|| format!("cannot listen on {addr}"))?;
-                tracing::info!(addr = %server.addr(), "serving /metrics, /healthz, /readyz, /plugins");
+                tracing::info!(addr = %server.addr(), token = config.access.has_token(), "serving /metrics, /healthz, /readyz, /plugins and the live stream at /api/wds/logs");
                 Some(server)
             }
             None => None,

@@ -23,9 +23,18 @@ pub struct RunArgs {
     /// Follow changes of the plugins and policies (hot reload); SIGHUP rescans either way.
     #[arg(long, env = "KUBEPLUG_WATCH", default_value_t = true, action = clap::ArgAction::Set)]
     pub watch: bool,
-    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 0.0.0.0:8080).
+    /// Serve /metrics, /healthz, /readyz, /plugins and the live stream /api/wds/logs on this
+    /// address (e.g. 0.0.0.0:8080).
     #[arg(long, env = "KUBEPLUG_LISTEN")]
     pub listen: Option<std::net::SocketAddr>,
+    /// A file holding the bearer token that /plugins and the live stream require
+    /// (/healthz, /readyz and /metrics stay open).
+    #[arg(long, env = "KUBEPLUG_LISTEN_TOKEN_FILE")]
+    pub listen_token_file: Option<PathBuf>,
+    /// An origin (https://dash.example.com) whose pages may open the live stream's
+    /// WebSocket, besides the server's own; repeatable.
+    #[arg(long, env = "KUBEPLUG_ALLOW_ORIGIN", value_delimiter = ',')]
+    pub allow_origin: Vec<String>,
     /// With --watch: quiet time after a file event before rescanning, in milliseconds.
     #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", default_value_t = 50)]
     pub debounce_ms: u64,

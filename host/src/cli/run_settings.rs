@@ -25,6 +25,14 @@ pub enum SettingsError {
     /// The retry rate limiter refused the settings.
     #[error("--qps/--burst: {0}")]
     RateLimit(#[source] ConfigError),
+    /// The status server's token file cannot be used.
+    #[error("--listen-token-file: {0}")]
+    Token(#[source] crate::server::AccessError),
+    /// An `--allow-origin` value is not an origin.
+    #[error(
+        "--allow-origin {0:?}: must be an origin such as https://dash.example.com (scheme, host, optional port; no path)"
+    )]
+    Origin(String),
 }
 
 /// The largest linear memory a wasm32 guest can address.
@@ -122,6 +130,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         watch: args.watch,
         debounce: Duration::from_millis(debounce_ms),
         listen: args.listen,
+        access: access(args)?,
         compile_cache: args
             .compile_cache
             .clone()
@@ -129,6 +138,31 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         controller,
         shutdown_timeout: Duration::from_secs(shutdown_s),
     })
+}
+
+/// The status server's token and allowed origins, checked.
+fn access(args: &RunArgs) -> Result<crate::server::Access, SettingsError> {
+    let token = match &args.listen_token_file {
+        Some(file) => Some(crate::server::Access::read_token(file).map_err(SettingsError::Token)?),
+        None => None,
+    };
+    for origin in &args.allow_origin {
+        let rest = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .map(|r| r.trim_end_matches('/'));
+        let valid = rest.is_some_and(|r| {
+            !r.is_empty()
+                && r.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+        });
+        if !valid {
+            return Err(SettingsError::Origin(
+                crate::contract::text::shown_max(origin, 128).to_string(),
+            ));
+        }
+    }
+    Ok(crate::server::Access::new(token, args.allow_origin.clone()))
 }
 
 /// The name this host reports itself as in Events: `$HOSTNAME` (a pod's name), else

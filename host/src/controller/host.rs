@@ -166,7 +166,7 @@ impl Controller {
         }
         let version = self.build(&instance, Some(&old)).await?;
         unit.swap(version);
-        tracing::info!(plugin = %instance.name, declared = %shown(&meta.name), from = %old.identity.version, to = %meta.version, digest = %instance.plugin.digest(), policy = policy_source(&instance), "plugin updated");
+        tracing::info!(record = "reload", result = "updated", plugin = %instance.name, declared = %shown(&meta.name), from = %old.identity.version, to = %meta.version, digest = %instance.plugin.digest(), policy = policy_source(&instance), "plugin updated");
         let enqueue = tokio::spawn({
             let unit = unit.clone();
             async move { unit.enqueue_all(Reason::Resync).await }
@@ -238,7 +238,7 @@ impl Controller {
             },
         );
         let meta = instance.plugin.metadata();
-        tracing::info!(plugin = name, declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(&instance), "plugin started");
+        tracing::info!(record = "reload", result = "started", plugin = name, declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(&instance), "plugin started");
         Ok(())
     }
 
@@ -264,7 +264,12 @@ impl Controller {
             let _ = worker.await;
         }
         self.inner.queue_metrics.remove_queue(name);
-        tracing::info!(plugin = name, "plugin stopped");
+        tracing::info!(
+            record = "reload",
+            result = "removed",
+            plugin = name,
+            "plugin stopped"
+        );
         true
     }
 

@@ -245,7 +245,11 @@ impl AuditSink {
                 tracing::warn!(plugin, key, action, decision, %target, transient, digest, "action failed: {}", shown(error))
             }
             Decision::DryRun => {
-                tracing::info!(plugin, key, action, decision, %target, digest, "dry-run: not sent")
+                let body = record
+                    .body
+                    .as_ref()
+                    .map(|b| crate::contract::text::shown_max(&b.to_string(), 4096).to_string());
+                tracing::info!(plugin, key, action, decision, %target, digest, body, "dry-run: not sent")
             }
             // The busy path: at debug, beside the executor's own line.
             _ => tracing::debug!(plugin, key, action, decision, %target, digest, "audit"),

@@ -49,6 +49,15 @@ pub(crate) fn statuses(state: &State) -> BTreeMap<PathBuf, FileStatus> {
         .collect()
 }
 
+/// The instance name a plugin file runs as (its name without `.wasm`), for log fields.
+fn file_plugin(path: &std::path::Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    crate::contract::text::shown_max(&stem, 64).to_string()
+}
+
 /// Logs and counts what changed from `previous` to `fresh`: each failure that is new (or
 /// every failure, when `force`), each recovery. Returns the failing files.
 pub(crate) fn report(
@@ -68,13 +77,13 @@ pub(crate) fn report(
                     before.is_some_and(|s| s.digest == status.digest && s.error == status.error);
                 if !known || force {
                     let kept = status.running.as_deref().unwrap_or("none");
-                    tracing::error!(file = %file, digest = %status.digest, running = kept, "plugin file not applied: {err}");
+                    tracing::error!(record = "reload", result = "failed", plugin = file_plugin(path), file = %file, digest = %status.digest, running = kept, error = %err, "plugin file not applied: {err}");
                     metrics.failed(&file);
                 }
             }
             None => {
                 if before.is_some_and(|s| s.error.is_some()) {
-                    tracing::info!(file = %file, digest = %status.digest, "plugin file recovered");
+                    tracing::info!(record = "reload", result = "recovered", plugin = file_plugin(path), file = %file, digest = %status.digest, "plugin file recovered");
                     metrics.recovered(&file);
                 }
             }

@@ -1,7 +1,12 @@
 //! The host's own HTTP endpoints, for operators and Prometheus: `/metrics`, `/healthz`,
-//! `/readyz` and `/plugins` (what runs, and why a plugin file does not).
+//! `/readyz`, `/plugins` (what runs, and why a plugin file does not) and the live stream
+//! `/api/wds/logs`; the last two behind the optional token.
 
+mod access;
 mod plugins;
+mod stream;
+
+pub use access::{Access, AccessError};
 
 use crate::controller::Controller;
 use crate::reload::Reloader;
@@ -19,6 +24,10 @@ pub struct ServerState {
     pub controller: Controller,
     /// What the plugin files hold: `/plugins` shows each file's status.
     pub reloader: Reloader,
+    /// Token and origin rules.
+    pub access: Access,
+    /// Where the live stream's records come from.
+    pub hub: crate::stream::StreamHub,
 }
 
 /// The running server; dropping it stops serving.
@@ -32,12 +41,28 @@ impl Server {
     pub async fn start(addr: SocketAddr, state: ServerState) -> std::io::Result<Server> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let streaming = stream::StreamState {
+            hub: state.hub.clone(),
+            access: state.access.clone(),
+        };
+        let private = Router::new()
+            .route("/plugins", get(plugins::list))
+            .with_state(state.clone())
+            .merge(
+                Router::new()
+                    .route("/api/wds/logs", get(stream::logs))
+                    .with_state(streaming),
+            )
+            .layer(axum::middleware::from_fn_with_state(
+                state.access.clone(),
+                access::require_token,
+            ));
         let app = Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(ready))
-            .route("/plugins", get(plugins::list))
-            .with_state(state);
+            .with_state(state)
+            .merge(private);
         let task = tokio::spawn(async move {
             if let Err(err) = axum::serve(listener, app).await {
                 tracing::error!("status server stopped: {err}");

@@ -201,7 +201,7 @@ impl RunningPlugin {
         {
             Ok(report) => report,
             Err(err) => {
-                tracing::error!(plugin = name, %key, "plugin call task failed: {err}");
+                tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");
                 self.queue.add_rate_limited(key.clone());
                 return;
             }
@@ -209,12 +209,12 @@ impl RunningPlugin {
         let actions = match report.outcome {
             Ok(actions) => actions,
             Err(err) if err.is_transient() => {
-                tracing::warn!(plugin = name, %key, attempt = request.attempt, error = err.kind(), "reconcile failed, will retry: {err}");
+                tracing::warn!(record = "reconcile", result = err.kind(), plugin = name, %key, attempt = request.attempt, error = err.kind(), "reconcile failed, will retry: {err}");
                 self.queue.add_rate_limited(key.clone());
                 return;
             }
             Err(err) => {
-                tracing::error!(plugin = name, %key, error = err.kind(), "reconcile failed, not retried until the object changes: {err}");
+                tracing::error!(record = "reconcile", result = err.kind(), plugin = name, %key, error = err.kind(), "reconcile failed, not retried until the object changes: {err}");
                 self.queue.forget(key);
                 return;
             }
@@ -250,6 +250,14 @@ impl RunningPlugin {
                 }
             }
         }
-        tracing::debug!(plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled");
+        match &request.object {
+            // As the change logger this grew from said it, for every plugin.
+            None => {
+                tracing::info!(record = "reconcile", result = "deleted", plugin = name, %key, "{} {key} has been deleted", request.target.kind)
+            }
+            Some(_) => {
+                tracing::debug!(record = "reconcile", result = "success", plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled")
+            }
+        }
     }
 }

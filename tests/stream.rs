@@ -1,0 +1,432 @@
+//! The live stream at `/api/wds/logs`: through the real binary against the embedded API
+//! server (what a viewer sees when a Deployment changes, denials, replay, filters, token,
+//! Origin, Server-Sent Events), and in process (a client that never reads while 100,000
+//! records flow).
+
+mod common;
+
+use common::host_process::HostProcess;
+use common::{plugin, test_plugin};
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+type Result<T = ()> = anyhow::Result<T>;
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// change-logger as in the samples; image-pinner allowed to patch replicas only, so its
+/// image patch of `demo/web` (alpine) is denied by the `fields` grant.
+const PINNER_POLICY: &str = r#"
+apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: image-pinner}
+spec:
+  mode: enforce
+  namespaces: {names: [demo]}
+  rules:
+    - apiVersion: apps/v1
+      kind: Deployment
+      verbs: [patch]
+      fields: [/spec/replicas]
+  config: {image: "nginx:1.13"}
+"#;
+
+/// A plugins directory with change-logger and image-pinner and their policies.
+fn plugins_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["change-logger", "image-pinner"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+    std::fs::copy(
+        samples.join("change-logger.policy.yaml"),
+        dir.path().join("change-logger.policy.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("image-pinner.policy.yaml"), PINNER_POLICY).unwrap();
+    dir
+}
+
+/// The value after `marker` in the first log line holding `needle`.
+fn logged(host: &HostProcess, needle: &str, marker: &str) -> String {
+    host.seen
+        .lines()
+        .find(|l| l.contains(needle))
+        .and_then(|l| l.split(marker).nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {marker} in a line with {needle:?}: {}", host.seen))
+        .trim_end_matches(['.', ','])
+        .to_string()
+}
+
+/// A running host: its status address and the embedded API server's.
+fn start(dir: &Path, args: &[&str]) -> (HostProcess, String, String) {
+    let mut all = vec!["--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let mut host = HostProcess::start(dir, &all);
+    assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
+    let status = logged(&host, "serving /metrics", "addr=");
+    let api = logged(&host, "embedded API server at", "at ")
+        .trim_start_matches("http://")
+        .to_string();
+    (host, status, api)
+}
+
+/// One HTTP/1.1 request over a fresh connection: status and body.
+fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+fn scale(api: &str, replicas: u32) {
+    let (status, body) = http(
+        api,
+        "PATCH",
+        "/apis/apps/v1/namespaces/demo/deployments/web",
+        &["Content-Type: application/merge-patch+json"],
+        &format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+async fn connect(addr: &str, query: &str, headers: &[(&str, &str)]) -> Result<Socket> {
+    let mut request = format!("ws://{addr}/api/wds/logs?{query}").into_client_request()?;
+    for (k, v) in headers {
+        let name: tokio_tungstenite::tungstenite::http::HeaderName = k.parse()?;
+        request.headers_mut().insert(name, v.parse()?);
+    }
+    Ok(tokio_tungstenite::connect_async(request).await?.0)
+}
+
+/// The next JSON frame, skipping pings; `None` after `within` without one.
+async fn next_frame(socket: &mut Socket, within: Duration) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, socket.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => {
+                return Some(serde_json::from_str(&text).expect("each frame is one JSON object"));
+            }
+            Ok(Some(Ok(_))) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// Reads frames until one satisfies `wanted` (returned) or `within` passes (panics).
+async fn frame_where(socket: &mut Socket, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        match next_frame(socket, deadline - Instant::now()).await {
+            Some(frame) if wanted(&frame) => return frame,
+            Some(frame) => seen.push(frame),
+            None => break,
+        }
+    }
+    panic!("no frame with {what}; saw {seen:#?}");
+}
+
+/// Every frame arriving until `quiet` passes without one.
+async fn frames_until_quiet(socket: &mut Socket, quiet: Duration) -> Vec<Value> {
+    let mut frames = Vec::new();
+    while let Some(frame) = next_frame(socket, quiet).await {
+        frames.push(frame);
+    }
+    frames
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_sees_changes_denials_and_the_recent_past_filtered() -> Result {
+    let dir = plugins_dir();
+    let (host, status, api) = start(dir.path(), &[]);
+    let mut live = connect(&status, "since=1000", &[]).await?;
+
+    let denied = frame_where(&mut live, "image-pinner's denied image patch", |f| {
+        f["type"] == "audit" && f["decision"] == "denied" && f["plugin"] == "image-pinner"
+    })
+    .await;
+    assert_eq!(denied["key"], "demo/web", "{denied}");
+    assert_eq!(denied["grant"], "fields", "{denied}");
+    assert_eq!(denied["level"], "warn", "{denied}");
+
+    scale(&api, 3);
+    let changed = frame_where(&mut live, "Replicas changed: 1 -> 3", |f| {
+        f["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Replicas changed: 1 -> 3"))
+    })
+    .await;
+    assert_eq!(changed["type"], "log", "{changed}");
+    assert_eq!(changed["plugin"], "change-logger", "{changed}");
+    assert_eq!(changed["key"], "demo/web", "{changed}");
+    assert_eq!(changed["namespace"], "demo", "{changed}");
+    let stamp: jiff::Timestamp = changed["timestamp"].as_str().unwrap().parse()?;
+    let age = jiff::Timestamp::now().duration_since(stamp);
+    assert!(
+        age < jiff::SignedDuration::from_secs(30),
+        "a current timestamp: {changed}"
+    );
+    // change-logger's Event about the same change is an `event` record.
+    frame_where(&mut live, "change-logger's Event", |f| {
+        f["type"] == "event" && f["plugin"] == "change-logger" && f["key"] == "demo/web"
+    })
+    .await;
+
+    // A viewer opened afterwards sees what just happened, filtered.
+    let mut late = connect(&status, "plugin=image-pinner&type=audit", &[]).await?;
+    let replayed = frames_until_quiet(&mut late, Duration::from_secs(2)).await;
+    assert!(
+        replayed.iter().any(|f| f["decision"] == "denied"),
+        "{replayed:#?}"
+    );
+    assert!(
+        replayed
+            .iter()
+            .all(|f| f["plugin"] == "image-pinner" && f["type"] == "audit"),
+        "{replayed:#?}"
+    );
+    let mut logs = connect(&status, "type=log&namespace=demo&since=1000", &[]).await?;
+    let replayed = frames_until_quiet(&mut logs, Duration::from_secs(2)).await;
+    assert!(
+        replayed.iter().any(|f| f["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Replicas changed: 1 -> 3"))),
+        "{replayed:#?}"
+    );
+    assert!(replayed.iter().all(|f| f["type"] == "log"), "{replayed:#?}");
+    let mut errors = connect(&status, "level=error", &[]).await?;
+    let replayed = frames_until_quiet(&mut errors, Duration::from_secs(1)).await;
+    assert!(replayed.is_empty(), "no errors happened: {replayed:#?}");
+    let mut none = connect(&status, "type=log&since=0", &[]).await?;
+    assert!(
+        frames_until_quiet(&mut none, Duration::from_millis(500))
+            .await
+            .is_empty(),
+        "since=0 replays nothing"
+    );
+
+    // Deleting the Deployment: the reconcile outcome, as the original logger said it.
+    let (code, body) = http(
+        &api,
+        "DELETE",
+        "/apis/apps/v1/namespaces/demo/deployments/web",
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    let gone = frame_where(&mut live, "the deletion", |f| {
+        f["type"] == "reconcile" && f["plugin"] == "change-logger"
+    })
+    .await;
+    assert_eq!(
+        gone["message"], "Deployment demo/web has been deleted",
+        "{gone}"
+    );
+    assert_eq!(
+        http(&status, "GET", "/api/wds/logs?type=nope", &[], "").0,
+        400
+    );
+    live.close(None).await?;
+    host.stop();
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_and_origin_guard_the_stream_and_sse_serves_it_too() -> Result {
+    let dir = plugins_dir();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n")?;
+    let (host, status, _api) = start(
+        dir.path(),
+        &[
+            "--listen-token-file",
+            token_file.to_str().unwrap(),
+            "--allow-origin",
+            "https://dash.example.com",
+        ],
+    );
+    let bearer = "Authorization: Bearer s3cret-token";
+    assert_eq!(http(&status, "GET", "/plugins", &[], "").0, 401);
+    assert_eq!(http(&status, "GET", "/plugins", &[bearer], "").0, 200);
+    assert_eq!(
+        http(
+            &status,
+            "GET",
+            "/plugins",
+            &["Authorization: Bearer wrong"],
+            ""
+        )
+        .0,
+        401
+    );
+    for open in ["/healthz", "/metrics"] {
+        assert_eq!(http(&status, "GET", open, &[], "").0, 200, "{open}");
+    }
+    let refused = |err: anyhow::Error| match err.downcast_ref() {
+        Some(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status().as_u16(),
+        _ => panic!("not an HTTP refusal: {err}"),
+    };
+    assert_eq!(refused(connect(&status, "", &[]).await.unwrap_err()), 401);
+    assert_eq!(
+        refused(
+            connect(
+                &status,
+                "token=s3cret-token",
+                &[("Origin", "http://evil.example")]
+            )
+            .await
+            .unwrap_err()
+        ),
+        403
+    );
+    let mut allowed = connect(
+        &status,
+        "token=s3cret-token&type=reload",
+        &[("Origin", "https://dash.example.com")],
+    )
+    .await?;
+    frame_where(&mut allowed, "a replayed plugin start", |f| {
+        f["type"] == "reload" && f["result"] == "started"
+    })
+    .await;
+    let same_origin = format!("http://{status}");
+    connect(
+        &status,
+        "",
+        &[
+            ("Origin", same_origin.as_str()),
+            ("Authorization", "Bearer s3cret-token"),
+        ],
+    )
+    .await?;
+
+    // Server-Sent Events: the same records as `data:` lines.
+    let mut sse = std::net::TcpStream::connect(&status)?;
+    write!(
+        sse,
+        "GET /api/wds/logs?type=reload&token=s3cret-token HTTP/1.1\r\nHost: {status}\r\nAccept: text/event-stream\r\n\r\n"
+    )?;
+    sse.set_read_timeout(Some(WAIT))?;
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + WAIT;
+    while !text.contains("plugin started") && Instant::now() < deadline {
+        let n = sse.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(text.contains("text/event-stream"), "{text}");
+    let data = text
+        .lines()
+        .find(|l| l.starts_with("data: ") && l.contains("plugin started"))
+        .unwrap_or_else(|| panic!("no data line: {text}"));
+    let record: Value = serde_json::from_str(data.trim_start_matches("data: "))?;
+    assert_eq!(record["type"], "reload");
+    host.stop();
+    Ok(())
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+/// A client that never reads while 100,000 records flow through the real server: a reading
+/// client gets every one, the stalled one is told how many it missed, memory stays flat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_client_costs_bounded_memory_and_slows_nobody() -> Result {
+    const RECORDS: usize = 100_000;
+    const BATCH: usize = 1_000;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm"))?;
+    let sim = kubeplug_sim::Sim::builder().start().await?;
+    let config = kubeplug::app::HostConfig {
+        plugins: dir.path().to_path_buf(),
+        policies: dir.path().to_path_buf(),
+        watch: false,
+        debounce: Duration::from_millis(50),
+        listen: Some("127.0.0.1:0".parse()?),
+        access: kubeplug::server::Access::default(),
+        compile_cache: None,
+        controller: kubeplug::controller::ControllerConfig::default(),
+        shutdown_timeout: Duration::from_secs(10),
+    };
+    let host = kubeplug::app::Host::start(sim.client()?, config).await?;
+    let addr = host.server_addr().expect("listening").to_string();
+    let hub = kubeplug::stream::global();
+    let mut stalled = connect(&addr, "since=0&plugin=flood", &[]).await?;
+    let mut reader = connect(&addr, "since=0&plugin=flood", &[]).await?;
+    // Both connected before the flood starts.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = rss_kib();
+    let mut received = 0usize;
+    for batch in 0..RECORDS / BATCH {
+        for i in 0..BATCH {
+            let n = batch * BATCH + i;
+            let serde_json::Value::Object(fields) = serde_json::json!({"plugin": "flood", "n": n})
+            else {
+                unreachable!()
+            };
+            hub.publish(kubeplug::stream::Record::new(
+                kubeplug::stream::RecordType::Log,
+                kubeplug::stream::Level::Info,
+                &format!("record {n} of a flood that one client does not read"),
+                fields,
+            ));
+        }
+        while received < (batch + 1) * BATCH {
+            let frame = next_frame(&mut reader, WAIT)
+                .await
+                .expect("the reading client keeps up");
+            assert_eq!(frame["n"], received, "in order, none missed: {frame}");
+            received += 1;
+        }
+    }
+    let after = rss_kib();
+    assert_eq!(received, RECORDS);
+    assert!(
+        after < before + 8 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    let lagged = frame_where(&mut stalled, "a lagged frame", |f| f["type"] == "lagged").await;
+    let dropped = lagged["dropped"].as_u64().unwrap();
+    assert!(dropped > 0 && dropped < RECORDS as u64, "{lagged}");
+    assert_eq!(lagged["message"], format!("dropped {dropped} records"));
+    let metrics = host.metrics().encode();
+    assert!(metrics.contains("kubeplug_stream_clients 2"), "{metrics}");
+    stalled.send(Message::Close(None)).await.ok();
+    reader.send(Message::Close(None)).await.ok();
+    println!(
+        "RSS {before} KiB -> {after} KiB over {RECORDS} records; the stalled client missed {dropped}"
+    );
+    Ok(())
+}
