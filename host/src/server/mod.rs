@@ -1,6 +1,7 @@
 //! The host's own HTTP endpoints, for operators and Prometheus: `/metrics`, `/healthz`,
-//! `/readyz` and `/plugins` (what runs, and why a plugin file does not).
+//! `/readyz`, `/plugins` (what runs, and why a plugin file does not) and `/` (the dashboard).
 
+mod dashboard;
 mod plugins;
 
 use crate::controller::Controller;
@@ -33,6 +34,7 @@ impl Server {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let app = Router::new()
+            .route("/", get(dashboard::page))
             .route("/metrics", get(metrics))
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(ready))
