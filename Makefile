@@ -7,6 +7,8 @@ REFERENCE_PLUGINS := image-pinner change-logger sample-controller customcluster
 TEST_PLUGINS := hostile hostile-meta future-contract pinner-v1 pinner-v2 pinner-v3 greedy-reader
 export KUBEPLUG_PLUGIN_DIR := $(TARGET_DIR)/plugins
 export KUBEPLUG_TEST_PLUGIN_DIR := $(TARGET_DIR)/test-plugins
+# Where `make demo` serves the dashboard, /metrics and /plugins.
+KUBEPLUG_DEMO_LISTEN ?= 127.0.0.1:8080
 
 .PHONY: setup plugins test demo lint bench
 
@@ -27,7 +29,7 @@ test: plugins
 
 ## demo: the reference plugins reconciling sample Deployments on the embedded API server
 demo: plugins
-	$(CARGO) run -p kubeplug -- run --embedded --plugins $(KUBEPLUG_PLUGIN_DIR) --policies host/samples/policies
+	$(CARGO) run -p kubeplug -- run --embedded --plugins $(KUBEPLUG_PLUGIN_DIR) --policies host/samples/policies --listen $(KUBEPLUG_DEMO_LISTEN)
 
 ## lint: what CI checks besides the tests
 lint:

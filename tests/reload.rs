@@ -1131,6 +1131,35 @@ async fn one_host_wires_every_part_to_one_registry_and_one_audit_sink() -> Resul
     assert_eq!(record.key, "wired/web", "{record:?}");
 
     let addr = host.server_addr().expect("the server runs").to_string();
+    // The reconcile is counted once its actions ran (just after the audit record).
+    let deadline = std::time::Instant::now() + WAIT;
+    let served = loop {
+        let (status, served) = http_get(&addr, "/metrics");
+        assert_eq!(status, 200);
+        if served.contains("kubeplug_reconcile_total{plugin=\"pinner\",result=\"success\"}") {
+            break served;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no success counted: {served}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for line in [
+        "kubeplug_reconcile_duration_seconds_count{plugin=\"pinner\"}",
+        "kubeplug_cache_objects{kind=\"apps/v1/Deployment\"} 1",
+    ] {
+        assert!(served.contains(line), "{line} not served: {served}");
+    }
+    let (status, plugins) = http_get(&addr, "/plugins");
+    assert_eq!(status, 200, "{plugins}");
+    let plugins: serde_json::Value = serde_json::from_str(&plugins)?;
+    let pinner = &plugins["running"][0];
+    assert!(pinner["reconcilesTotal"].as_u64() >= Some(1), "{plugins}");
+    assert_eq!(pinner["errorsTotal"], 0, "{plugins}");
+    let (status, page) = http_get(&addr, "/");
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>kubeplug</title>"), "{page}");
     let (status, served) = http_get(&addr, "/metrics");
     assert_eq!(status, 200);
     for line in [
@@ -1148,6 +1177,12 @@ async fn one_host_wires_every_part_to_one_registry_and_one_audit_sink() -> Resul
         host.controller().plugins().is_empty()
     })
     .await;
+    let (_, served) = http_get(&addr, "/metrics");
+    assert!(
+        !served.contains("kubeplug_reconcile_total{plugin=\"pinner\"")
+            && !served.contains("kubeplug_reconcile_duration_seconds_count{plugin=\"pinner\"}"),
+        "a removed plugin's reconcile series remain: {served}"
+    );
     let drain = host.shutdown().await;
     assert_eq!(drain.abandoned, 0);
     Ok(())

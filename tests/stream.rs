@@ -271,6 +271,10 @@ async fn the_token_and_origin_guard_the_stream_and_sse_serves_it_too() -> Result
     let bearer = "Authorization: Bearer s3cret-token";
     assert_eq!(http(&status, "GET", "/plugins", &[], "").0, 401);
     assert_eq!(http(&status, "GET", "/plugins", &[bearer], "").0, 200);
+    assert_eq!(http(&status, "GET", "/", &[], "").0, 401, "the dashboard");
+    let (code, page) = http(&status, "GET", "/?token=s3cret-token", &[], "");
+    assert_eq!(code, 200);
+    assert!(page.contains("/api/wds/logs"), "{page}");
     assert_eq!(
         http(
             &status,

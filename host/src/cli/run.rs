@@ -134,6 +134,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (connect(&args.cluster).await?, None)
     };
     let host = Host::start(client, config).await?;
+    if let Some(addr) = host.server_addr() {
+        eprintln!("dashboard: http://{addr}/");
+    }
     let controller = host.controller();
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), watch = args.watch, "running; stop with Ctrl-C, rescan plugins with SIGHUP");
     while signals.recv().await == Signal::Rescan {

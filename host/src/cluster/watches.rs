@@ -74,6 +74,14 @@ impl Watches {
         self.lock().keys().cloned().collect()
     }
 
+    /// How many objects each watched kind's cache holds.
+    pub fn object_counts(&self) -> Vec<(KindRef, usize)> {
+        self.lock()
+            .iter()
+            .map(|(kind, w)| (kind.clone(), w.cache.len()))
+            .collect()
+    }
+
     /// Whether every watch has listed its kind once.
     pub fn all_synced(&self) -> bool {
         self.lock().values().all(|w| w.cache.is_synced())

@@ -14,7 +14,7 @@ use crate::plugin::Plugin;
 use crate::policy::{AuditRecord, AuditSink, Policy};
 use crate::queue::{QueueMetrics, WorkQueue};
 use crate::router;
-use crate::worker::{Revision, RunningPlugin, RunningPlugins};
+use crate::worker::{ReconcileCounts, ReconcileMetrics, Revision, RunningPlugin, RunningPlugins};
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -36,6 +36,7 @@ struct Inner {
     tasks: Mutex<HashMap<String, UnitTasks>>,
     background: Mutex<Vec<JoinHandle<()>>>,
     queue_metrics: QueueMetrics,
+    reconcile_metrics: ReconcileMetrics,
     audit: AuditSink,
     /// Serialises changes to the set of plugins; `true` once shutting down.
     changing: tokio::sync::Mutex<bool>,
@@ -79,13 +80,13 @@ impl Controller {
         writer: impl FnOnce(Arc<KindRegistry>) -> Arc<dyn ApiWriter>,
     ) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut queue_metrics = None;
+        let mut metrics = None;
         let audit = config.audit.clone();
         config.metrics.register(|registry| {
-            queue_metrics = Some(QueueMetrics::new(registry));
+            metrics = Some((QueueMetrics::new(registry), ReconcileMetrics::new(registry)));
             audit.register(registry);
         });
-        let queue_metrics = queue_metrics.expect("register runs its closure");
+        let (queue_metrics, reconcile_metrics) = metrics.expect("register runs its closure");
         let kinds = Arc::new(KindRegistry::new(client));
         let writer = writer(kinds.clone());
         let units = RunningPlugins::default();
@@ -104,6 +105,7 @@ impl Controller {
                 tasks: Mutex::default(),
                 background: Mutex::new(background),
                 queue_metrics,
+                reconcile_metrics,
                 audit,
                 changing: tokio::sync::Mutex::new(false),
                 config,
@@ -221,6 +223,7 @@ impl Controller {
             queue,
             version,
             inner.pipeline.clone(),
+            inner.reconcile_metrics.clone(),
         ));
         inner.units.insert(unit.clone());
         let workers = (0..inner.config.workers.max(1))
@@ -264,6 +267,7 @@ impl Controller {
             let _ = worker.await;
         }
         self.inner.queue_metrics.remove_queue(name);
+        self.inner.reconcile_metrics.remove_plugin(name);
         tracing::info!(
             record = "reload",
             result = "removed",
@@ -335,7 +339,20 @@ impl Controller {
     /// was registered with [`register_metrics`](Self::register_metrics)) in the Prometheus
     /// text format.
     pub fn metrics_text(&self) -> String {
+        self.inner.reconcile_metrics.set_cache_objects(
+            self.inner
+                .watches
+                .object_counts()
+                .into_iter()
+                .map(|(kind, n)| (kind.to_string(), n)),
+        );
         self.inner.config.metrics.encode()
+    }
+
+    /// How many reconciles plugin `name` has run and how many did not succeed (zero for a
+    /// plugin not running).
+    pub fn reconcile_counts(&self, name: &str) -> ReconcileCounts {
+        self.inner.reconcile_metrics.counts(name)
     }
 
     /// Registers more metrics beside the controller's own (in the registry of its

@@ -1,8 +1,9 @@
 //! The host's own HTTP endpoints, for operators and Prometheus: `/metrics`, `/healthz`,
-//! `/readyz`, `/plugins` (what runs, and why a plugin file does not) and the live stream
-//! `/api/wds/logs`; the last two behind the optional token.
+//! `/readyz`, `/plugins` (what runs, and why a plugin file does not), the live stream
+//! `/api/wds/logs` and `/` (the dashboard); the last three behind the optional token.
 
 mod access;
+mod dashboard;
 mod plugins;
 mod stream;
 
@@ -46,6 +47,7 @@ impl Server {
             access: state.access.clone(),
         };
         let private = Router::new()
+            .route("/", get(dashboard::page))
             .route("/plugins", get(plugins::list))
             .with_state(state.clone())
             .merge(

@@ -32,6 +32,10 @@ pub struct RunningPlugin {
     pub policy: Option<String>,
     /// Keys waiting in its queue.
     pub queued: usize,
+    /// Reconciles it has run (as `kubeplug_reconcile_total` counts them).
+    pub reconciles_total: u64,
+    /// Those that did not succeed (any result but `success`).
+    pub errors_total: u64,
 }
 
 pub(super) async fn list(State(state): State<ServerState>) -> Json<PluginsReport> {
@@ -43,6 +47,7 @@ pub(super) async fn list(State(state): State<ServerState>) -> Json<PluginsReport
         .filter_map(|name| {
             let plugin = controller.plugin(&name)?;
             let policy = controller.policy(&name)?;
+            let counts = controller.reconcile_counts(&name);
             Some(RunningPlugin {
                 declared: plugin.declared_name().to_string(),
                 version: plugin.metadata().version.clone(),
@@ -51,6 +56,8 @@ pub(super) async fn list(State(state): State<ServerState>) -> Json<PluginsReport
                 mode: policy.mode,
                 policy: policy.source.as_ref().map(|p| p.display().to_string()),
                 queued: depths.get(&name).copied().unwrap_or(0),
+                reconciles_total: counts.total,
+                errors_total: counts.errors,
                 name,
             })
         })

@@ -3,10 +3,12 @@
 //! queued, the object version last reconciled, writes the cache has not shown yet).
 
 mod expectations;
+mod metrics;
 mod revision;
 mod running;
 mod set;
 
+pub use metrics::{ReconcileCounts, ReconcileMetrics};
 pub(crate) use revision::Revision;
 pub(crate) use running::RunningPlugin;
 pub(crate) use set::RunningPlugins;

@@ -1,6 +1,7 @@
 //! A running plugin: its workqueue, its workers, and what they remember per key.
 
 use super::expectations::Expectations;
+use super::metrics::{ReconcileMetrics, ReconcileResult};
 use super::revision::Revision;
 use crate::actions::{Call, Pipeline};
 use crate::cluster::{CachedObject, ObjKey};
@@ -30,6 +31,8 @@ pub(crate) struct RunningPlugin {
     last_ok: Mutex<HashMap<ObjKey, Arc<str>>>,
     /// Keys whose last patch the cache has not shown yet.
     expectations: Expectations,
+    /// Call durations and reconcile results.
+    metrics: ReconcileMetrics,
 }
 
 /// How long a key waits for the cache to show its own writes before it is reconciled anyway.
@@ -47,6 +50,7 @@ impl RunningPlugin {
         queue: WorkQueue<ObjKey>,
         version: Revision,
         pipeline: Arc<Pipeline>,
+        metrics: ReconcileMetrics,
     ) -> Self {
         RunningPlugin {
             name,
@@ -57,6 +61,7 @@ impl RunningPlugin {
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
             expectations: Expectations::new(EXPECTATION_WAIT),
+            metrics,
         }
     }
 
@@ -202,10 +207,15 @@ impl RunningPlugin {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");
+                self.metrics.count(name, ReconcileResult::HostError);
                 self.queue.add_rate_limited(key.clone());
                 return;
             }
         };
+        self.metrics.observe_call(name, report.elapsed);
+        if let Err(err) = &report.outcome {
+            self.metrics.count(name, ReconcileResult::of_call(err));
+        }
         let actions = match report.outcome {
             Ok(actions) => actions,
             Err(err) if err.is_transient() => {
@@ -229,6 +239,8 @@ impl RunningPlugin {
             stopped: self.stopped.subscribe(),
         };
         let outcome = self.pipeline.run(call, &actions).await;
+        self.metrics
+            .count(name, ReconcileResult::of_actions(outcome.failure.as_ref()));
         match &outcome.failure {
             Some(f) if f.is_transient() => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),

@@ -1,0 +1,294 @@
+//! Reconcile metrics: how long each plugin call takes (`kubeplug_reconcile_duration_seconds`,
+//! per plugin) and how each reconcile ended (`kubeplug_reconcile_total{plugin,result}`), and
+//! the objects each watch's cache holds (`kubeplug_cache_objects{kind}`).
+
+use crate::actions::CallFailure;
+use crate::plugin::CallError;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+use std::time::Duration;
+
+/// Plugin call durations, in seconds: 100 µs to 10 s (the default call timeout is 1 s).
+const CALL_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.0, 10.0,
+];
+
+/// How one reconcile ended: the `result` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// The call returned actions and every one of them went through.
+    Success,
+    /// The plugin reported an error (transient or permanent).
+    Error,
+    /// The call ran past its deadline.
+    Timeout,
+    /// The plugin tried to grow its memory past its limit.
+    Oom,
+    /// The plugin panicked.
+    Panic,
+    /// The plugin overflowed its stack.
+    StackOverflow,
+    /// Any other trap.
+    Trap,
+    /// The plugin's actions broke a bound or were malformed.
+    InvalidOutput,
+    /// The plugin could not be instantiated.
+    InstantiateError,
+    /// The plugin's actions were refused by or failed at the API server (or discovery).
+    ApiError,
+    /// The host's task running the call failed.
+    HostError,
+}
+
+impl ReconcileResult {
+    /// Every result, for removing a plugin's series.
+    pub const ALL: [ReconcileResult; 11] = [
+        Self::Success,
+        Self::Error,
+        Self::Timeout,
+        Self::Oom,
+        Self::Panic,
+        Self::StackOverflow,
+        Self::Trap,
+        Self::InvalidOutput,
+        Self::InstantiateError,
+        Self::ApiError,
+        Self::HostError,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Timeout => "timeout",
+            Self::Oom => "oom",
+            Self::Panic => "panic",
+            Self::StackOverflow => "stack-overflow",
+            Self::Trap => "trap",
+            Self::InvalidOutput => "invalid-output",
+            Self::InstantiateError => "instantiate-error",
+            Self::ApiError => "api-error",
+            Self::HostError => "host-error",
+        }
+    }
+
+    /// The result of a call that failed.
+    pub fn of_call(err: &CallError) -> Self {
+        match err {
+            CallError::Timeout { .. } => Self::Timeout,
+            CallError::OutOfMemory { .. } => Self::Oom,
+            CallError::Panic { .. } => Self::Panic,
+            CallError::StackOverflow => Self::StackOverflow,
+            CallError::Trap { .. } => Self::Trap,
+            CallError::InvalidOutput(_) => Self::InvalidOutput,
+            CallError::Transient(_) | CallError::Permanent(_) => Self::Error,
+            CallError::Instantiate { .. } => Self::InstantiateError,
+        }
+    }
+
+    /// The result of a call whose actions ran, stopping at `failure` if any.
+    pub fn of_actions(failure: Option<&CallFailure>) -> Self {
+        match failure {
+            None => Self::Success,
+            Some(_) => Self::ApiError,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResultLabels {
+    plugin: String,
+    result: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+type DurationFamily = Family<PluginLabels, Histogram, fn() -> Histogram>;
+
+fn call_histogram() -> Histogram {
+    Histogram::new(CALL_BUCKETS)
+}
+
+/// The reconcile and cache metric families; clones share them.
+#[derive(Debug, Clone)]
+pub struct ReconcileMetrics {
+    duration: DurationFamily,
+    total: Family<ResultLabels, Counter>,
+    cache_objects: Family<KindLabels, Gauge>,
+}
+
+/// How many reconciles a plugin has run, and how many of them did not succeed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReconcileCounts {
+    /// Every reconcile that ran to an end.
+    pub total: u64,
+    /// Those whose result is not success.
+    pub errors: u64,
+}
+
+impl ReconcileMetrics {
+    /// Creates the families and registers them in `registry` (once per registry).
+    pub fn new(registry: &mut Registry) -> Self {
+        let metrics = ReconcileMetrics {
+            duration: Family::new_with_constructor(call_histogram),
+            total: Family::default(),
+            cache_objects: Family::default(),
+        };
+        registry.register_with_unit(
+            "kubeplug_reconcile_duration",
+            "How long each plugin call took (the wasm call, not its actions)",
+            Unit::Seconds,
+            metrics.duration.clone(),
+        );
+        registry.register(
+            "kubeplug_reconcile",
+            "Reconciles by plugin and result (success, error, timeout, oom, panic, trap, invalid-output, api-error...)",
+            metrics.total.clone(),
+        );
+        registry.register(
+            "kubeplug_cache_objects",
+            "Objects in each watched kind's cache",
+            metrics.cache_objects.clone(),
+        );
+        metrics
+    }
+
+    /// Records one plugin call's duration.
+    pub fn observe_call(&self, plugin: &str, elapsed: Duration) {
+        self.duration
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one reconcile's result.
+    pub fn count(&self, plugin: &str, result: ReconcileResult) {
+        self.total
+            .get_or_create(&result_labels(plugin, result))
+            .inc();
+    }
+
+    /// What `plugin` has run so far.
+    pub fn counts(&self, plugin: &str) -> ReconcileCounts {
+        let mut counts = ReconcileCounts::default();
+        for result in ReconcileResult::ALL {
+            if let Some(c) = self.total.get(&result_labels(plugin, result)) {
+                let n = c.get();
+                counts.total += n;
+                if result != ReconcileResult::Success {
+                    counts.errors += n;
+                }
+            }
+        }
+        counts
+    }
+
+    /// Removes the series of `plugin`, so a removed plugin stops being reported.
+    pub fn remove_plugin(&self, plugin: &str) {
+        self.duration.remove(&PluginLabels {
+            plugin: plugin.to_owned(),
+        });
+        for result in ReconcileResult::ALL {
+            self.total.remove(&result_labels(plugin, result));
+        }
+    }
+
+    /// Sets the cache gauges to `counts` (kind, objects); kinds no longer watched disappear.
+    pub fn set_cache_objects(&self, counts: impl IntoIterator<Item = (String, usize)>) {
+        self.cache_objects.clear();
+        for (kind, objects) in counts {
+            self.cache_objects
+                .get_or_create(&KindLabels { kind })
+                .set(i64::try_from(objects).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+fn result_labels(plugin: &str, result: ReconcileResult) -> ResultLabels {
+    ResultLabels {
+        plugin: plugin.to_owned(),
+        result: result.as_str().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::MetricsRegistry;
+
+    fn setup() -> (MetricsRegistry, ReconcileMetrics) {
+        let registry = MetricsRegistry::default();
+        let mut metrics = None;
+        registry.register(|r| metrics = Some(ReconcileMetrics::new(r)));
+        (registry, metrics.expect("registered"))
+    }
+
+    #[test]
+    fn counts_results_and_durations_per_plugin_and_forgets_removed_plugins() {
+        let (registry, m) = setup();
+        m.count("a", ReconcileResult::Success);
+        m.count("a", ReconcileResult::Success);
+        m.count(
+            "a",
+            ReconcileResult::of_call(&CallError::Timeout {
+                limit: Duration::from_secs(1),
+            }),
+        );
+        m.count(
+            "b",
+            ReconcileResult::of_call(&CallError::Transient("x".into())),
+        );
+        m.observe_call("a", Duration::from_millis(3));
+        let text = registry.encode();
+        for line in [
+            "kubeplug_reconcile_total{plugin=\"a\",result=\"success\"} 2",
+            "kubeplug_reconcile_total{plugin=\"a\",result=\"timeout\"} 1",
+            "kubeplug_reconcile_total{plugin=\"b\",result=\"error\"} 1",
+            "kubeplug_reconcile_duration_seconds_count{plugin=\"a\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert_eq!(
+            m.counts("a"),
+            ReconcileCounts {
+                total: 3,
+                errors: 1
+            }
+        );
+        m.remove_plugin("a");
+        let text = registry.encode();
+        assert!(!text.contains("plugin=\"a\""), "{text}");
+        assert!(text.contains("plugin=\"b\""), "{text}");
+        assert_eq!(m.counts("a"), ReconcileCounts::default());
+    }
+
+    #[test]
+    fn cache_gauges_follow_the_watched_kinds() {
+        let (registry, m) = setup();
+        m.set_cache_objects([
+            ("apps/v1/Deployment".to_string(), 3),
+            ("v1/Pod".to_string(), 0),
+        ]);
+        m.set_cache_objects([("apps/v1/Deployment".to_string(), 4)]);
+        let text = registry.encode();
+        assert!(
+            text.contains("kubeplug_cache_objects{kind=\"apps/v1/Deployment\"} 4"),
+            "{text}"
+        );
+        assert!(!text.contains("v1/Pod"), "{text}");
+    }
+}
