@@ -252,7 +252,9 @@ impl AuditSink {
                 tracing::info!(plugin, key, action, decision, %target, digest, body, "dry-run: not sent")
             }
             // The busy path: at debug, beside the executor's own line.
-            _ => tracing::debug!(plugin, key, action, decision, %target, digest, "audit"),
+            _ => {
+                tracing::debug!(plugin, key, action, decision, %target, digest, "{action} {target}: {decision}")
+            }
         }
         let _ = self.sender.send(Arc::new(record));
     }

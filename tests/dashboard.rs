@@ -1,0 +1,157 @@
+//! The dashboard in a real browser: headless Chromium loads `/` from a running host (the
+//! binary, with change-logger and image-pinner on the embedded API server) after a
+//! Deployment was scaled, and the rendered page must show the plugin table and the
+//! `Replicas changed: 1 -> 3` line of the live stream. A screenshot is kept in
+//! `target/test-artifacts/dashboard.png`. `make test` installs Chromium; where it is absent
+//! (no Debian packages) the test says so and skips.
+
+mod common;
+
+use common::host_process::HostProcess;
+use common::plugin;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find_map(|name| {
+            let out = Command::new("sh")
+                .args(["-c", &format!("command -v {name}")])
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+        })
+}
+
+fn logged(host: &HostProcess, needle: &str, marker: &str) -> String {
+    host.seen
+        .lines()
+        .find(|l| l.contains(needle))
+        .and_then(|l| l.split(marker).nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {marker} in a line with {needle:?}: {}", host.seen))
+        .to_string()
+}
+
+fn patch_replicas(api: &str, replicas: u32) {
+    let body = format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#);
+    let mut stream = std::net::TcpStream::connect(api).unwrap();
+    write!(
+        stream,
+        "PATCH /apis/apps/v1/namespaces/demo/deployments/web HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\nContent-Type: application/merge-patch+json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+/// The DOM after the page ran for a few seconds of virtual time.
+fn dump_dom(browser: &Path, url: &str, profile: &Path) -> String {
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--virtual-time-budget=8000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .output()
+        .expect("chromium runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_dashboard_shows_the_plugins_and_a_live_change_in_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: no chromium on PATH (make test installs the Debian package)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["change-logger", "image-pinner"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    let policies = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+    let mut host = HostProcess::start(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--policies",
+            policies.to_str().unwrap(),
+        ],
+    );
+    assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
+    let status = logged(&host, "serving /metrics", "addr=");
+    let api = logged(&host, "embedded API server at", "at ")
+        .trim_start_matches("http://")
+        .to_string();
+    patch_replicas(&api, 3);
+    assert!(
+        host.saw_within("Replicas changed: 1 -> 3", WAIT),
+        "{}",
+        host.seen
+    );
+
+    let profile = tempfile::tempdir().unwrap();
+    let url = format!("http://{status}/");
+    let start = Instant::now();
+    let dom = loop {
+        let dom = dump_dom(&browser, &url, profile.path());
+        if dom.contains("Replicas changed: 1 -\u{3e} 3")
+            || dom.contains("Replicas changed: 1 -&gt; 3")
+        {
+            break dom;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "the page never showed the change:\n{dom}"
+        );
+    };
+    let table = dom
+        .split("id=\"plugins\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .expect("the plugins table");
+    for plugin in ["change-logger", "image-pinner"] {
+        assert!(table.contains(plugin), "{plugin} in the table: {table}");
+    }
+    assert!(table.contains("enforce"), "{table}");
+
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("dashboard.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            "--window-size=1280,900",
+            "--virtual-time-budget=8000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        shot.metadata().is_ok_and(|m| m.len() > 1000),
+        "a screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    host.stop();
+}
