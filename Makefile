@@ -102,3 +102,9 @@ $(KUBEPLUG_PLUGIN_DIR)/%-js.wasm: plugins/%-js/plugin.ts $$(wildcard plugins/%-j
 $(KUBEPLUG_TEST_PLUGIN_DIR)/%-js.wasm: tests/plugins/%-js/plugin.ts $$(wildcard tests/plugins/%-js/*.ts) $(JS_TYPECHECK)
 	@mkdir -p $(@D)
 	$(JCO_BUILD)
+
+## bench-polyglot: the same reconcile by the TypeScript and Python ports against Rust and native
+.PHONY: bench-polyglot
+bench: bench-polyglot
+bench-polyglot: plugins
+	$(CARGO) bench -p kubeplug --bench polyglot
