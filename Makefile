@@ -45,3 +45,73 @@ lint:
 bench: plugins
 	$(CARGO) bench -p kubeplug --bench reconcile
 	$(CARGO) bench -p kubeplug --bench reload
+
+# ---------------------------------------------------------------------------------------------
+# Plugins in Python and TypeScript (issue 16). Pinned toolchains install into ignored folders
+# of the project (.tools/py-venv, plugin-sdk/js/node_modules); every step is a file rule, so
+# with everything up to date `make plugins` runs none of them.
+PY_VENV := $(CURDIR)/.tools/py-venv
+COMPONENTIZE_PY_VERSION := 0.25.1
+COMPONENTIZE_PY_STAMP := $(PY_VENV)/.componentize-py-$(COMPONENTIZE_PY_VERSION)
+JS_SDK := plugin-sdk/js
+JS_STAMP := $(JS_SDK)/node_modules/.installed
+JCO := $(JS_SDK)/node_modules/.bin/jco
+WIT_FILES := $(wildcard wit/v0.1.0/*.wit)
+PY_SDK_FILES := $(wildcard plugin-sdk/python/kubeplug/*.py)
+JS_SDK_FILES := $(wildcard $(JS_SDK)/src/*.ts) $(JS_SDK)/bundle.config.js
+JS_TYPES := $(JS_SDK)/generated/plugin.d.ts
+JS_TYPECHECK := $(JS_SDK)/generated/.typechecked
+POLYGLOT_PLUGINS := $(KUBEPLUG_PLUGIN_DIR)/image-pinner-py.wasm $(KUBEPLUG_PLUGIN_DIR)/image-pinner-js.wasm
+POLYGLOT_TEST_PLUGINS := $(KUBEPLUG_TEST_PLUGIN_DIR)/hostile-py.wasm $(KUBEPLUG_TEST_PLUGIN_DIR)/hostile-js.wasm
+COMPONENTIZE_PY_BUILD = $(PY_VENV)/bin/componentize-py -d wit/v0.1.0 -w plugin componentize \
+	-p $(<D) -p plugin-sdk/python app -o $@
+JCO_BUILD = $(JCO) componentize $< -w wit/v0.1.0 -n plugin -d http fetch-event \
+	--bundle-config $(JS_SDK)/bundle.config.js -o $@
+
+.PHONY: polyglot-plugins polyglot-toolchains
+plugins: polyglot-plugins
+polyglot-plugins: $(POLYGLOT_PLUGINS) $(POLYGLOT_TEST_PLUGINS)
+polyglot-toolchains: $(COMPONENTIZE_PY_STAMP) $(JS_STAMP)
+
+$(COMPONENTIZE_PY_STAMP):
+	rm -rf $(PY_VENV)
+	python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install --quiet --disable-pip-version-check componentize-py==$(COMPONENTIZE_PY_VERSION)
+	touch $@
+
+$(JS_STAMP): $(JS_SDK)/package.json $(JS_SDK)/package-lock.json
+	cd $(JS_SDK) && npm ci --no-audit --no-fund
+	touch $@
+
+$(JS_TYPES): $(WIT_FILES) $(JS_STAMP)
+	$(JCO) types wit/v0.1.0 -n plugin -q -o $(JS_SDK)/generated
+	touch $@
+
+# Every TypeScript source (SDK, reference and test plugins) checked with tsc before any build.
+$(JS_TYPECHECK): $(JS_TYPES) $(JS_SDK_FILES) $(JS_SDK)/tsconfig.check.json \
+		$(wildcard plugins/*-js/*.ts tests/plugins/*-js/*.ts)
+	$(JS_SDK)/node_modules/.bin/tsc -p $(JS_SDK)/tsconfig.check.json
+	touch $@
+
+.SECONDEXPANSION:
+$(KUBEPLUG_PLUGIN_DIR)/%-py.wasm: plugins/%-py/app.py $$(wildcard plugins/%-py/*.py) $(PY_SDK_FILES) $(WIT_FILES) $(COMPONENTIZE_PY_STAMP)
+	@mkdir -p $(@D)
+	$(COMPONENTIZE_PY_BUILD)
+
+$(KUBEPLUG_TEST_PLUGIN_DIR)/%-py.wasm: tests/plugins/%-py/app.py $$(wildcard tests/plugins/%-py/*.py) $(PY_SDK_FILES) $(WIT_FILES) $(COMPONENTIZE_PY_STAMP)
+	@mkdir -p $(@D)
+	$(COMPONENTIZE_PY_BUILD)
+
+$(KUBEPLUG_PLUGIN_DIR)/%-js.wasm: plugins/%-js/plugin.ts $$(wildcard plugins/%-js/*.ts) $(JS_TYPECHECK)
+	@mkdir -p $(@D)
+	$(JCO_BUILD)
+
+$(KUBEPLUG_TEST_PLUGIN_DIR)/%-js.wasm: tests/plugins/%-js/plugin.ts $$(wildcard tests/plugins/%-js/*.ts) $(JS_TYPECHECK)
+	@mkdir -p $(@D)
+	$(JCO_BUILD)
+
+## bench-polyglot: the same reconcile by the TypeScript and Python ports against Rust and native
+.PHONY: bench-polyglot
+bench: bench-polyglot
+bench-polyglot: plugins
+	$(CARGO) bench -p kubeplug --bench polyglot
