@@ -68,7 +68,9 @@ fn rss_bytes() -> u64 {
 fn runtime(cache: &Path) -> PluginRuntime {
     PluginRuntime::new(RuntimeConfig {
         cache_dir: Some(cache.to_path_buf()),
-        max_instances: 8,
+        // Runtime components instantiate several core modules each: the pool's core-instance
+        // slots (4 per component instance) ran out at 8.
+        max_instances: 32,
         ..RuntimeConfig::default()
     })
     .unwrap()
