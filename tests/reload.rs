@@ -1109,6 +1109,7 @@ async fn one_host_wires_every_part_to_one_registry_and_one_audit_sink() -> Resul
         compile_cache: None,
         controller: fast_config(),
         shutdown_timeout: Duration::from_secs(10),
+        coordination: None,
     };
     let mut audit = config.controller.audit.subscribe();
     let host = kubeplug::app::Host::start(sim.client()?, config).await?;

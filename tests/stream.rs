@@ -383,6 +383,7 @@ async fn a_stalled_client_costs_bounded_memory_and_slows_nobody() -> Result {
         compile_cache: None,
         controller: kubeplug::controller::ControllerConfig::default(),
         shutdown_timeout: Duration::from_secs(10),
+        coordination: None,
     };
     let host = kubeplug::app::Host::start(sim.client()?, config).await?;
     let addr = host.server_addr().expect("listening").to_string();

@@ -10,7 +10,8 @@
 //!
 //! Around them: `controller` adds, swaps and removes running plugins; `reload` follows the
 //! plugins directory; `app` puts a host together; `server` serves its status; `contract` is
-//! the plugin contract as the host sees it; `cli` the commands. The embedded API server is
+//! the plugin contract as the host sees it; `cli` the commands; `coordination` lets several replicas share
+//! the work through Leases (leader election, key sharding). The embedded API server is
 //! its own crate, `kubeplug_sim` (`host/sim`), used by `kubeplug sim`, `kubeplug run
 //! --embedded` and the tests.
 
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod cluster;
 pub mod contract;
 pub mod controller;
+pub mod coordination;
 pub mod fixtures;
 pub mod manifest;
 pub mod metrics;

@@ -24,6 +24,8 @@ pub struct ErrorFault {
     pub verbs: Vec<String>,
     /// Only these resources (plural, e.g. `deployments`); empty = all.
     pub resources: Vec<String>,
+    /// Only requests whose `User-Agent` contains one of these (a replica's identity); empty = all.
+    pub user_agents: Vec<String>,
     /// `Retry-After` seconds (default 1 for 429).
     pub retry_after_seconds: Option<u64>,
     /// Stop after failing this many requests; `None` = until cleared.
@@ -59,6 +61,12 @@ impl ErrorFault {
     /// Restricts to these resources (plural names).
     pub fn resources<I: IntoIterator<Item = S>, S: Into<String>>(mut self, resources: I) -> Self {
         self.resources = resources.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Restricts to requests whose `User-Agent` contains one of these strings.
+    pub fn user_agents<I: IntoIterator<Item = S>, S: Into<String>>(mut self, agents: I) -> Self {
+        self.user_agents = agents.into_iter().map(Into::into).collect();
         self
     }
 
@@ -237,7 +245,12 @@ impl Faults {
     }
 
     /// The injected error for this request, if any.
-    pub(crate) fn error_for(&self, verb: &str, resource: &str) -> Option<ApiError> {
+    pub(crate) fn error_for(
+        &self,
+        verb: &str,
+        resource: &str,
+        user_agent: &str,
+    ) -> Option<ApiError> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let fault = inner.state.error.as_mut()?;
@@ -245,6 +258,14 @@ impl Faults {
             return None;
         }
         if !fault.resources.is_empty() && !fault.resources.iter().any(|r| r == resource) {
+            return None;
+        }
+        if !fault.user_agents.is_empty()
+            && !fault
+                .user_agents
+                .iter()
+                .any(|a| user_agent.contains(a.as_str()))
+        {
             return None;
         }
         inner.counter += 1;
@@ -313,10 +334,25 @@ mod tests {
         let f = Faults::default();
         f.inject_errors(ErrorFault::every_nth(503, 3).verbs(["list"]));
         let hits: Vec<bool> = (0..6)
-            .map(|_| f.error_for("list", "pods").is_some())
+            .map(|_| f.error_for("list", "pods", "").is_some())
             .collect();
         assert_eq!(hits, vec![false, false, true, false, false, true]);
-        assert!(f.error_for("get", "pods").is_none());
+        assert!(f.error_for("get", "pods", "").is_none());
+    }
+
+    #[test]
+    fn a_fault_can_target_one_client_by_user_agent() {
+        let f = Faults::default();
+        f.inject_errors(ErrorFault::every_nth(503, 1).user_agents(["(replica-a)"]));
+        assert!(
+            f.error_for("get", "leases", "kubeplug/0.1 (replica-a)")
+                .is_some()
+        );
+        assert!(
+            f.error_for("get", "leases", "kubeplug/0.1 (replica-b)")
+                .is_none()
+        );
+        assert!(f.error_for("get", "leases", "").is_none());
     }
 
     #[test]
@@ -325,7 +361,7 @@ mod tests {
             let f = Faults::default();
             f.inject_errors(ErrorFault::ratio(500, 0.3, 42));
             (0..1000)
-                .map(|_| f.error_for("get", "pods").is_some())
+                .map(|_| f.error_for("get", "pods", "").is_some())
                 .collect::<Vec<_>>()
         };
         let a = run();
@@ -338,9 +374,9 @@ mod tests {
     fn remaining_and_retry_after() {
         let f = Faults::default();
         f.inject_errors(ErrorFault::every_nth(429, 1).times(1));
-        let err = f.error_for("get", "pods").unwrap();
+        let err = f.error_for("get", "pods", "").unwrap();
         assert_eq!(err.retry_after, Some(1));
-        assert!(f.error_for("get", "pods").is_none());
+        assert!(f.error_for("get", "pods", "").is_none());
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct RequestRecord {
     pub field_manager: Option<String>,
     /// Response status code.
     pub status: u16,
+    /// The client's `User-Agent` (kubeplug replicas put their identity in it).
+    pub user_agent: String,
     /// The injected fault that answered, if any.
     pub fault: Option<String>,
 }

@@ -191,6 +191,13 @@ async fn handle(
         verb: "other".into(),
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .chars()
+            .take(256)
+            .collect(),
         ..RequestRecord::default()
     };
     let response = match Query::<HashMap<String, String>>::try_from_uri(&uri) {
@@ -291,7 +298,10 @@ async fn dispatch(
     if latency > Duration::ZERO {
         tokio::time::sleep(latency).await;
     }
-    if let Some(err) = shared.faults.error_for(verb, &kind.plural) {
+    if let Some(err) = shared
+        .faults
+        .error_for(verb, &kind.plural, &record.user_agent)
+    {
         record.fault = Some(format!("error {}", err.code));
         return Err(err);
     }

@@ -30,4 +30,7 @@ pub struct HostConfig {
     pub controller: ControllerConfig,
     /// How long a drain may take on shutdown.
     pub shutdown_timeout: Duration,
+    /// Leader election or sharding with other replicas (`None`: this replica reconciles
+    /// every key).
+    pub coordination: Option<crate::coordination::CoordinationConfig>,
 }

@@ -8,6 +8,7 @@ mod config;
 pub use config::HostConfig;
 
 use crate::controller::{Controller, Drain};
+use crate::coordination::Coordinator;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::{PluginRuntime, RuntimeConfig};
 use crate::policy::AuditSink;
@@ -27,13 +28,15 @@ pub struct Host {
     shutdown_timeout: Duration,
     /// Follows file events while held (`None` with `watch: false`, or when watching failed).
     _watch: Option<WatchTask>,
+    /// Leader election or sharding, when replicas coordinate.
+    coordinator: Option<Coordinator>,
     server: Option<Server>,
 }
 
 impl Host {
     /// Builds every part of the host against `client`, loads the plugins directory once and
     /// starts following it (`config.watch`) and serving (`config.listen`).
-    pub async fn start(client: kube::Client, config: HostConfig) -> anyhow::Result<Host> {
+    pub async fn start(client: kube::Client, mut config: HostConfig) -> anyhow::Result<Host> {
         if !config.plugins.is_dir() {
             anyhow::bail!(
                 "plugins directory {} does not exist (or is not a directory)",
@@ -44,6 +47,15 @@ impl Host {
         // before starting to see every record).
         let metrics = config.controller.metrics.clone();
         let audit = config.controller.audit.clone();
+        // Plugins, policies, watches and caches run on every replica; the gate decides which
+        // keys this one reconciles.
+        let coordinator = config
+            .coordination
+            .as_ref()
+            .map(|c| Coordinator::start(client.clone(), c, &metrics));
+        if let Some(coordinator) = &coordinator {
+            config.controller.gate = coordinator.gate();
+        }
         let runtime = PluginRuntime::new(RuntimeConfig {
             cache_dir: config.compile_cache.clone(),
             ..RuntimeConfig::default()
@@ -73,6 +85,7 @@ impl Host {
                     reloader: reloader.clone(),
                     access: config.access.clone(),
                     hub,
+                    coordination: coordinator.clone(),
                 };
                 let server = Server::start(addr, state)
                     .await
@@ -89,6 +102,7 @@ impl Host {
             audit,
             shutdown_timeout: config.shutdown_timeout,
             _watch: watch,
+            coordinator,
             server,
         })
     }
@@ -96,6 +110,11 @@ impl Host {
     /// The controller running the plugins.
     pub fn controller(&self) -> &Controller {
         &self.controller
+    }
+
+    /// This replica's coordination with others, if any.
+    pub fn coordinator(&self) -> Option<&Coordinator> {
+        self.coordinator.as_ref()
     }
 
     /// The reloader following the plugins directory.
@@ -132,6 +151,11 @@ impl Host {
             "shutting down: finishing in-flight reconciles, skipping writes still waiting for a write budget"
         );
         let drain = self.controller.shutdown_within(timeout).await;
+        // Only once no call is in flight: give the lease up, or leave the ring, so another
+        // replica takes over at once instead of waiting for the lease to expire.
+        if let Some(coordinator) = &self.coordinator {
+            coordinator.stop(Duration::from_secs(5)).await;
+        }
         match drain.abandoned {
             0 => tracing::info!(workers = drain.finished, "drained"),
             n => tracing::warn!(

@@ -26,7 +26,7 @@ pub enum Command {
     /// Run one plugin offline against a manifest and print the actions it returns.
     Eval(eval::EvalArgs),
     /// Run the plugins in a directory as controllers against a cluster (or --embedded).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Serve the embedded Kubernetes API server until interrupted.
     Sim(sim::SimArgs),
 }
@@ -37,7 +37,7 @@ pub fn main(cli: Cli) -> ExitCode {
     let result = runtime().and_then(|rt| {
         let result = match cli.command {
             Command::Eval(args) => rt.block_on(eval::run(args)),
-            Command::Run(args) => rt.block_on(run::run(args)),
+            Command::Run(args) => rt.block_on(run::run(*args)),
             Command::Sim(args) => rt.block_on(sim::run(args)),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call

@@ -1,7 +1,7 @@
 //! `kubeplug run`: the controller host, against a cluster or the embedded API server.
 
 use crate::app::Host;
-use crate::cluster::{ClusterArgs, connect};
+use crate::cluster::{ClusterArgs, connect_as};
 use crate::controller::DEFAULT_WORKERS;
 use crate::plugin::{DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS};
 use crate::queue::RateLimitConfig;
@@ -86,6 +86,33 @@ pub struct RunArgs {
     /// Where precompiled plugins are cached (default: ~/.cache/kubeplug).
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub compile_cache: Option<PathBuf>,
+    /// Several replicas: only the one holding the Lease (--lease-name) reconciles; the
+    /// others keep their caches warm and take over when it goes.
+    #[arg(long, env = "KUBEPLUG_LEADER_ELECT", conflicts_with = "sharding")]
+    pub leader_elect: bool,
+    /// Several replicas: each reconciles the keys rendezvous hashing gives it among the
+    /// replicas whose member Lease (<lease-name>-<identity>) is current.
+    #[arg(long, env = "KUBEPLUG_SHARDING")]
+    pub sharding: bool,
+    /// The leader Lease's name (with --sharding: the ring's name).
+    #[arg(long, env = "KUBEPLUG_LEASE_NAME", default_value = "kubeplug")]
+    pub lease_name: String,
+    /// The namespace of the Leases (default: the pod's namespace in a cluster, else `default`).
+    #[arg(long, env = "KUBEPLUG_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How long a Lease holds without renewal, in seconds.
+    #[arg(long, env = "KUBEPLUG_LEASE_DURATION_SECONDS", default_value_t = 15.0)]
+    pub lease_duration_seconds: f64,
+    /// How long a leader (or ring member) keeps trying to renew before it stops
+    /// reconciling, in seconds; shorter than the lease duration.
+    #[arg(long, env = "KUBEPLUG_RENEW_DEADLINE_SECONDS", default_value_t = 10.0)]
+    pub renew_deadline_seconds: f64,
+    /// How often to try to acquire or renew the Lease and read the ring, in seconds.
+    #[arg(long, env = "KUBEPLUG_RETRY_PERIOD_SECONDS", default_value_t = 2.0)]
+    pub retry_period_seconds: f64,
+    /// This replica's name in the Leases (default: the hostname plus a random suffix).
+    #[arg(long, env = "KUBEPLUG_IDENTITY")]
+    pub identity: Option<String>,
 }
 
 /// Sample objects the embedded API server starts with: Deployments the reference plugins act on.
@@ -104,6 +131,15 @@ pub const SAMPLE_CUSTOM_RESOURCES: [&str; 4] = [
 /// with the files in the plugins directory (unless `--watch=false`); SIGHUP rescans.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = super::run_settings::host_config(&args)?;
+    // Requests name the replica they come from (API server audit logs, request logs).
+    let user_agent = format!(
+        "kubeplug/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        config
+            .coordination
+            .as_ref()
+            .map_or(config.controller.instance.as_str(), |c| c.identity.as_str())
+    );
     let mut signals = ShutdownSignals::install()?;
     let (client, _sim) = if args.embedded {
         let sim = SAMPLE_CUSTOM_RESOURCES
@@ -131,7 +167,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         (sim.client()?, Some(sim))
     } else {
-        (connect(&args.cluster).await?, None)
+        (connect_as(&args.cluster, &user_agent).await?, None)
     };
     let host = Host::start(client, config).await?;
     if let Some(addr) = host.server_addr() {

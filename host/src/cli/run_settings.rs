@@ -5,6 +5,9 @@
 use super::run::RunArgs;
 use crate::app::HostConfig;
 use crate::controller::ControllerConfig;
+use crate::coordination::{
+    CoordinationConfig, LeaseTimings, Mode, check_identity, default_identity,
+};
 use crate::plugin::Limits;
 use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
 use std::time::Duration;
@@ -28,6 +31,14 @@ pub enum SettingsError {
     /// The status server's token file cannot be used.
     #[error("--listen-token-file: {0}")]
     Token(#[source] crate::server::AccessError),
+    /// A leader election or sharding flag the host cannot run with.
+    #[error("--{flag}: {reason}")]
+    Coordination {
+        /// The flag, without its dashes.
+        flag: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An `--allow-origin` value is not an origin.
     #[error(
         "--allow-origin {0:?}: must be an origin such as https://dash.example.com (scheme, host, optional port; no path)"
@@ -137,7 +148,70 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
             .or_else(crate::plugin::default_cache_dir),
         controller,
         shutdown_timeout: Duration::from_secs(shutdown_s),
+        coordination: coordination(args)?,
     })
+}
+
+/// Leader election or sharding as the flags ask, checked: timings by client-go's rules,
+/// names that fit a Lease.
+fn coordination(args: &RunArgs) -> Result<Option<CoordinationConfig>, SettingsError> {
+    let mode = match (args.leader_elect, args.sharding) {
+        (true, _) => Mode::LeaderElection,
+        (false, true) => Mode::Sharding,
+        (false, false) => return Ok(None),
+    };
+    let seconds = |flag: &'static str, value: f64| {
+        if !(value.is_finite() && value > 0.0 && value <= 3600.0) {
+            return Err(SettingsError::Coordination {
+                flag,
+                reason: format!("{value}: must be more than 0 and at most 3600 seconds"),
+            });
+        }
+        Ok(Duration::from_secs_f64(value))
+    };
+    let timings = LeaseTimings {
+        lease_duration: seconds("lease-duration-seconds", args.lease_duration_seconds)?,
+        renew_deadline: seconds("renew-deadline-seconds", args.renew_deadline_seconds)?,
+        retry_period: seconds("retry-period-seconds", args.retry_period_seconds)?,
+    };
+    timings
+        .check()
+        .map_err(|reason| SettingsError::Coordination {
+            flag: "renew-deadline-seconds",
+            reason,
+        })?;
+    let name_error = |flag, reason| SettingsError::Coordination { flag, reason };
+    check_identity(&args.lease_name).map_err(|r| name_error("lease-name", r))?;
+    let identity = match &args.identity {
+        Some(id) => {
+            check_identity(id).map_err(|r| name_error("identity", r))?;
+            id.clone()
+        }
+        None => default_identity(&hostname()),
+    };
+    let lease_namespace = match &args.lease_namespace {
+        Some(ns) => ns.clone(),
+        None => pod_namespace().unwrap_or_else(|| "default".into()),
+    };
+    check_identity(&lease_namespace).map_err(|r| name_error("lease-namespace", r))?;
+    Ok(Some(CoordinationConfig {
+        mode,
+        lease_name: args.lease_name.clone(),
+        lease_namespace,
+        identity,
+        timings,
+    }))
+}
+
+/// The namespace of the pod this runs in: `$POD_NAMESPACE`, else the service account's.
+fn pod_namespace() -> Option<String> {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok()
+        })
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
 }
 
 /// The status server's token and allowed origins, checked.
@@ -208,6 +282,52 @@ mod tests {
     }
 
     #[test]
+    fn coordination_flags_make_a_checked_config() {
+        assert_eq!(parse(&[]).unwrap().coordination, None);
+        let c = parse(&[
+            "--leader-elect",
+            "--identity",
+            "r1",
+            "--lease-namespace",
+            "ops",
+        ])
+        .unwrap()
+        .coordination
+        .unwrap();
+        assert_eq!(c.mode, Mode::LeaderElection);
+        assert_eq!(
+            (c.identity.as_str(), c.lease_name.as_str()),
+            ("r1", "kubeplug")
+        );
+        assert_eq!(c.lease_namespace, "ops");
+        assert_eq!(c.timings, LeaseTimings::default());
+        let c = parse(&[
+            "--sharding",
+            "--lease-duration-seconds",
+            "4",
+            "--renew-deadline-seconds",
+            "3",
+            "--retry-period-seconds",
+            "0.5",
+        ])
+        .unwrap()
+        .coordination
+        .unwrap();
+        assert_eq!(c.mode, Mode::Sharding);
+        assert_eq!(c.timings.retry_period, Duration::from_millis(500));
+        check_identity(&c.identity).unwrap();
+        let cli = crate::cli::Cli::try_parse_from([
+            "kubeplug",
+            "run",
+            "--plugins",
+            "p",
+            "--leader-elect",
+            "--sharding",
+        ]);
+        assert!(cli.is_err(), "the two modes exclude each other");
+    }
+
+    #[test]
     fn each_bad_flag_is_one_error_naming_it() {
         for (args, flag) in [
             (&["--qps", "0"][..], "--qps"),
@@ -224,6 +344,16 @@ mod tests {
                 "--backoff-base-ms 5000",
             ),
             (&["--shutdown-timeout", "100000"], "--shutdown-timeout"),
+            (
+                &["--leader-elect", "--lease-duration-seconds", "5"],
+                "--renew-deadline-seconds",
+            ),
+            (
+                &["--sharding", "--retry-period-seconds", "NaN"],
+                "--retry-period-seconds",
+            ),
+            (&["--leader-elect", "--identity", "Bad_Name"], "--identity"),
+            (&["--sharding", "--lease-name", "a/b"], "--lease-name"),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");

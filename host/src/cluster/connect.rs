@@ -23,6 +23,12 @@ pub struct ClusterArgs {
 /// A client for the cluster the flags name, checked to answer; errors say which source
 /// failed and why.
 pub async fn connect(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
+    connect_as(args, concat!("kubeplug/", env!("CARGO_PKG_VERSION"))).await
+}
+
+/// [`connect`], sending `user_agent` with every request (a replica's identity in it tells
+/// replicas apart in the API server's logs).
+pub async fn connect_as(args: &ClusterArgs, user_agent: &str) -> anyhow::Result<kube::Client> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -42,6 +48,12 @@ pub async fn connect(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("no cluster configured: no $KUBECONFIG, ~/.kube/config or in-cluster service account (try --embedded)")?,
     };
+    let mut config = config;
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_str(user_agent)
+            .with_context(|| format!("invalid user agent {user_agent:?}"))?,
+    ));
     let url = config.cluster_url.to_string();
     let url = url.trim_end_matches('/');
     let client = kube::Client::try_from(config).context("cannot build a Kubernetes client")?;

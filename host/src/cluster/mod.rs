@@ -12,7 +12,7 @@ mod watches;
 
 pub use cache::{CacheWriter, CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef};
 pub use cache_objects::CacheObjects;
-pub use connect::{ClusterArgs, connect};
+pub use connect::{ClusterArgs, connect, connect_as};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use watch::{WatchHandle, spawn_watch};
 pub(crate) use watches::Watches;

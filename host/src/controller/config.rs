@@ -1,5 +1,6 @@
 //! Settings of the controller host.
 
+use crate::coordination::Gate;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::Limits;
 use crate::policy::AuditSink;
@@ -25,6 +26,8 @@ pub struct ControllerConfig {
     pub audit: AuditSink,
     /// Where the controller registers its metrics (queues, audit decisions).
     pub metrics: MetricsRegistry,
+    /// Which keys this replica may reconcile (every key unless replicas coordinate).
+    pub gate: Gate,
 }
 
 /// Workers per plugin unless configured.
@@ -41,6 +44,7 @@ impl Default for ControllerConfig {
             instance: "kubeplug".into(),
             audit: AuditSink::default(),
             metrics: MetricsRegistry::default(),
+            gate: Gate::default(),
         }
     }
 }

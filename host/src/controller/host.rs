@@ -94,6 +94,12 @@ impl Controller {
         if let Some(period) = config.resync {
             background.push(tokio::spawn(resync(units.clone(), period)));
         }
+        if config.gate.is_coordinated() {
+            background.push(tokio::spawn(super::handover::follow(
+                config.gate.clone(),
+                units.clone(),
+            )));
+        }
         Controller {
             inner: Arc::new(Inner {
                 pipeline: Arc::new(Pipeline::new(
@@ -224,6 +230,7 @@ impl Controller {
             version,
             inner.pipeline.clone(),
             inner.reconcile_metrics.clone(),
+            inner.config.gate.clone(),
         ));
         inner.units.insert(unit.clone());
         let workers = (0..inner.config.workers.max(1))

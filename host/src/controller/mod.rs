@@ -5,6 +5,7 @@
 
 mod config;
 mod error;
+mod handover;
 mod host;
 mod instance;
 

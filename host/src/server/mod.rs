@@ -29,6 +29,8 @@ pub struct ServerState {
     pub access: Access,
     /// Where the live stream's records come from.
     pub hub: crate::stream::StreamHub,
+    /// Leader election or sharding, when replicas coordinate.
+    pub coordination: Option<crate::coordination::Coordinator>,
 }
 
 /// The running server; dropping it stops serving.
@@ -97,10 +99,20 @@ async fn metrics(
     )
 }
 
-/// Ready once every watch has listed its kind.
-async fn ready(axum::extract::State(state): axum::extract::State<ServerState>) -> StatusCode {
+/// Ready once every watch has listed its kind (a follower too: its caches are warm for a
+/// takeover); the body says whether this replica leads or which ring it is in.
+async fn ready(
+    axum::extract::State(state): axum::extract::State<ServerState>,
+) -> (StatusCode, String) {
+    let role = match &state.coordination {
+        Some(c) => c.status().summary(),
+        None => "single replica".into(),
+    };
     match state.controller.is_synced() {
-        true => StatusCode::OK,
-        false => StatusCode::SERVICE_UNAVAILABLE,
+        true => (StatusCode::OK, format!("ready: {role}\n")),
+        false => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("caches not synced yet: {role}\n"),
+        ),
     }
 }

@@ -14,6 +14,9 @@ use serde::Serialize;
 pub struct PluginsReport {
     pub running: Vec<RunningPlugin>,
     pub files: Vec<FileStatus>,
+    /// Leader election or sharding: whether this replica leads, the ring it sees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coordination: Option<crate::coordination::CoordinationStatus>,
 }
 
 /// One running plugin.
@@ -65,5 +68,6 @@ pub(super) async fn list(State(state): State<ServerState>) -> Json<PluginsReport
     Json(PluginsReport {
         running,
         files: state.reloader.status(),
+        coordination: state.coordination.as_ref().map(|c| c.status()),
     })
 }

@@ -6,6 +6,7 @@ use super::revision::Revision;
 use crate::actions::{Call, Pipeline};
 use crate::cluster::{CachedObject, ObjKey};
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
+use crate::coordination::Gate;
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -33,6 +34,8 @@ pub(crate) struct RunningPlugin {
     expectations: Expectations,
     /// Call durations and reconcile results.
     metrics: ReconcileMetrics,
+    /// Which keys this replica may reconcile now.
+    gate: Gate,
 }
 
 /// How long a key waits for the cache to show its own writes before it is reconciled anyway.
@@ -51,6 +54,7 @@ impl RunningPlugin {
         version: Revision,
         pipeline: Arc<Pipeline>,
         metrics: ReconcileMetrics,
+        gate: Gate,
     ) -> Self {
         RunningPlugin {
             name,
@@ -62,6 +66,7 @@ impl RunningPlugin {
             last_ok: Mutex::default(),
             expectations: Expectations::new(EXPECTATION_WAIT),
             metrics,
+            gate,
         }
     }
 
@@ -137,11 +142,26 @@ impl RunningPlugin {
         }
     }
 
-    /// Works keys off the queue until it shuts down.
+    /// Works keys off the queue until it shuts down. A key this replica may not reconcile
+    /// now (another replica leads, or owns it) is dropped: it is queued again when this
+    /// replica gains it.
     pub(crate) async fn work(self: Arc<Self>) {
         while let Some(key) = self.queue.get().await {
             if !self.is_stopped() {
-                self.process(&key).await;
+                match self.gate.enter(&key) {
+                    Some(pass) => {
+                        let started = std::time::SystemTime::now();
+                        self.process(&key).await;
+                        if self.gate.is_coordinated() {
+                            span(&self.name, &key, started);
+                        }
+                        drop(pass);
+                    }
+                    None => {
+                        lock(&self.reasons).remove(&key);
+                        self.queue.forget(&key);
+                    }
+                }
             }
             self.queue.done(&key);
         }
@@ -272,4 +292,14 @@ impl RunningPlugin {
             }
         }
     }
+}
+
+/// Records when a reconcile on `key` ran on this replica, so the reconciles of several
+/// replicas can be checked never to overlap (debug level, target `kubeplug::coordination`).
+fn span(plugin: &str, key: &ObjKey, started: std::time::SystemTime) {
+    let micros = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
+    };
+    tracing::debug!(target: "kubeplug::coordination", plugin, %key, start_us = micros(started), end_us = micros(std::time::SystemTime::now()), "reconcile span");
 }

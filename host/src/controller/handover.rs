@@ -1,0 +1,70 @@
+//! Keys changing hands between replicas: when the gate's scope changes (this replica became
+//! leader, or the ring gave it keys), every cached key it gained is queued at once — the
+//! caches are warm, so a takeover reconciles without relisting. Keys it lost are simply no
+//! longer let through. Counts keys owned and moved for the metrics.
+
+use crate::contract::Reason;
+use crate::coordination::{Gate, Scope};
+use crate::worker::RunningPlugins;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the owned-keys gauge is recounted while nothing changes (objects come and go).
+const RECOUNT: Duration = Duration::from_secs(5);
+
+/// Follows `gate` until the controller stops.
+pub(super) async fn follow(gate: Gate, units: RunningPlugins) {
+    let mut changes = gate.subscribe();
+    let mut before = changes.borrow_and_update().clone();
+    loop {
+        let changed = tokio::time::timeout(RECOUNT, changes.changed()).await;
+        if matches!(changed, Ok(Err(_))) {
+            return;
+        }
+        let after = changes.borrow_and_update().clone();
+        let moved = hand_over(&units, &before, &after);
+        let metrics = gate.metrics();
+        metrics.keys_owned.set(moved.owned as i64);
+        metrics.keys_moved.inc_by(moved.gained + moved.lost);
+        if moved.gained + moved.lost > 0 {
+            tracing::info!(
+                gained = moved.gained,
+                lost = moved.lost,
+                owned = moved.owned,
+                "keys changed hands"
+            );
+        }
+        before = after;
+    }
+}
+
+/// What a scope change did to this replica's keys.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Moved {
+    gained: u64,
+    lost: u64,
+    owned: u64,
+}
+
+/// Queues every cached key `after` allows and `before` did not, for every running plugin.
+fn hand_over(units: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>) -> Moved {
+    let mut moved = Moved::default();
+    let mut owned = HashSet::new();
+    for unit in units.snapshot().iter() {
+        for key in unit.current().primary.keys() {
+            let (was, is) = (before.allows(&key), after.allows(&key));
+            if is && !was {
+                moved.gained += 1;
+                unit.enqueue(key.clone(), Reason::Added);
+            } else if was && !is {
+                moved.lost += 1;
+            }
+            if is {
+                owned.insert(key);
+            }
+        }
+    }
+    moved.owned = owned.len() as u64;
+    moved
+}

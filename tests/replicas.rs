@@ -1,0 +1,556 @@
+//! Several `kubeplug run` processes against one embedded API server: leader election (only
+//! the leader writes; `kill -9`, SIGTERM and a leader cut off from the API server hand over
+//! in time) and sharding (300 keys split between three replicas, handed over when one dies
+//! and comes back, and under a minute of churn, with no key ever reconciled by two replicas
+//! at once — checked from the reconcile spans every replica logs).
+
+mod common;
+
+use common::plugin;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubeplug_sim::{ErrorFault, Sim};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Result<T = ()> = anyhow::Result<T>;
+
+/// Fast lease timings for the tests (client-go's ratios: renew deadline < lease duration,
+/// retry period well below the renew deadline).
+const LEASE_S: f64 = 4.0;
+const RENEW_S: f64 = 2.5;
+const RETRY_S: f64 = 0.5;
+const PINNED: &str = "nginx:1.13";
+const WAIT: Duration = Duration::from_secs(90);
+
+const POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: image-pinner}\nspec:\n  mode: enforce\n  namespaces: {all: true}\n  rules:\n    - apiVersion: apps/v1\n      kind: Deployment\n      verbs: [patch]\n      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]\n  limits: {writesPerSecond: 1000, writeBurst: 1000}\n  config: {image: \"nginx:1.13\"}\n";
+
+/// The embedded API server, its kubeconfig, and a plugins directory with image-pinner.
+struct Cluster {
+    sim: Sim,
+    client: kube::Client,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn start(namespace: &str, deployments: usize) -> Result<Cluster> {
+        let sim = Sim::builder()
+            .auto_create_namespaces(true)
+            .request_log_capacity(2_000_000)
+            .start()
+            .await?;
+        let dir = tempfile::tempdir()?;
+        sim.write_kubeconfig(dir.path().join("kc"))?;
+        std::fs::create_dir(dir.path().join("plugins"))?;
+        std::fs::copy(
+            plugin("image-pinner"),
+            dir.path().join("plugins/image-pinner.wasm"),
+        )?;
+        std::fs::write(dir.path().join("plugins/image-pinner.policy.yaml"), POLICY)?;
+        let client = sim.client()?;
+        let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+        for i in 0..deployments {
+            let d = common::cluster::deployment(&format!("d{i:03}"), 1, "alpine");
+            api.create(&PostParams::default(), &d).await?;
+        }
+        Ok(Cluster { sim, client, dir })
+    }
+
+    fn plugins(&self) -> PathBuf {
+        self.dir.path().join("plugins")
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kc")
+    }
+
+    fn replica(&self, identity: &str, mode: &str) -> Replica {
+        Replica::start(self, identity, mode)
+    }
+
+    /// Deployments of `namespace` not running the pinned image yet.
+    fn unpinned(&self, namespace: &str) -> Vec<String> {
+        self.sim
+            .list("deployments", Some(namespace))
+            .iter()
+            .filter(|d| d["spec"]["template"]["spec"]["containers"][0]["image"] != PINNED)
+            .map(|d| d["metadata"]["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Waits until every Deployment of `namespace` runs the pinned image; how long it took.
+    async fn converged(&self, namespace: &str, limit: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let left = self.unpinned(namespace);
+            if left.is_empty() {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{} Deployments still unpinned after {limit:?}: {:?}",
+                left.len(),
+                &left[..left.len().min(10)]
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sets these Deployments' image back to alpine (each then needs one patch again).
+    async fn unpin(&self, namespace: &str, names: &[String]) -> Result {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
+        for name in names {
+            api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Writes to Deployments whose User-Agent names `identity`.
+    fn deployment_writes_by(&self, identity: &str) -> usize {
+        let agent = format!("({identity})");
+        self.sim
+            .requests()
+            .records()
+            .iter()
+            .filter(|r| r.resource == "deployments" && r.user_agent.contains(&agent))
+            .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
+            .count()
+    }
+}
+
+/// One `kubeplug run` process; its JSON log lines collected as they come.
+struct Replica {
+    identity: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Replica {
+    fn start(cluster: &Cluster, identity: &str, mode: &str) -> Replica {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+            .args(["--log-json", "run", "--watch=false", "--kubeconfig"])
+            .arg(cluster.kubeconfig())
+            .arg("--plugins")
+            .arg(cluster.plugins())
+            .args([mode, "--identity", identity, "--lease-namespace", "default"])
+            .args(["--lease-duration-seconds", &LEASE_S.to_string()])
+            .args(["--renew-deadline-seconds", &RENEW_S.to_string()])
+            .args(["--retry-period-seconds", &RETRY_S.to_string()])
+            .args(["--shutdown-timeout", "5"])
+            .env("KUBEPLUG_CACHE_DIR", cluster.dir.path().join("cache"))
+            .env("KUBEPLUG_LOG", "info,kubeplug::coordination=debug")
+            .env_remove("KUBECONFIG")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        std::thread::spawn({
+            let lines = lines.clone();
+            move || {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(std::io::Result::ok)
+                {
+                    lines.lock().unwrap().push(line);
+                }
+            }
+        });
+        Replica {
+            identity: identity.to_string(),
+            child,
+            lines,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// The wall time (unix µs) of the first log line holding `needle`, if any.
+    fn logged_at(&self, needle: &str) -> Option<u64> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains(needle))
+            .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["timestamp"].as_str().map(unix_us))
+    }
+
+    /// Waits until a log line holds `needle`; the time it took.
+    async fn wait_for(&self, needle: &str, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while self.logged_at(needle).is_none() {
+            assert!(
+                start.elapsed() < limit,
+                "{}: no {needle:?} within {limit:?}:\n{}",
+                self.identity,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        start.elapsed()
+    }
+
+    /// Every reconcile this process ran: (key, start µs, end µs).
+    fn spans(&self) -> Vec<Span> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("reconcile span"))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| Span {
+                replica: self.identity.clone(),
+                key: v["fields"]["key"].as_str().unwrap_or_default().to_string(),
+                start: v["fields"]["start_us"].as_u64().unwrap_or_default(),
+                end: v["fields"]["end_us"].as_u64().unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn sigterm(&self) {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// Waits for the process to exit; whether it exited 0.
+    async fn exited(&mut self, limit: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            assert!(start.elapsed() < limit, "{} did not exit", self.identity);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One reconcile of one key on one replica (wall-clock µs; every process shares the clock).
+#[derive(Debug, Clone)]
+struct Span {
+    replica: String,
+    key: String,
+    start: u64,
+    end: u64,
+}
+
+fn unix_us(rfc3339: &str) -> u64 {
+    rfc3339
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .map(|t| t.as_microsecond() as u64)
+        .unwrap_or_default()
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// Asserts that no key's reconciles on two replicas overlap in time; returns the spans.
+fn assert_no_overlap(spans: &[Span]) {
+    let mut by_key: HashMap<&str, Vec<&Span>> = HashMap::new();
+    for s in spans {
+        by_key.entry(&s.key).or_default().push(s);
+    }
+    for (key, mut list) in by_key {
+        list.sort_by_key(|s| s.start);
+        for pair in list.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert!(
+                a.replica == b.replica || a.end <= b.start,
+                "{key}: {} reconciled it {}..{} while {} did {}..{}",
+                a.replica,
+                a.start,
+                a.end,
+                b.replica,
+                b.start,
+                b.end
+            );
+        }
+    }
+}
+
+fn lease_secs() -> Duration {
+    Duration::from_secs_f64(LEASE_S)
+}
+
+fn retry() -> Duration {
+    Duration::from_secs_f64(RETRY_S)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced_in_time() -> Result {
+    let cluster = Cluster::start("ha", 20).await?;
+    let mut r1 = cluster.replica("r1", "--leader-elect");
+    r1.wait_for("became the leader", WAIT).await;
+    let r2 = cluster.replica("r2", "--leader-elect");
+    r2.wait_for("coordinating with other replicas", WAIT).await;
+    cluster.converged("ha", WAIT).await;
+    // The follower's caches are warm, and it wrote nothing.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(cluster.deployment_writes_by("r1") >= 20);
+    assert_eq!(cluster.deployment_writes_by("r2"), 0, "{}", r2.log());
+    assert!(
+        r2.spans().is_empty(),
+        "the follower reconciled: {:?}",
+        r2.spans()
+    );
+    assert!(r2.logged_at("became the leader").is_none());
+
+    // kill -9: no release; r2 waits out the lease, then reconciles a change made meanwhile.
+    r1.kill();
+    let killed = Instant::now();
+    cluster.unpin("ha", &["d007".to_string()]).await?;
+    let takeover = r2.wait_for("became the leader", WAIT).await;
+    cluster.converged("ha", WAIT).await;
+    let fixed = killed.elapsed();
+    let limit = lease_secs() + retry() + Duration::from_secs(2);
+    eprintln!(
+        "kill -9: takeover after {takeover:?}; the change made meanwhile reconciled {fixed:?} after the kill"
+    );
+    assert!(
+        takeover <= limit,
+        "takeover took {takeover:?} (lease duration + retry period: {:?})",
+        lease_secs() + retry()
+    );
+    assert!(cluster.deployment_writes_by("r2") >= 1);
+    assert!(r2.log().contains("keys changed hands"));
+    assert_no_overlap(&[r1.spans(), r2.spans()].concat());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_leader_releases_the_lease_and_the_follower_takes_over_at_once() -> Result {
+    let cluster = Cluster::start("ha", 5).await?;
+    let mut r1 = cluster.replica("t1", "--leader-elect");
+    r1.wait_for("became the leader", WAIT).await;
+    let r2 = cluster.replica("t2", "--leader-elect");
+    r2.wait_for("coordinating with other replicas", WAIT).await;
+    cluster.converged("ha", WAIT).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    r1.sigterm();
+    let sent = now_us();
+    assert!(r1.exited(Duration::from_secs(20)).await, "{}", r1.log());
+    assert!(r1.log().contains("released the lease"), "{}", r1.log());
+    r2.wait_for("became the leader", WAIT).await;
+    let took = Duration::from_micros(r2.logged_at("became the leader").unwrap() - sent);
+    eprintln!("SIGTERM: takeover {took:?} after the signal");
+    assert!(
+        took <= retry() + Duration::from_secs(2),
+        "takeover took {took:?}, retry period {:?}",
+        retry()
+    );
+    // Released, not expired: far sooner than the lease duration.
+    assert!(took < lease_secs(), "{took:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_api_server_stops_within_the_renew_deadline() -> Result {
+    let cluster = Cluster::start("ha", 5).await?;
+    let r1 = cluster.replica("c1", "--leader-elect");
+    r1.wait_for("became the leader", WAIT).await;
+    let r2 = cluster.replica("c2", "--leader-elect");
+    r2.wait_for("coordinating with other replicas", WAIT).await;
+    cluster.converged("ha", WAIT).await;
+    // Every request of c1 now fails (as if its network to the API server were down).
+    cluster
+        .sim
+        .faults()
+        .inject_errors(ErrorFault::every_nth(503, 1).user_agents(["(c1)"]));
+    let cut = now_us();
+    r1.wait_for("within the renew deadline", WAIT).await;
+    let stopped = r1.logged_at("within the renew deadline").unwrap();
+    let took = Duration::from_micros(stopped - cut);
+    eprintln!("renew failure: the leader stopped {took:?} after the cut");
+    assert!(
+        took <= Duration::from_secs_f64(RENEW_S + RETRY_S) + Duration::from_secs(1),
+        "{took:?}"
+    );
+    // The other replica takes over only after the old leader stopped: never two leaders.
+    r2.wait_for("became the leader", WAIT).await;
+    let took_over = r2.logged_at("became the leader").unwrap();
+    assert!(
+        took_over > stopped,
+        "c2 led at {took_over}, c1 stopped at {stopped}"
+    );
+    cluster.unpin("ha", &["d001".to_string()]).await?;
+    cluster.converged("ha", WAIT).await;
+    assert_no_overlap(&[r1.spans(), r2.spans()].concat());
+    Ok(())
+}
+
+/// How many keys each replica reconciled among spans that started after `since`.
+fn split(spans: &[Span], since: u64) -> BTreeMap<String, usize> {
+    let mut keys: HashMap<&str, &str> = HashMap::new();
+    let mut counts = BTreeMap::new();
+    for s in spans.iter().filter(|s| s.start >= since) {
+        if keys.insert(&s.key, &s.replica).is_none() {
+            *counts.entry(s.replica.clone()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_shards_split_300_keys_hand_them_over_and_never_overlap() -> Result {
+    let cluster = Cluster::start("shard", 300).await?;
+    let start = now_us();
+    let mut replicas = vec![
+        cluster.replica("s1", "--sharding"),
+        cluster.replica("s2", "--sharding"),
+        cluster.replica("s3", "--sharding"),
+    ];
+    cluster.converged("shard", WAIT).await;
+    let all: Vec<String> = (0..300).map(|i| format!("d{i:03}")).collect();
+    // Once the ring settled, each key belongs to exactly one replica: unpin everything and
+    // see who reconciles what.
+    for r in &replicas {
+        r.wait_for("reconcile span", WAIT).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = now_us();
+    cluster.unpin("shard", &all).await?;
+    cluster.converged("shard", WAIT).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let spans: Vec<Span> = replicas.iter().flat_map(Replica::spans).collect();
+    let counts = split(&spans, settled);
+    eprintln!("300 keys split {counts:?}");
+    assert_eq!(counts.values().sum::<usize>(), 300, "{counts:?}");
+    for (replica, n) in &counts {
+        assert!((50..=150).contains(n), "{replica} reconciled {n} of 300");
+    }
+    let mut owner: HashMap<&str, &str> = HashMap::new();
+    for s in spans.iter().filter(|s| s.start >= settled) {
+        let first = owner.entry(&s.key).or_insert(&s.replica);
+        assert_eq!(*first, s.replica, "{} reconciled by two replicas", s.key);
+    }
+
+    // kill -9 s3: its keys are reconciled by the others once its lease expires.
+    let s3_keys: Vec<String> = owner
+        .iter()
+        .filter(|(_, r)| **r == "s3")
+        .map(|(k, _)| k.trim_start_matches("shard/").to_string())
+        .collect();
+    let mut dead = replicas.pop().unwrap();
+    dead.kill();
+    cluster.unpin("shard", &s3_keys).await?;
+    let took = cluster.converged("shard", WAIT).await;
+    eprintln!(
+        "kill -9 of s3: its {} keys reconciled by the others after {took:?}",
+        s3_keys.len()
+    );
+    assert!(took <= lease_secs() + Duration::from_secs(5), "{took:?}");
+
+    // s3 comes back: keys come back to it.
+    let back = cluster.replica("s3", "--sharding");
+    back.wait_for("reconcile span", WAIT).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rejoined = now_us();
+    cluster.unpin("shard", &all).await?;
+    cluster.converged("shard", WAIT).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut spans: Vec<Span> = replicas.iter().flat_map(Replica::spans).collect();
+    spans.extend(back.spans());
+    spans.extend(dead.spans());
+    let counts = split(&spans, rejoined);
+    eprintln!("after s3 came back: {counts:?}");
+    assert!(counts.get("s3").copied().unwrap_or(0) >= 50, "{counts:?}");
+    assert!(spans.iter().all(|s| s.start >= start));
+    assert_no_overlap(&spans);
+    Ok(())
+}
+
+/// Random numbers for the churn test, seeded so a failure can be replayed.
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minute_of_replicas_killed_and_restarted_converges_without_overlap() -> Result {
+    let cluster = Cluster::start("churn", 100).await?;
+    let names = ["k1", "k2", "k3"];
+    let mut running: Vec<Option<Replica>> = names
+        .iter()
+        .map(|n| Some(cluster.replica(n, "--sharding")))
+        .collect();
+    let mut finished: Vec<Replica> = Vec::new();
+    cluster.converged("churn", WAIT).await;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let until = Instant::now() + Duration::from_secs(60);
+    let all: Vec<String> = (0..100).map(|i| format!("d{i:03}")).collect();
+    while Instant::now() < until {
+        // Change a few Deployments...
+        let changed: Vec<String> = (0..5)
+            .map(|_| all[(next(&mut seed) % 100) as usize].clone())
+            .collect();
+        cluster.unpin("churn", &changed).await?;
+        // ...and kill (-9 or TERM) or restart one replica, keeping at least one running.
+        let i = (next(&mut seed) % 3) as usize;
+        match running[i].take() {
+            Some(mut r) if running.iter().any(Option::is_some) => {
+                if next(&mut seed).is_multiple_of(2) {
+                    r.kill();
+                } else {
+                    r.sigterm();
+                    let _ = r.exited(Duration::from_secs(20)).await;
+                }
+                finished.push(r);
+            }
+            Some(r) => running[i] = Some(r),
+            None => running[i] = Some(cluster.replica(names[i], "--sharding")),
+        }
+        tokio::time::sleep(Duration::from_millis(1000 + next(&mut seed) % 3000)).await;
+    }
+    for (i, slot) in running.iter_mut().enumerate() {
+        if slot.is_none() {
+            *slot = Some(cluster.replica(names[i], "--sharding"));
+        }
+    }
+    cluster.unpin("churn", &all[..10]).await?;
+    cluster.converged("churn", WAIT).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let spans: Vec<Span> = running
+        .iter()
+        .flatten()
+        .chain(finished.iter())
+        .flat_map(Replica::spans)
+        .collect();
+    eprintln!(
+        "churn: {} reconciles by {} processes",
+        spans.len(),
+        running.iter().flatten().count() + finished.len()
+    );
+    assert!(spans.len() >= 100);
+    assert_no_overlap(&spans);
+    Ok(())
+}
