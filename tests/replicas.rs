@@ -143,7 +143,7 @@ impl Replica {
             .args(["--lease-duration-seconds", &LEASE_S.to_string()])
             .args(["--renew-deadline-seconds", &RENEW_S.to_string()])
             .args(["--retry-period-seconds", &RETRY_S.to_string()])
-            .args(["--shutdown-timeout", "5"])
+            .args(["--shutdown-timeout", "5", "--listen", "127.0.0.1:0"])
             .env("KUBEPLUG_CACHE_DIR", cluster.dir.path().join("cache"))
             .env("KUBEPLUG_LOG", "info,kubeplug::coordination=debug")
             .env_remove("KUBECONFIG")
@@ -198,6 +198,46 @@ impl Replica {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         start.elapsed()
+    }
+
+    /// GET `path` from its status server: status and body.
+    async fn get(&self, path: &str) -> (u16, String) {
+        self.wait_for("serving /metrics", WAIT).await;
+        let addr = self
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains("serving /metrics"))
+            .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["fields"]["addr"].as_str().map(str::to_string))
+            .expect("the status server's address");
+        let path = path.to_string();
+        tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            write!(
+                stream,
+                "GET {path} HTTP/1.1\r\nHost: kubeplug\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+            let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
+            (status.unwrap_or(0), body.to_string())
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A metric's value from `/metrics`.
+    async fn metric(&self, name: &str) -> Option<f64> {
+        let (_, text) = self.get("/metrics").await;
+        text.lines()
+            .find(|l| l.split(' ').next() == Some(name))
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|v| v.parse().ok())
     }
 
     /// Every reconcile this process ran: (key, start µs, end µs).
@@ -322,6 +362,23 @@ async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced_in_time() ->
         r2.spans()
     );
     assert!(r2.logged_at("became the leader").is_none());
+    // Both are ready (warm caches); each says whether it leads.
+    let (status, body) = r1.get("/readyz").await;
+    assert_eq!((status, body.trim()), (200, "ready: leader (r1)"));
+    let (status, body) = r2.get("/readyz").await;
+    assert_eq!(
+        (status, body.trim()),
+        (200, "ready: follower (r2; leader r1)")
+    );
+    let plugins: Value = serde_json::from_str(&r2.get("/plugins").await.1)?;
+    assert_eq!(plugins["coordination"]["leading"], false, "{plugins}");
+    assert_eq!(plugins["coordination"]["leader"], "r1", "{plugins}");
+    assert_eq!(
+        plugins["coordination"]["lease"], "default/kubeplug",
+        "{plugins}"
+    );
+    assert_eq!(r1.metric("kubeplug_leader").await, Some(1.0));
+    assert_eq!(r2.metric("kubeplug_leader").await, Some(0.0));
 
     // kill -9: no release; r2 waits out the lease, then reconciles a change made meanwhile.
     r1.kill();
@@ -446,6 +503,17 @@ async fn three_shards_split_300_keys_hand_them_over_and_never_overlap() -> Resul
     for (replica, n) in &counts {
         assert!((50..=150).contains(n), "{replica} reconciled {n} of 300");
     }
+    // Each shows the settled ring of three and counts the keys it owns.
+    let mut owned = 0.0;
+    for r in &replicas {
+        let plugins: Value = serde_json::from_str(&r.get("/plugins").await.1)?;
+        let ring = &plugins["coordination"]["ring"];
+        assert_eq!(ring["members"], json!(["s1", "s2", "s3"]), "{plugins}");
+        assert_eq!(ring["settled"], true, "{plugins}");
+        assert_eq!(r.metric("kubeplug_ring_members").await, Some(3.0));
+        owned += r.metric("kubeplug_ring_keys_owned").await.unwrap_or(0.0);
+    }
+    assert_eq!(owned, 300.0, "keys owned over the three replicas");
     let mut owner: HashMap<&str, &str> = HashMap::new();
     for s in spans.iter().filter(|s| s.start >= settled) {
         let first = owner.entry(&s.key).or_insert(&s.replica);
