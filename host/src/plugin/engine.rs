@@ -66,14 +66,30 @@ fn start_epoch_ticker(engine: &Engine, tick: Duration) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Core module instances one plugin instance may create. Runtime components need several
+/// (image-pinner 4, its TypeScript port 5, its Python port 16: libc, CPython, its extension
+/// modules, adapters); the limit keeps headroom for them.
+pub const MAX_CORE_INSTANCES_PER_PLUGIN: u32 = 32;
+/// Linear memories one plugin instance may define.
+pub const MAX_MEMORIES_PER_PLUGIN: u32 = 2;
+/// Tables one plugin instance may define.
+pub const MAX_TABLES_PER_PLUGIN: u32 = 4;
+
 /// The engine every plugin of a runtime shares: Cranelift, the component model, epoch
-/// interruption and the pooling allocator sized by `config`.
+/// interruption and the pooling allocator sized by `config`. Each plugin instance is held
+/// to per-component limits and the pool's totals are `max_instances` times those limits, so
+/// `max_instances` plugin instances always fit: a plugin whose instances create many core
+/// instances, memories or tables cannot use up the slots other plugins' instances need (a
+/// component over a limit fails to instantiate, naming it).
 pub(super) fn build_engine(config: &RuntimeConfig) -> Result<Engine, LoadError> {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(config.max_instances)
-        .total_core_instances(config.max_instances * 4)
-        .total_memories(config.max_instances * 2)
-        .total_tables(config.max_instances * 4)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_PLUGIN)
+        .max_memories_per_component(MAX_MEMORIES_PER_PLUGIN)
+        .max_tables_per_component(MAX_TABLES_PER_PLUGIN)
+        .total_core_instances(config.max_instances * MAX_CORE_INSTANCES_PER_PLUGIN)
+        .total_memories(config.max_instances * MAX_MEMORIES_PER_PLUGIN)
+        .total_tables(config.max_instances * MAX_TABLES_PER_PLUGIN)
         .total_stacks(config.max_instances)
         .max_memory_size(config.max_memory_bytes)
         // A fresh instance per call must not pay a page fault for every page it touches:
@@ -228,5 +244,51 @@ mod tests {
             Err(LoadError::NotAComponent { .. })
         ));
         assert!(check_header("f", b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    /// A component that instantiates an empty core module `n` times.
+    fn component_with_core_instances(n: u8) -> Vec<u8> {
+        assert!(n < 42, "one-byte LEB128 sizes below");
+        let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+        // Core module section: one empty module.
+        bytes.extend([1, 8]);
+        bytes.extend(b"\0asm\x01\0\0\0");
+        // Core instance section: n times `instantiate module 0` without arguments.
+        bytes.extend([2, 1 + 3 * n, n]);
+        for _ in 0..n {
+            bytes.extend([0, 0, 0]);
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_plugin_over_the_core_instance_limit_cannot_take_the_pool_from_the_others() {
+        let config = RuntimeConfig {
+            cache_dir: None,
+            max_instances: 4,
+            ..RuntimeConfig::default()
+        };
+        let engine = build_engine(&config).unwrap();
+        let component =
+            |n: u8| wasmtime::component::Component::new(&engine, component_with_core_instances(n));
+        // Over the per-plugin limit: refused when it is compiled (so at load), naming it.
+        let err = component(MAX_CORE_INSTANCES_PER_PLUGIN as u8 + 1)
+            .err()
+            .expect("refused");
+        assert!(
+            err.to_string()
+                .contains("exceeds the configured maximum of 32"),
+            "{err}"
+        );
+        // At the limit, as many instances as the pool has slots fit at once: none of them
+        // can take the core instance slots another needs.
+        let largest = component(MAX_CORE_INSTANCES_PER_PLUGIN as u8).unwrap();
+        let linker = wasmtime::component::Linker::<()>::new(&engine);
+        let mut stores: Vec<_> = (0..config.max_instances)
+            .map(|_| wasmtime::Store::new(&engine, ()))
+            .collect();
+        for store in &mut stores {
+            linker.instantiate(store, &largest).unwrap();
+        }
     }
 }
