@@ -272,9 +272,7 @@ mod tests {
         let component =
             |n: u8| wasmtime::component::Component::new(&engine, component_with_core_instances(n));
         // Over the per-plugin limit: refused when it is compiled (so at load), naming it.
-        let err = component(MAX_CORE_INSTANCES_PER_PLUGIN as u8 + 1)
-            .err()
-            .expect("refused");
+        let err = component(MAX_CORE_INSTANCES_PER_PLUGIN as u8 + 1).expect_err("refused");
         assert!(
             err.to_string()
                 .contains("exceeds the configured maximum of 32"),
