@@ -232,13 +232,13 @@ fn latencies(port: u16, n: usize, mut cursor: u64) -> Vec<Duration> {
                 start.elapsed() < Duration::from_secs(30),
                 "{name} never patched back"
             );
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(Duration::from_millis(2));
             let Some(body) = http_get(port, &format!("/sim/requests?since={cursor}")) else {
                 continue;
             };
             let records: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
             for r in &records {
-                cursor = cursor.max(r["seq"].as_u64().unwrap_or(0));
+                cursor = cursor.max(r["seq"].as_u64().unwrap_or(0) + 1);
                 if r["verb"] != "patch" || r["name"] != name.as_str() {
                     continue;
                 }
@@ -394,7 +394,7 @@ fn run(dir: &Path, n: usize, who: Contender) -> Figures {
         };
         let records: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
         for r in &records {
-            cursor = cursor.max(r["seq"].as_u64().unwrap_or(0));
+            cursor = cursor.max(r["seq"].as_u64().unwrap_or(0) + 1);
             requests += 1;
             if r["verb"] == "patch" && r["resource"] == "deployments" {
                 patches += 1;

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 pub struct RequestRecord {
     /// Sequence number (a cursor for [`RequestLog::since`]).
     pub seq: u64,
-    /// RFC 3339 time the request arrived.
+    /// RFC 3339 time the request arrived, to the microsecond.
     pub time: String,
     /// HTTP method.
     pub method: String,
@@ -68,14 +68,12 @@ impl RequestLog {
         self.lock().1.iter().cloned().collect()
     }
 
-    /// Records with `seq >= cursor`.
+    /// Records with `seq >= cursor` (found by binary search: clients poll this while the
+    /// log holds many thousands of records, under the lock every request takes).
     pub fn since(&self, cursor: u64) -> Vec<RequestRecord> {
-        self.lock()
-            .1
-            .iter()
-            .filter(|r| r.seq >= cursor)
-            .cloned()
-            .collect()
+        let inner = self.lock();
+        let first = inner.1.partition_point(|r| r.seq < cursor);
+        inner.1.range(first..).cloned().collect()
     }
 
     /// The sequence number the next record will get.

@@ -10,7 +10,6 @@ use super::kinds::{ResourceKind, kinds_from_crd};
 use super::list::{ListParams, encode_list, page};
 use super::objects::Sub;
 use super::patch::PatchType;
-use super::patch::fields::now;
 use super::protobuf;
 use super::request_log::RequestRecord;
 use super::scale;
@@ -186,7 +185,10 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let mut record = RequestRecord {
-        time: now(),
+        // Microseconds: request logs time what clients do (a change to the patch it caused).
+        time: jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string(),
         method: method.to_string(),
         verb: "other".into(),
         path: uri.path().to_string(),
