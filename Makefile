@@ -41,10 +41,12 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## bench: plugin call cost against native, and hot reload latency and memory
+## bench: plugin call cost against native, hot reload latency and memory, and the whole
+## system against a kube-rs controller (KUBEPLUG_E2E_OBJECTS Deployments, default 10,000)
 bench: plugins
 	$(CARGO) bench -p kubeplug --bench reconcile
 	$(CARGO) bench -p kubeplug --bench reload
+	$(CARGO) bench -p kubeplug --bench e2e
 
 # ---------------------------------------------------------------------------------------------
 # Plugins in Python and TypeScript (issue 16). Pinned toolchains install into ignored folders
