@@ -43,6 +43,10 @@ fn main() {
     write_objects(tmp.path(), n);
     write_plugins(tmp.path());
     let kubeplug = run(tmp.path(), n, Contender::Kubeplug);
+    // KUBEPLUG_E2E_ONLY=kubeplug: no baseline (for experiments on kubeplug alone).
+    if std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "kubeplug") {
+        return;
+    }
     let kube_rs = run(tmp.path(), n, Contender::KubeRs);
     println!();
     println!(
@@ -79,6 +83,18 @@ fn main() {
         "patches sent",
         kubeplug.patches as f64,
         kube_rs.patches as f64,
+        "",
+    );
+    row(
+        "patches refused",
+        kubeplug.failed as f64,
+        kube_rs.failed as f64,
+        "",
+    );
+    row(
+        "objects patched twice or more",
+        kubeplug.twice as f64,
+        kube_rs.twice as f64,
         "",
     );
     row("RSS converged", kubeplug.rss_mib, kube_rs.rss_mib, "Mi");
@@ -177,6 +193,10 @@ struct Figures {
     cpu: f64,
     requests: usize,
     patches: usize,
+    /// Patches the API server refused (status 300 or more).
+    failed: usize,
+    /// Objects patched successfully more than once.
+    twice: usize,
     rss_mib: f64,
     /// Change-to-patch latencies, idle, sorted.
     latency: Vec<Duration>,
@@ -382,6 +402,8 @@ fn run(dir: &Path, n: usize, who: Contender) -> Figures {
     let mut cursor = 0u64;
     let (mut requests, mut patches) = (0usize, 0usize);
     let mut patched = HashSet::new();
+    let mut failed = 0usize;
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
     while patched.len() < n {
         assert!(
             t0.elapsed() < LIMIT,
@@ -398,8 +420,12 @@ fn run(dir: &Path, n: usize, who: Contender) -> Figures {
             requests += 1;
             if r["verb"] == "patch" && r["resource"] == "deployments" {
                 patches += 1;
+                let name = r["name"].as_str().unwrap_or_default().to_string();
                 if r["status"].as_u64().is_some_and(|s| s < 300) {
-                    patched.insert(r["name"].as_str().unwrap_or_default().to_string());
+                    *counts.entry(name.clone()).or_default() += 1;
+                    patched.insert(name);
+                } else {
+                    failed += 1;
                 }
             }
         }
@@ -413,21 +439,33 @@ fn run(dir: &Path, n: usize, who: Contender) -> Figures {
     if let Some(body) = http_get(port, &format!("/sim/requests?since={cursor}")) {
         let records: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
         requests += records.len();
-        patches += records
+        for r in records
             .iter()
             .filter(|r| r["verb"] == "patch" && r["resource"] == "deployments")
-            .count();
+        {
+            patches += 1;
+            if r["status"].as_u64().is_some_and(|s| s < 300) {
+                *counts
+                    .entry(r["name"].as_str().unwrap_or_default().to_string())
+                    .or_default() += 1;
+            } else {
+                failed += 1;
+            }
+        }
     }
+    let twice = counts.values().filter(|&&c| c > 1).count();
     let _ = controller.kill();
     let _ = controller.wait();
     eprintln!(
-        "{who:?}: converged in {wall:.2?}, {cpu:.1} CPU s, {requests} requests, {patches} patches, RSS {rss:.0} MiB"
+        "{who:?}: converged in {wall:.2?}, {cpu:.1} CPU s, {requests} requests, {patches} patches ({failed} refused, {twice} objects patched more than once), RSS {rss:.0} MiB"
     );
     Figures {
         wall,
         cpu,
         requests,
         patches,
+        failed,
+        twice,
         rss_mib: rss,
         latency,
     }
