@@ -434,7 +434,6 @@ fn run(dir: &Path, n: usize, who: Contender) -> Figures {
     let cpu = cpu_seconds(pid);
     std::thread::sleep(Duration::from_secs(3));
     let rss = rss_mib(pid);
-    let latency = latencies(port, n, cursor);
     // Late patches (a reconcile of a stale cache) count too.
     if let Some(body) = http_get(port, &format!("/sim/requests?since={cursor}")) {
         let records: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
@@ -454,6 +453,8 @@ fn run(dir: &Path, n: usize, who: Contender) -> Figures {
         }
     }
     let twice = counts.values().filter(|&&c| c > 1).count();
+    // Only now the bench's own changes: they must not count as the controller's patches.
+    let latency = latencies(port, n, cursor);
     let _ = controller.kill();
     let _ = controller.wait();
     eprintln!(
