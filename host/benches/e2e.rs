@@ -45,6 +45,11 @@ fn main() {
     let kubeplug = run(tmp.path(), n, Contender::Kubeplug);
     // KUBEPLUG_E2E_ONLY=kubeplug: no baseline (for experiments on kubeplug alone).
     if std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "kubeplug") {
+        println!(
+            "kubeplug alone: change to patch p50 {:.1} ms, p99 {:.1} ms, idle",
+            percentile(&kubeplug.latency, 0.5).as_secs_f64() * 1e3,
+            percentile(&kubeplug.latency, 0.99).as_secs_f64() * 1e3
+        );
         return;
     }
     let kube_rs = run(tmp.path(), n, Contender::KubeRs);

@@ -276,6 +276,11 @@ impl SimBuilder {
             let shutdown = async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             };
+            // Watch events are small writes that follow each other: with Nagle's algorithm on,
+            // one waits for the client's delayed ACK of the last (measured: 20–40 ms).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             if let Err(err) = axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await

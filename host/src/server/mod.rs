@@ -68,6 +68,10 @@ impl Server {
             .with_state(state)
             .merge(private);
         let task = tokio::spawn(async move {
+            // Stream frames are small writes in quick succession: no Nagle delay between them.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             if let Err(err) = axum::serve(listener, app).await {
                 tracing::error!("status server stopped: {err}");
             }
