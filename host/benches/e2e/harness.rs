@@ -1,0 +1,224 @@
+//! What every phase of the e2e bench needs: child processes, the sim and its request log,
+//! plain HTTP to the sim and the controllers, and a process's CPU time and RSS from `/proc`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any one wait of the bench may take before it fails.
+pub const LIMIT: Duration = Duration::from_secs(900);
+/// The namespace of the bench's Deployments.
+pub const NAMESPACE: &str = "bench";
+/// The User-Agent of the bench's own writes.
+pub const BENCH_AGENT: &str = "kubeplug-e2e-bench";
+
+/// A child process killed when dropped.
+pub struct Process(pub Child);
+
+impl Process {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The kubeplug binary (the sim and the host).
+pub fn kubeplug_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_kubeplug")
+}
+
+/// A `kubeplug sim` process loaded from a directory of objects.
+pub struct Sim {
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    _process: Process,
+}
+
+impl Sim {
+    pub fn start(objects: &Path, scratch: &Path) -> Sim {
+        let port = free_port();
+        let kubeconfig = scratch.join(format!("kc-{port}"));
+        let mut process = Process(
+            Command::new(kubeplug_bin())
+                .args(["sim", "--port", &port.to_string(), "--load"])
+                .arg(objects)
+                .arg("--kubeconfig-out")
+                .arg(&kubeconfig)
+                .arg("--auto-create-namespaces")
+                .env("KUBEPLUG_LOG", "warn")
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let start = Instant::now();
+        while http_get(port, "/version").is_none() || !kubeconfig.exists() {
+            assert!(start.elapsed() < LIMIT, "the sim did not start");
+            if let Some(status) = process.0.try_wait().unwrap() {
+                panic!("the sim exited: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Sim {
+            port,
+            kubeconfig,
+            _process: process,
+        }
+    }
+
+    /// A reader of the whole request log.
+    pub fn log_from_start(&self) -> RequestLog {
+        RequestLog {
+            port: self.port,
+            cursor: 0,
+        }
+    }
+}
+
+/// Reads the sim's request log by sequence number, each record once.
+pub struct RequestLog {
+    port: u16,
+    cursor: u64,
+}
+
+impl RequestLog {
+    /// The records logged since the last call.
+    pub fn next(&mut self) -> Vec<Value> {
+        let Some(body) = http_get(self.port, &format!("/sim/requests?since={}", self.cursor))
+        else {
+            return Vec::new();
+        };
+        let records: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
+        for r in &records {
+            self.cursor = self.cursor.max(r["seq"].as_u64().unwrap_or(0) + 1);
+        }
+        records
+    }
+}
+
+/// A Deployment patch in the request log: `(name, succeeded, by the bench)`.
+pub fn deployment_patch(r: &Value) -> Option<(&str, bool, bool)> {
+    (r["verb"] == "patch" && r["resource"] == "deployments").then(|| {
+        (
+            r["name"].as_str().unwrap_or_default(),
+            r["status"].as_u64().is_some_and(|s| s < 300),
+            r["userAgent"] == BENCH_AGENT,
+        )
+    })
+}
+
+/// A record's time as the sim logged it (microseconds).
+pub fn timestamp(record: &Value) -> Option<k8s_openapi::jiff::Timestamp> {
+    record["time"].as_str()?.parse().ok()
+}
+
+/// Sets the Deployment's container back to `alpine` (so it needs a patch again), as the bench.
+pub fn unpin(port: u16, name: &str) -> bool {
+    let path = format!("/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}");
+    let body = r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"alpine"}]}}}}"#;
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_nodelay(true);
+    let sent = write!(
+        stream,
+        "PATCH {path} HTTP/1.1\r\nHost: sim\r\nUser-Agent: {BENCH_AGENT}\r\nContent-Type: application/strategic-merge-patch+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut response = String::new();
+    sent.is_ok()
+        && stream.read_to_string(&mut response).is_ok()
+        && response.starts_with("HTTP/1.1 200")
+}
+
+/// GET on localhost; the body when the answer is 200.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: sim\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    // Large bodies come chunked.
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, tail)) = rest.split_once("\r\n") {
+            let size = usize::from_str_radix(size.trim(), 16).ok()?;
+            if size == 0 {
+                break;
+            }
+            out.push_str(tail.get(..size)?);
+            rest = tail.get(size + 2..)?;
+        }
+        return Some(out);
+    }
+    Some(body.to_string())
+}
+
+/// The sum of a Prometheus counter's series in a kubeplug `/metrics` page.
+pub fn metric_sum(page: &str, name: &str) -> f64 {
+    page.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// utime + stime of `pid`, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    ticks / 100.0
+}
+
+/// Resident set size of `pid`, in MiB.
+pub fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// The value at quantile `p` of sorted durations, in milliseconds.
+pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or_default().as_secs_f64() * 1e3
+}
