@@ -307,6 +307,26 @@ async fn precompiled_cache_is_used_and_keyed_by_engine() {
 }
 
 #[tokio::test]
+async fn plugins_loaded_from_the_same_bytes_share_their_code() {
+    let rt = runtime(None);
+    let path = plugin("image-pinner");
+    // Loaded at once, as a plugins directory is at start: one compiles, the other shares.
+    let (a, b) = tokio::join!(rt.load_file(&path), rt.load_file(&path));
+    let mut outcomes = [a.unwrap().cache_outcome(), b.unwrap().cache_outcome()];
+    outcomes.sort_by_key(|o| *o == CacheOutcome::Shared);
+    assert_eq!(outcomes, [CacheOutcome::Uncached, CacheOutcome::Shared]);
+    // Once no plugin holds the code, it is gone: the next load compiles again.
+    let again = rt.load_file(&path).await.unwrap();
+    assert_eq!(again.cache_outcome(), CacheOutcome::Uncached);
+    let other = rt.load_file(&plugin("change-logger")).await.unwrap();
+    assert_eq!(other.cache_outcome(), CacheOutcome::Uncached);
+    assert_eq!(
+        rt.load_file(&path).await.unwrap().cache_outcome(),
+        CacheOutcome::Shared
+    );
+}
+
+#[tokio::test]
 async fn reference_plugins_describe_themselves() {
     let rt = runtime(None);
     let pinner = rt.load_file(&plugin("image-pinner")).await.unwrap();

@@ -20,6 +20,8 @@ pub enum CacheOutcome {
     Miss,
     /// Compiled; no cache configured or the cache could not be written.
     Uncached,
+    /// Shares the compiled code of a plugin already loaded from the same bytes.
+    Shared,
 }
 
 /// A directory of precompiled components for one engine configuration.

@@ -8,6 +8,7 @@ use super::limits::Limits;
 use super::loaded::{CallContext, Plugin};
 use super::log_gate::{LogRate, LogRateConfig};
 use super::objects::NoObjects;
+use super::shared_code::{CodeShelf, SharedCode};
 use super::wit::{ContractPre, Linkers};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -112,6 +113,8 @@ pub struct PluginRuntime {
     engine: Engine,
     linkers: Linkers,
     cache: Option<CompileCache>,
+    /// Compiled code of the plugins alive, shared by loads of the same bytes.
+    shelf: CodeShelf,
     config: RuntimeConfig,
 }
 
@@ -143,6 +146,7 @@ impl PluginRuntime {
             engine,
             linkers,
             cache,
+            shelf: CodeShelf::default(),
             config,
         })
     }
@@ -169,23 +173,36 @@ impl PluginRuntime {
         let origin = origin.to_string();
         check_header(&origin, &bytes)?;
         let digest = hex::encode(Sha256::digest(&bytes));
-        let (engine, cache, d) = (self.engine.clone(), self.cache.clone(), digest.clone());
-        let compiled = tokio::task::spawn_blocking(move || match cache {
-            Some(cache) => cache.load_or_compile(&engine, &d, &bytes),
-            None => Component::new(&engine, &bytes).map(|c| (c, CacheOutcome::Uncached)),
-        })
-        .await
-        .map_err(engine_error)?;
-        let (component, cache_outcome) = compiled.map_err(|e| LoadError::Compile {
-            origin: origin.clone(),
-            source: e.into(),
-        })?;
-        let contract = contract_version::check(&self.engine, &component, &origin)?;
+        // Loads of the same bytes wait for each other here and share one compiled copy.
+        let slot = self.shelf.slot(&digest);
+        let mut shelved = slot.lock().await;
+        let (code, cache_outcome) = match shelved.upgrade() {
+            Some(code) => (code, CacheOutcome::Shared),
+            None => {
+                let (engine, cache, d) = (self.engine.clone(), self.cache.clone(), digest.clone());
+                let compiled = tokio::task::spawn_blocking(move || match cache {
+                    Some(cache) => cache.load_or_compile(&engine, &d, &bytes),
+                    None => Component::new(&engine, &bytes).map(|c| (c, CacheOutcome::Uncached)),
+                })
+                .await
+                .map_err(engine_error)?;
+                let (component, outcome) = compiled.map_err(|e| LoadError::Compile {
+                    origin: origin.clone(),
+                    source: e.into(),
+                })?;
+                let code = Arc::new(SharedCode(component));
+                *shelved = Arc::downgrade(&code);
+                (code, outcome)
+            }
+        };
+        drop(shelved);
+        let component = &code.0;
+        let contract = contract_version::check(&self.engine, component, &origin)?;
         let link_error = |e: wasmtime::Error| LoadError::Link {
             origin: origin.clone(),
             source: e.into(),
         };
-        let pre = ContractPre::new(&self.linkers, &component, contract).map_err(link_error)?;
+        let pre = ContractPre::new(&self.linkers, component, contract).map_err(link_error)?;
         let metadata_limits = Limits::default();
         let ctx = CallContext::new(metadata_limits, Arc::new(NoObjects));
         let log_rate = Arc::new(LogRate::new(self.config.log_rate));
@@ -201,6 +218,7 @@ impl PluginRuntime {
         tracing::debug!(declared = %metadata.name, %origin, ?cache_outcome, contract = contract.as_str(), "plugin loaded");
         Ok(Arc::new(Plugin {
             engine: self.engine.clone(),
+            _code: code.clone(),
             pre,
             name: metadata.name.as_str().into(),
             metadata,

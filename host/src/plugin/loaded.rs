@@ -62,6 +62,8 @@ pub struct CallReport {
 /// A plugin ready to be called: compiled, linked, contract-checked and described.
 pub struct Plugin {
     pub(super) engine: Engine,
+    /// Keeps the compiled code on the runtime's shelf for other loads of the same bytes.
+    pub(super) _code: Arc<super::shared_code::SharedCode>,
     /// The component linked for the contract version it was built for.
     pub(super) pre: ContractPre,
     pub(super) metadata: PluginMetadata,

@@ -25,6 +25,7 @@ mod objects;
 mod output;
 mod reply;
 mod sandbox;
+mod shared_code;
 #[cfg(test)]
 mod test_support;
 mod trap;
