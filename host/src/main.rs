@@ -28,6 +28,7 @@ mod tests {
     #[test]
     fn the_option_index_is_mimallocs_purge_delay() {
         // mimalloc 3's default purge delay is 1000 ms; a wrong index reads another option.
+        // SAFETY: reads a process-wide option.
         let value = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
         assert_eq!(value, 1000);
     }
