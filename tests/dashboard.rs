@@ -97,6 +97,14 @@ fn the_dashboard_shows_the_plugins_and_a_live_change_in_chromium() {
     let api = logged(&host, "embedded API server at", "at ")
         .trim_start_matches("http://")
         .to_string();
+    // change-logger must have seen web at one replica first, or the scale is its first sight
+    // of web ("added - Replicas: 3") rather than a change.
+    let first_sight = "Deployment web added - Replicas: 1";
+    assert!(
+        host.seen.contains(first_sight) || host.saw_within(first_sight, WAIT),
+        "{}",
+        host.seen
+    );
     patch_replicas(&api, 3);
     assert!(
         host.saw_within("Replicas changed: 1 -> 3", WAIT),
