@@ -5,6 +5,8 @@
 //! Samples of the three variants are interleaved, so the machine's speed changes hit all of
 //! them alike; the ratios to native are what to compare between machines.
 //! Run with `make bench` (or `cargo bench -p kubeplug --bench reconcile` after `make plugins`).
+//! `RECONCILE_BENCH_ONLY=native|fresh|warm|instantiate` runs one variant for about 20 s
+//! instead, for a profiler (`perf record -g`).
 
 use kubeplug::contract::{ObjectRef, Reason, ReconcileRequest};
 use kubeplug::plugin::{CallContext, Limits, NoObjects, PluginRuntime, RuntimeConfig};
@@ -109,6 +111,38 @@ fn main() {
     assert_eq!(native.len(), 2, "one patch and one log line");
     assert_eq!(fresh.len(), native.len());
     assert_eq!(reused, fresh);
+
+    if let Ok(only) = std::env::var("RECONCILE_BENCH_ONLY") {
+        let mut one: Box<dyn FnMut()> = match only.as_str() {
+            "native" => Box::new(|| {
+                black_box(image_pinner::ImagePinner::reconcile(native_request()).unwrap());
+            }),
+            "fresh" => Box::new(|| {
+                black_box(
+                    rt.block_on(plugin.reconcile(&request, &ctx))
+                        .outcome
+                        .unwrap(),
+                );
+            }),
+            "warm" => Box::new(|| {
+                black_box(rt.block_on(warm.reconcile(&request)).outcome.unwrap());
+            }),
+            "instantiate" => Box::new(|| {
+                black_box(rt.block_on(plugin.warm(&ctx)).unwrap());
+            }),
+            other => panic!("RECONCILE_BENCH_ONLY={other}: native, fresh, warm or instantiate"),
+        };
+        let (start, mut calls) = (Instant::now(), 0u64);
+        while start.elapsed() < Duration::from_secs(20) {
+            one();
+            calls += 1;
+        }
+        println!(
+            "{only}: {calls} calls, {:.1} µs per call",
+            start.elapsed().as_secs_f64() * 1e6 / calls as f64
+        );
+        return;
+    }
 
     // What the cache saves: objects are serialised once per watch event, not once per call.
     let value: serde_json::Value = serde_json::from_str(&object).unwrap();

@@ -4,7 +4,8 @@
 //! strategic merge patches of realistic 6 KB Deployments (the write a controller sends).
 //!
 //! Run: `cargo bench -p kubeplug-sim --bench sim` (set `SIM_BENCH_OBJECTS` to change the size,
-//! `SIM_BENCH_ONLY=strategic` to run only the large-object strategic patches).
+//! `SIM_BENCH_ONLY=strategic` to run only the large-object strategic patches, all
+//! `SIM_BENCH_OBJECTS` of them rather than at most 2,000).
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -46,7 +47,18 @@ async fn raw_get(sim: &Sim, path: &str) -> anyhow::Result<usize> {
     Ok(body.len())
 }
 
+/// The allocator and settings of the `kubeplug` binary that serves `kubeplug sim`, so the
+/// figures are its. `SIM_PURGE=<ms>` sets mimalloc's purge delay instead (0 is what
+/// `kubeplug run` uses).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
+    if let Ok(delay) = std::env::var("SIM_PURGE") {
+        // SAFETY: sets a process-wide option (`purge_delay`, index 15), before any thread
+        // starts.
+        unsafe { libmimalloc_sys::mi_option_set(15, delay.parse()?) };
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -68,7 +80,7 @@ async fn run() -> anyhow::Result<()> {
     let client = sim.client()?;
     // `SIM_BENCH_ONLY=strategic` runs only the large-object patches (for profiling them).
     if std::env::var("SIM_BENCH_ONLY").is_ok_and(|only| only == "strategic") {
-        return strategic_patches_of_large_objects(&client, objects.min(2_000)).await;
+        return strategic_patches_of_large_objects(&client, objects).await;
     }
     let api: Api<Deployment> = Api::default_namespaced(client.clone());
 
