@@ -1,6 +1,7 @@
 //! Typed access to a reconcile request.
 
 use crate::{Error, KindRef, ObjectRef, Reason, Request};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 impl Request {
@@ -8,6 +9,17 @@ impl Request {
     /// custom kinds); `None` once the object has been deleted.
     pub fn object<T: DeserializeOwned>(&self) -> Result<Option<T>, Error> {
         parse_opt(self.object.as_deref())
+    }
+
+    /// The cached object parsed into `T`, which may borrow from the request: a struct of only
+    /// the fields the plugin reads (strings as `Cow<'a, str>` with `#[serde(borrow)]`) skips
+    /// everything else while parsing, without building the whole object; `None` once deleted.
+    pub fn object_view<'a, T: Deserialize<'a>>(&'a self) -> Result<Option<T>, Error> {
+        self.object
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(Error::from)
     }
 
     /// The cached object as raw JSON text; `None` once it has been deleted.

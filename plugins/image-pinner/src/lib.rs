@@ -8,10 +8,10 @@
 //! "imagePrefixes": ["alpine", "busybox"]}` — a container matches when its name is listed (or
 //! the list is empty) and its image starts with a listed prefix (or that list is empty).
 
-use k8s_openapi::api::apps::v1::Deployment;
 use kubeplug_sdk::{Action, Error, Metadata, Reconciler, Request};
 use serde::Deserialize;
 use serde_json::json;
+use std::borrow::Cow;
 
 /// The plugin's configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,6 +46,40 @@ impl Config {
     }
 }
 
+/// The part of a Deployment image-pinner reads. Parsing only this (borrowing the strings)
+/// skips the rest of the object instead of building all of it as a k8s-openapi `Deployment`.
+#[derive(Deserialize)]
+struct DeploymentView<'a> {
+    #[serde(borrow)]
+    spec: Option<Spec<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Spec<'a> {
+    #[serde(borrow)]
+    template: Template<'a>,
+}
+
+#[derive(Deserialize)]
+struct Template<'a> {
+    #[serde(borrow)]
+    spec: Option<PodSpec<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PodSpec<'a> {
+    #[serde(borrow)]
+    containers: Vec<Container<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Container<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    image: Cow<'a, str>,
+}
+
 /// The image-pinner reconciler.
 pub struct ImagePinner;
 
@@ -56,7 +90,7 @@ impl Reconciler for ImagePinner {
 
     fn reconcile(req: Request) -> Result<Vec<Action>, Error> {
         let config: Config = req.config()?;
-        let Some(deploy) = req.object::<Deployment>()? else {
+        let Some(deploy) = req.object_view::<DeploymentView>()? else {
             return Ok(Vec::new());
         };
         let containers = deploy
@@ -67,7 +101,7 @@ impl Reconciler for ImagePinner {
         let mut changes = Vec::new();
         let mut fixes = Vec::new();
         for c in &containers {
-            let image = c.image.as_deref().unwrap_or("");
+            let image = &*c.image;
             if image != config.image && config.matches(&c.name, image) {
                 changes.push(format!("{}: {image} -> {}", c.name, config.image));
                 fixes.push(json!({"name": c.name, "image": config.image}));
@@ -93,6 +127,7 @@ kubeplug_sdk::export!(ImagePinner);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
     use kubeplug_sdk::{ObjectRef, PatchType, Reason};
 
     fn request(images: &[(&str, &str)], config: Option<&str>) -> Request {
@@ -164,6 +199,21 @@ mod tests {
             ImagePinner::reconcile(request(&images, Some(config)))
                 .unwrap()
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn reads_escaped_strings_and_containers_without_an_image() {
+        let mut req = request(&[], None);
+        req.object = Some(
+            r#"{"spec": {"template": {"spec": {"containers": [
+                {"name": "w\u0065b", "image": "alp\u0069ne"}, {"name": "bare"}]}}}}"#
+                .into(),
+        );
+        let body = patch_body(&ImagePinner::reconcile(req).unwrap());
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "web", "image": "nginx:1.13"}, {"name": "bare", "image": "nginx:1.13"}])
         );
     }
 
