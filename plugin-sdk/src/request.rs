@@ -103,3 +103,56 @@ fn parse_opt<T: DeserializeOwned>(text: Option<&str>) -> Result<Option<T>, Error
         .transpose()
         .map_err(Error::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    #[derive(Deserialize)]
+    struct NameOnly<'a> {
+        #[serde(borrow)]
+        metadata: Meta<'a>,
+    }
+
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow)]
+        name: Cow<'a, str>,
+    }
+
+    fn request(object: Option<&str>) -> Request {
+        Request {
+            target: ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("ns".into()),
+                name: "a".into(),
+            },
+            object: object.map(str::to_string),
+            previous: None,
+            reason: Reason::Changed,
+            attempt: 1,
+            config: None,
+        }
+    }
+
+    #[test]
+    fn a_view_borrows_the_fields_it_names_and_skips_the_rest() {
+        let req = request(Some(
+            r#"{"metadata": {"name": "a", "labels": {"x": "y"}}, "data": {}}"#,
+        ));
+        let view = req.object_view::<NameOnly>().unwrap().unwrap();
+        assert!(matches!(view.metadata.name, Cow::Borrowed("a")));
+    }
+
+    #[test]
+    fn a_view_of_a_deleted_object_is_none_and_bad_json_an_error() {
+        assert!(request(None).object_view::<NameOnly>().unwrap().is_none());
+        assert!(
+            request(Some("{\"metadata\": 1}"))
+                .object_view::<NameOnly>()
+                .is_err()
+        );
+    }
+}
