@@ -504,15 +504,26 @@ async fn three_shards_split_300_keys_hand_them_over_and_never_overlap() -> Resul
         assert!((50..=150).contains(n), "{replica} reconciled {n} of 300");
     }
     // Each shows the settled ring of three and counts the keys it owns.
-    let mut owned = 0.0;
     for r in &replicas {
         let plugins: Value = serde_json::from_str(&r.get("/plugins").await.1)?;
         let ring = &plugins["coordination"]["ring"];
         assert_eq!(ring["members"], json!(["s1", "s2", "s3"]), "{plugins}");
         assert_eq!(ring["settled"], true, "{plugins}");
         assert_eq!(r.metric("kubeplug_ring_members").await, Some(3.0));
-        owned += r.metric("kubeplug_ring_keys_owned").await.unwrap_or(0.0);
     }
+    // The owned-keys gauge is counted at each ring change and recounted every 5 s (keys come
+    // with the caches, after the ring may have settled): within a recount it adds up.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let owned = loop {
+        let mut owned = 0.0;
+        for r in &replicas {
+            owned += r.metric("kubeplug_ring_keys_owned").await.unwrap_or(0.0);
+        }
+        if owned == 300.0 || Instant::now() > deadline {
+            break owned;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     assert_eq!(owned, 300.0, "keys owned over the three replicas");
     let mut owner: HashMap<&str, &str> = HashMap::new();
     for s in spans.iter().filter(|s| s.start >= settled) {
