@@ -15,11 +15,7 @@ impl Request {
     /// the fields the plugin reads (strings as `Cow<'a, str>` with `#[serde(borrow)]`) skips
     /// everything else while parsing, without building the whole object; `None` once deleted.
     pub fn object_view<'a, T: Deserialize<'a>>(&'a self) -> Result<Option<T>, Error> {
-        self.object
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(Error::from)
+        parse_opt(self.object.as_deref())
     }
 
     /// The cached object as raw JSON text; `None` once it has been deleted.
@@ -98,7 +94,7 @@ impl KindRef {
     }
 }
 
-fn parse_opt<T: DeserializeOwned>(text: Option<&str>) -> Result<Option<T>, Error> {
+fn parse_opt<'a, T: Deserialize<'a>>(text: Option<&'a str>) -> Result<Option<T>, Error> {
     text.map(serde_json::from_str)
         .transpose()
         .map_err(Error::from)

@@ -53,11 +53,13 @@ async fn raw_get(sim: &Sim, path: &str) -> anyhow::Result<usize> {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `purge_delay` option, as the `kubeplug` binary names it.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 fn main() -> anyhow::Result<()> {
     if let Ok(delay) = std::env::var("SIM_PURGE") {
-        // SAFETY: sets a process-wide option (`purge_delay`, index 15), before any thread
-        // starts.
-        unsafe { libmimalloc_sys::mi_option_set(15, delay.parse()?) };
+        // SAFETY: sets a process-wide option before any thread starts.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, delay.parse()?) };
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
