@@ -193,6 +193,214 @@ async fn stale_resource_version_conflicts() -> Result {
     Ok(())
 }
 
+/// The resourceVersion of the stored Deployment `web`.
+fn stored_rv(sim: &Sim) -> String {
+    let web = sim.get("deployments", Some("default"), "web").unwrap();
+    web["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A resourceVersion in a patch body (merge, strategic, a JSON patch op setting it, an apply
+/// configuration) or in a delete's preconditions is a precondition, as on a real API server:
+/// 409 Conflict when the object has moved on, nothing changed; accepted when it is current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_versions_in_patches_and_deletes_are_preconditions() -> Result {
+    let sim = Sim::builder()
+        .status_delay(Duration::from_secs(3600))
+        .start()
+        .await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let stale = stored_rv(&sim);
+    let label = |v: &str| json!({"metadata": {"labels": {"step": v}}});
+    api.patch("web", &PatchParams::default(), &Patch::Merge(label("0")))
+        .await?;
+    let with_rv = |mut body: Value, rv: &str| {
+        body["metadata"]["resourceVersion"] = json!(rv);
+        body
+    };
+    let json_ops = |rv: &str, step: &str| -> json_patch::Patch {
+        serde_json::from_value(json!([
+            {"op": "add", "path": "/metadata/labels/step", "value": step},
+            {"op": "add", "path": "/metadata/resourceVersion", "value": rv}
+        ]))
+        .unwrap()
+    };
+    let applied = |rv: &str, step: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "resourceVersion": rv, "labels": {"step": step}}})
+    };
+    let manager = PatchParams::apply("fenced").force();
+    for (i, kind) in ["merge", "strategic", "json", "apply"].iter().enumerate() {
+        let step = (i + 1).to_string();
+        let send = |rv: String| {
+            let (api, step, manager) = (api.clone(), step.clone(), manager.clone());
+            async move {
+                match *kind {
+                    "merge" => {
+                        let body = Patch::Merge(with_rv(label(&step), &rv));
+                        api.patch("web", &PatchParams::default(), &body).await
+                    }
+                    "strategic" => {
+                        let body = Patch::Strategic(with_rv(label(&step), &rv));
+                        api.patch("web", &PatchParams::default(), &body).await
+                    }
+                    "json" => {
+                        let body = Patch::Json::<()>(json_ops(&rv, &step));
+                        api.patch("web", &PatchParams::default(), &body).await
+                    }
+                    _ => {
+                        api.patch("web", &manager, &Patch::Apply(applied(&rv, &step)))
+                            .await
+                    }
+                }
+            }
+        };
+        let before = sim.get("deployments", Some("default"), "web").unwrap();
+        let err = send(stale.clone()).await.unwrap_err();
+        assert_eq!(
+            (api_code(&err), api_reason(&err).as_str()),
+            (Some(409), "Conflict"),
+            "{kind}"
+        );
+        assert!(
+            err.to_string().contains("the object has been modified"),
+            "{kind}: {err}"
+        );
+        assert_eq!(
+            sim.get("deployments", Some("default"), "web").unwrap(),
+            before,
+            "{kind}: a refused patch changes nothing"
+        );
+        let patched = send(stored_rv(&sim)).await?;
+        assert_eq!(
+            patched.metadata.labels.unwrap().get("step"),
+            Some(&step),
+            "{kind} on the current version"
+        );
+        assert_ne!(stored_rv(&sim), before["metadata"]["resourceVersion"]);
+    }
+
+    // The status subresource through apply, too.
+    let status = |rv: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "resourceVersion": rv}, "status": {"replicas": 7}})
+    };
+    let err = api
+        .patch_status("web", &manager, &Patch::Apply(status(&stale)))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(409));
+    let current = stored_rv(&sim);
+    let patched = api
+        .patch_status("web", &manager, &Patch::Apply(status(&current)))
+        .await?;
+    assert_eq!(patched.status.unwrap().replicas, Some(7));
+
+    // An empty resourceVersion is no precondition (an unconditional update).
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(with_rv(label("any"), "")),
+    )
+    .await?;
+    // A JSON patch's failed test op is an invalid patch (422), not a conflict.
+    let test: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": stale}
+    ]))?;
+    let err = api
+        .patch("web", &PatchParams::default(), &Patch::Json::<()>(test))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(422));
+
+    let err = api
+        .delete(
+            "web",
+            &DeleteParams::background().preconditions(precondition(&stale)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (api_code(&err), api_reason(&err).as_str()),
+        (Some(409), "Conflict")
+    );
+    assert!(
+        err.to_string()
+            .contains("Precondition failed: ResourceVersion in precondition"),
+        "{err}"
+    );
+    assert!(sim.get("deployments", Some("default"), "web").is_some());
+    let current = stored_rv(&sim);
+    api.delete(
+        "web",
+        &DeleteParams::background().preconditions(precondition(&current)),
+    )
+    .await?;
+    assert!(sim.get("deployments", Some("default"), "web").is_none());
+    Ok(())
+}
+
+fn precondition(rv: &str) -> kube::api::Preconditions {
+    kube::api::Preconditions {
+        resource_version: Some(rv.to_string()),
+        uid: None,
+    }
+}
+
+/// A held write waits until released; a change made meanwhile makes it conflict when it
+/// carries the version it was decided on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_write_lands_after_the_release() -> Result {
+    let sim = Sim::builder()
+        .status_delay(Duration::from_secs(3600))
+        .start()
+        .await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    api.create(&PostParams::default(), &deployment("web", 1, "nginx:1"))
+        .await?;
+    let decided_on = stored_rv(&sim);
+    sim.faults()
+        .hold(kubeplug_sim::HoldFault::writes(["patch"], ["deployments"]));
+    let write = tokio::spawn({
+        let api = api.clone();
+        let body = json!({"metadata": {"resourceVersion": decided_on, "labels": {"late": "yes"}}});
+        async move {
+            api.patch("web", &PatchParams::default(), &Patch::Merge(body))
+                .await
+        }
+    });
+    eventually("the write held", || async {
+        (sim.faults().held() == 1).then_some(())
+    })
+    .await?;
+    assert_eq!(sim.faults().state().held, 1);
+    // Another client's change meanwhile (not through HTTP: not held).
+    sim.apply_yaml(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web, other: client}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: app, image: 'nginx:1'}]}",
+    )?;
+    assert!(!write.is_finished());
+    sim.faults().release();
+    let err = write.await?.unwrap_err();
+    assert_eq!(api_code(&err), Some(409));
+    assert_eq!(sim.faults().held(), 0);
+    let web = sim.get("deployments", Some("default"), "web").unwrap();
+    assert_eq!(web["metadata"]["labels"]["other"], "client");
+    assert!(web["metadata"]["labels"].get("late").is_none());
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generation_bumps_on_spec_changes_only() -> Result {
     let sim = Sim::builder()

@@ -34,17 +34,7 @@ impl Shared {
     ) -> Result<Arc<Value>, ApiError> {
         for _ in 0..RETRIES {
             let old = self.get_object(kind, ns, name)?;
-            if opts
-                .resource_version
-                .as_deref()
-                .is_some_and(|rv| rv != object_rv(&old).to_string())
-                || opts
-                    .uid
-                    .as_deref()
-                    .is_some_and(|uid| Some(uid) != meta_str(&old, "uid"))
-            {
-                return Err(ApiError::conflict(&kind.resource_name(), name));
-            }
+            check_preconditions(kind, name, &old, opts)?;
             let uid = meta_str(&old, "uid").unwrap_or_default().to_string();
             if opts.propagation.as_deref() == Some("Orphan") {
                 self.orphan_dependents(&uid);
@@ -151,6 +141,36 @@ impl Shared {
                 true
             });
         }
+    }
+}
+
+/// A delete's preconditions against the stored object: a mismatch is a 409 Conflict worded
+/// as the real server's storage layer words it.
+fn check_preconditions(
+    kind: &ResourceKind,
+    name: &str,
+    old: &Value,
+    opts: &DeleteOptions,
+) -> Result<(), ApiError> {
+    let stored_rv = object_rv(old).to_string();
+    let stored_uid = meta_str(old, "uid").unwrap_or_default();
+    let failed = |what: &str, want: &str, have: &str| {
+        Err(ApiError::conflict_because(
+            &kind.resource_name(),
+            name,
+            &format!(
+                "Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"
+            ),
+        ))
+    };
+    if let Some(uid) = opts.uid.as_deref()
+        && uid != stored_uid
+    {
+        return failed("UID", uid, stored_uid);
+    }
+    match opts.resource_version.as_deref() {
+        Some(rv) if rv != stored_rv => failed("ResourceVersion", rv, &stored_rv),
+        _ => Ok(()),
     }
 }
 

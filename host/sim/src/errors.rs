@@ -62,12 +62,20 @@ impl ApiError {
 
     /// 409 Conflict on a stale `resourceVersion`.
     pub fn conflict(resource: &str, name: &str) -> Self {
+        Self::conflict_because(
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 409 Conflict for `cause` (a delete precondition that failed, say), worded as the real
+    /// server words it: `Operation cannot be fulfilled on <resource> "<name>": <cause>`.
+    pub fn conflict_because(resource: &str, name: &str, cause: &str) -> Self {
         Self::new(
             409,
             "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
+            format!("Operation cannot be fulfilled on {resource} \"{name}\": {cause}"),
         )
         .with_details(json!({"name": name, "kind": resource_plural(resource), "group": resource_group(resource)}))
     }

@@ -1,6 +1,8 @@
 //! Fault injection: switches set from embedding code ([`Faults`]) or over HTTP
 //! (`POST /sim/faults`, `GET /sim/faults`, `DELETE /sim/faults`) to make the sim misbehave the
-//! way real API servers do: dropped watches, 410 Gone, 5xx/429 answers, 409 conflicts, latency.
+//! way real API servers do: dropped watches, 410 Gone, 5xx/429 answers, 409 conflicts, latency,
+//! and requests held at the door until released (to put another client's write between a
+//! controller's decision and its own write, deterministically).
 
 use super::errors::ApiError;
 use serde::{Deserialize, Serialize};
@@ -83,6 +85,53 @@ impl ErrorFault {
     }
 }
 
+/// Requests held before they are served until [`Faults::release`]: a test arms it, makes the
+/// change a controller reacts to, waits until [`Faults::held`] counts the controller's write,
+/// changes the object again behind its back, and releases the write into the new state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HoldFault {
+    /// Only these verbs; empty = all.
+    pub verbs: Vec<String>,
+    /// Only these resources (plural names); empty = all.
+    pub resources: Vec<String>,
+    /// Only requests whose `User-Agent` contains one of these; empty = all.
+    pub user_agents: Vec<String>,
+}
+
+impl HoldFault {
+    /// Holds requests of these verbs on these resources (plural names).
+    pub fn writes<I: IntoIterator<Item = S>, S: Into<String>>(verbs: I, resources: I) -> Self {
+        Self {
+            verbs: verbs.into_iter().map(Into::into).collect(),
+            resources: resources.into_iter().map(Into::into).collect(),
+            user_agents: Vec::new(),
+        }
+    }
+
+    fn matches(&self, verb: &str, resource: &str, user_agent: &str) -> bool {
+        matches_filters(
+            (&self.verbs, &self.resources, &self.user_agents),
+            verb,
+            resource,
+            user_agent,
+        )
+    }
+}
+
+/// Whether a request passes the verb, resource and user-agent filters of a fault (an empty
+/// filter passes everything).
+fn matches_filters(
+    (verbs, resources, agents): (&[String], &[String], &[String]),
+    verb: &str,
+    resource: &str,
+    user_agent: &str,
+) -> bool {
+    (verbs.is_empty() || verbs.iter().any(|v| v == verb))
+        && (resources.is_empty() || resources.iter().any(|r| r == resource))
+        && (agents.is_empty() || agents.iter().any(|a| user_agent.contains(a.as_str())))
+}
+
 /// The current switches (also the JSON of `GET /sim/faults`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -95,6 +144,10 @@ pub struct FaultState {
     pub conflicts: u64,
     /// Error answers.
     pub error: Option<ErrorFault>,
+    /// Requests held until released.
+    pub hold: Option<HoldFault>,
+    /// Requests held now.
+    pub held: u64,
 }
 
 /// Body of `POST /sim/faults`: every field optional; present ones change the state.
@@ -113,6 +166,10 @@ pub struct FaultRequest {
     pub error: Option<ErrorFault>,
     /// Clear the error fault.
     pub clear_error: bool,
+    /// Hold matching requests until released.
+    pub hold: Option<HoldFault>,
+    /// Release every held request and stop holding.
+    pub release: bool,
     /// Reset everything first.
     pub reset: bool,
 }
@@ -127,6 +184,8 @@ struct Inner {
 pub struct Faults {
     inner: Mutex<Inner>,
     drop_tx: watch::Sender<u64>,
+    /// Bumped by each release: held requests wait for it to pass the value they saw.
+    release_tx: watch::Sender<u64>,
 }
 
 impl Default for Faults {
@@ -138,6 +197,7 @@ impl Default for Faults {
                 rng: 0,
             }),
             drop_tx: watch::channel(0).0,
+            release_tx: watch::channel(0).0,
         }
     }
 }
@@ -189,11 +249,33 @@ impl Faults {
         self.lock().state.error = None;
     }
 
-    /// Turns every switch off.
+    /// Holds matching requests before they are served, until [`Self::release`].
+    pub fn hold(&self, fault: HoldFault) {
+        self.lock().state.hold = Some(fault);
+    }
+
+    /// Lets every held request through and stops holding.
+    pub fn release(&self) {
+        self.lock().state.hold = None;
+        self.release_tx.send_modify(|n| *n += 1);
+    }
+
+    /// How many requests are held now.
+    pub fn held(&self) -> u64 {
+        self.lock().state.held
+    }
+
+    /// Turns every switch off (held requests are let through).
     pub fn reset(&self) {
         let mut inner = self.lock();
-        inner.state = FaultState::default();
+        let held = inner.state.held;
+        inner.state = FaultState {
+            held,
+            ..FaultState::default()
+        };
         inner.counter = 0;
+        drop(inner);
+        self.release_tx.send_modify(|n| *n += 1);
     }
 
     /// The current switches.
@@ -224,6 +306,31 @@ impl Faults {
         if let Some(e) = request.error {
             self.inject_errors(e);
         }
+        if request.release {
+            self.release();
+        }
+        if let Some(h) = request.hold {
+            self.hold(h);
+        }
+    }
+
+    /// Waits while a hold matches this request; returns whether it was held.
+    pub(crate) async fn wait_if_held(&self, verb: &str, resource: &str, user_agent: &str) -> bool {
+        // Subscribed under the lock: a release after it is seen, whenever the wait starts.
+        let mut released = {
+            let mut inner = self.lock();
+            match &inner.state.hold {
+                Some(hold) if hold.matches(verb, resource, user_agent) => {
+                    inner.state.held += 1;
+                    self.release_tx.subscribe()
+                }
+                _ => return false,
+            }
+        };
+        // Only a release (or reset) ends the wait; a dropped sender means the sim is going away.
+        let _ = released.changed().await;
+        self.lock().state.held -= 1;
+        true
     }
 
     pub(crate) fn drop_signal(&self) -> watch::Receiver<u64> {
@@ -254,18 +361,12 @@ impl Faults {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let fault = inner.state.error.as_mut()?;
-        if !fault.verbs.is_empty() && !fault.verbs.iter().any(|v| v == verb) {
-            return None;
-        }
-        if !fault.resources.is_empty() && !fault.resources.iter().any(|r| r == resource) {
-            return None;
-        }
-        if !fault.user_agents.is_empty()
-            && !fault
-                .user_agents
-                .iter()
-                .any(|a| user_agent.contains(a.as_str()))
-        {
+        if !matches_filters(
+            (&fault.verbs, &fault.resources, &fault.user_agents),
+            verb,
+            resource,
+            user_agent,
+        ) {
             return None;
         }
         inner.counter += 1;
@@ -377,6 +478,32 @@ mod tests {
         let err = f.error_for("get", "pods", "").unwrap();
         assert_eq!(err.retry_after, Some(1));
         assert!(f.error_for("get", "pods", "").is_none());
+    }
+
+    #[tokio::test]
+    async fn held_requests_wait_for_the_release() {
+        let f = std::sync::Arc::new(Faults::default());
+        assert!(!f.wait_if_held("patch", "deployments", "").await, "no hold");
+        f.hold(HoldFault::writes(["patch"], ["deployments"]));
+        assert!(
+            !f.wait_if_held("get", "deployments", "").await,
+            "other verb"
+        );
+        let held = tokio::spawn({
+            let f = f.clone();
+            async move { f.wait_if_held("patch", "deployments", "").await }
+        });
+        while f.held() == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!held.is_finished());
+        f.release();
+        assert!(held.await.unwrap());
+        assert_eq!(f.held(), 0);
+        assert!(
+            !f.wait_if_held("patch", "deployments", "").await,
+            "released"
+        );
     }
 
     #[test]

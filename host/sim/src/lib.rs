@@ -56,7 +56,7 @@ mod validation;
 mod watch;
 
 pub use errors::ApiError;
-pub use faults::{ErrorFault, FaultRequest, FaultState, Faults};
+pub use faults::{ErrorFault, FaultRequest, FaultState, Faults, HoldFault};
 pub use kinds::{Registry, ResourceKind};
 pub use load::LoadError;
 pub use patch::PatchType;

@@ -543,12 +543,15 @@ impl Shared {
                 ),
             };
             let patched = kind.to_stored(patched);
-            let patched_rv = meta_str(&patched, "resourceVersion").map(str::to_string);
-            if !applied
-                && patched_rv
-                    .as_deref()
-                    .is_some_and(|rv| rv != object_rv(&old).to_string())
-            {
+            // A resourceVersion the client put in the body (a merge or strategic patch's
+            // `metadata`, a JSON patch op setting it, an apply configuration's) is a
+            // precondition, as in the real server's update: a different stored version is a
+            // 409 Conflict. An empty or removed one makes the write unconditional.
+            let client_rv = match &applied_config {
+                Some(config) => meta_str(config, "resourceVersion"),
+                None => meta_str(&patched, "resourceVersion"),
+            };
+            if client_rv.is_some_and(|rv| !rv.is_empty() && rv != object_rv(&old).to_string()) {
                 return Err(ApiError::conflict(&kind.resource_name(), name));
             }
             let next = self.prepare_update(storage, &old, patched, sub, manager, applied)?;

@@ -300,6 +300,10 @@ async fn dispatch(
     if latency > Duration::ZERO {
         tokio::time::sleep(latency).await;
     }
+    shared
+        .faults
+        .wait_if_held(verb, &kind.plural, &record.user_agent)
+        .await;
     if let Some(err) = shared
         .faults
         .error_for(verb, &kind.plural, &record.user_agent)
