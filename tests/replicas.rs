@@ -8,7 +8,8 @@ mod common;
 
 use common::plugin;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kubeplug_sim::{ErrorFault, Sim};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -39,6 +40,11 @@ struct Cluster {
 
 impl Cluster {
     async fn start(namespace: &str, deployments: usize) -> Result<Cluster> {
+        Self::start_with(namespace, deployments, POLICY).await
+    }
+
+    /// As [`Cluster::start`], with image-pinner under `policy`.
+    async fn start_with(namespace: &str, deployments: usize, policy: &str) -> Result<Cluster> {
         let sim = Sim::builder()
             .auto_create_namespaces(true)
             .request_log_capacity(2_000_000)
@@ -51,7 +57,7 @@ impl Cluster {
             plugin("image-pinner"),
             dir.path().join("plugins/image-pinner.wasm"),
         )?;
-        std::fs::write(dir.path().join("plugins/image-pinner.policy.yaml"), POLICY)?;
+        std::fs::write(dir.path().join("plugins/image-pinner.policy.yaml"), policy)?;
         let client = sim.client()?;
         let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
         for i in 0..deployments {
@@ -114,6 +120,12 @@ impl Cluster {
 
     /// Writes to Deployments whose User-Agent names `identity`.
     fn deployment_writes_by(&self, identity: &str) -> usize {
+        self.deployment_writes_since(identity, 0).len()
+    }
+
+    /// The arrival times (unix µs) of writes to Deployments whose User-Agent names
+    /// `identity`, that arrived at or after `since` (unix µs).
+    fn deployment_writes_since(&self, identity: &str, since: u64) -> Vec<u64> {
         let agent = format!("({identity})");
         self.sim
             .requests()
@@ -121,7 +133,23 @@ impl Cluster {
             .iter()
             .filter(|r| r.resource == "deployments" && r.user_agent.contains(&agent))
             .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
-            .count()
+            .map(|r| unix_us(&r.time))
+            .filter(|t| *t >= since)
+            .collect()
+    }
+
+    fn leases(&self) -> Api<Lease> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// Rewrites the Lease `name` as a foreign client would.
+    async fn tamper(&self, name: &str, edit: impl FnOnce(&mut Lease)) -> Result {
+        let mut lease = self.leases().get(name).await?;
+        edit(&mut lease);
+        self.leases()
+            .replace(name, &PostParams::default(), &lease)
+            .await?;
+        Ok(())
     }
 }
 
@@ -263,8 +291,13 @@ impl Replica {
     }
 
     fn sigterm(&self) {
+        self.signal("-TERM");
+    }
+
+    /// Sends `kill SIGNAL` (`-STOP` pauses the process, `-CONT` wakes it).
+    fn signal(&self, signal: &str) {
         let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args([signal, &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(sent.success());
@@ -334,6 +367,22 @@ fn assert_no_overlap(spans: &[Span]) {
             );
         }
     }
+}
+
+/// Asserts that leadership moved without overlap: no reconcile of `old` ended after `new`
+/// logged that it became the leader at `took_over` (unix µs). Stricter than
+/// [`assert_no_overlap`], which only sees two replicas on one key at once.
+fn assert_stopped_before(old: &Replica, new: &str, took_over: u64) {
+    let late: Vec<Span> = old
+        .spans()
+        .into_iter()
+        .filter(|s| s.end > took_over)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} still reconciled after {new} became the leader at {took_over}: {late:?}",
+        old.identity
+    );
 }
 
 fn lease_secs() -> Duration {
@@ -630,6 +679,258 @@ async fn a_minute_of_replicas_killed_and_restarted_converges_without_overlap() -
         running.iter().flatten().count() + finished.len()
     );
     assert!(spans.len() >= 100);
+    assert_no_overlap(&spans);
+    Ok(())
+}
+
+/// A write budget of two writes a second: writes queue in the budget, so a paused leader
+/// has writes waiting when it wakes.
+const SLOW_POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: image-pinner}\nspec:\n  mode: enforce\n  namespaces: {all: true}\n  rules:\n    - apiVersion: apps/v1\n      kind: Deployment\n      verbs: [patch]\n      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]\n  limits: {writesPerSecond: 2, writeBurst: 1}\n  config: {image: \"nginx:1.13\"}\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_sends_nothing_after_waking() -> Result {
+    let cluster = Cluster::start_with("pause", 3, SLOW_POLICY).await?;
+    let p1 = cluster.replica("p1", "--leader-elect");
+    p1.wait_for("became the leader", WAIT).await;
+    let p2 = cluster.replica("p2", "--leader-elect");
+    p2.wait_for("coordinating with other replicas", WAIT).await;
+    cluster.converged("pause", WAIT).await;
+    // Thirty changes: at two writes a second, p1's workers wait in the write budget.
+    let names: Vec<String> = (0..3).map(|i| format!("d{i:03}")).collect();
+    for round in 0..10 {
+        let api: Api<Deployment> = Api::namespaced(cluster.client.clone(), "pause");
+        let d = common::cluster::deployment(&format!("e{round:03}"), 1, "alpine");
+        api.create(&PostParams::default(), &d).await?;
+    }
+    cluster.unpin("pause", &names).await?;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    p1.signal("-STOP");
+    // p2 takes over once p1's lease expired, then p1 wakes with writes waiting.
+    p2.wait_for("became the leader", WAIT).await;
+    let took_over = p2.logged_at("became the leader").unwrap();
+    p1.signal("-CONT");
+    cluster.converged("pause", WAIT).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let late = cluster.deployment_writes_since("p1", took_over);
+    assert!(
+        late.is_empty(),
+        "p1 wrote {} times after p2 led at {took_over}: {late:?}\n{}",
+        late.len(),
+        p1.log()
+    );
+    // Its calls in flight when it was paused end after it wakes (their spans overlap p2's
+    // time), but what they decided was never sent.
+    assert!(
+        p1.log().contains("no longer holds the key"),
+        "{}",
+        p1.log()
+    );
+    assert!(cluster.deployment_writes_by("p2") >= 1);
+    Ok(())
+}
+
+/// Leader election under foreign writes to the Lease: each case moves leadership without
+/// two replicas acting at once, and work resumes within a lease duration or so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_writes_to_the_leader_lease_never_make_two_leaders() -> Result {
+    type Edit = Box<dyn FnOnce(&mut Lease) + Send>;
+    let cases: Vec<(&str, Option<Edit>)> = vec![
+        (
+            "holder set to the follower",
+            Some(Box::new(|l: &mut Lease| {
+                l.spec.as_mut().unwrap().holder_identity = Some("f2".into())
+            })),
+        ),
+        ("deleted", None),
+        (
+            "a foreign holder asking for 68 years",
+            Some(Box::new(|l: &mut Lease| {
+                let spec = l.spec.as_mut().unwrap();
+                spec.holder_identity = Some("mallory".into());
+                spec.lease_duration_seconds = Some(i32::MAX);
+            })),
+        ),
+    ];
+    for (case, edit) in cases {
+        let cluster = Cluster::start("lease", 10).await?;
+        let f1 = cluster.replica("f1", "--leader-elect");
+        f1.wait_for("became the leader", WAIT).await;
+        let f2 = cluster.replica("f2", "--leader-elect");
+        f2.wait_for("coordinating with other replicas", WAIT).await;
+        cluster.converged("lease", WAIT).await;
+        let all: Vec<String> = (0..10).map(|i| format!("d{i:03}")).collect();
+        let written = now_us();
+        match edit {
+            Some(edit) => cluster.tamper("kubeplug", edit).await?,
+            None => {
+                cluster
+                    .leases()
+                    .delete("kubeplug", &DeleteParams::default())
+                    .await?;
+            }
+        }
+        // Changes keep coming while leadership is contested.
+        for _ in 0..6 {
+            cluster.unpin("lease", &all).await?;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let start = Instant::now();
+        let leader = loop {
+            let f1_led = f1.log().matches("became the leader").count() > 1;
+            if f2.logged_at("became the leader").is_some() {
+                break ("f2", f2.logged_at("became the leader").unwrap());
+            }
+            if f1_led {
+                let again = f1
+                    .lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|l| l.contains("became the leader"))
+                    .nth(1)
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                    .and_then(|v| v["timestamp"].as_str().map(unix_us))
+                    .unwrap();
+                break ("f1", again);
+            }
+            assert!(start.elapsed() < WAIT, "{case}: nobody led again");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        cluster.converged("lease", WAIT).await;
+        let took = Duration::from_micros(leader.1.saturating_sub(written));
+        eprintln!("{case}: {} led again {took:?} after the write", leader.0);
+        // f1 stopped at its next attempt; whoever leads next waited out the lease (the
+        // configured duration, whatever the Lease said).
+        assert!(
+            f1.log().contains("stopped reconciling"),
+            "{case}: {}",
+            f1.log()
+        );
+        assert!(took >= lease_secs() - retry(), "{case}: {took:?}");
+        assert!(
+            took <= lease_secs() + retry() * 2 + Duration::from_secs(2),
+            "{case}: {took:?}"
+        );
+        let stopped = f1.logged_at("stopped reconciling").unwrap();
+        assert!(stopped <= leader.1, "{case}: f1 stopped at {stopped}");
+        if leader.0 == "f2" {
+            assert_stopped_before(&f1, "f2", leader.1);
+        }
+        assert_no_overlap(&[f1.spans(), f2.spans()].concat());
+    }
+    Ok(())
+}
+
+/// Sharding under foreign writes to a member Lease (deleted, unlabelled, holder rewritten)
+/// and a fake member that never renews: no key is ever reconciled by two replicas at once,
+/// and the fake member's keys come back within the configured duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_writes_to_member_leases_never_overlap_and_fakes_expire() -> Result {
+    let cluster = Cluster::start("ring", 60).await?;
+    let members = [
+        cluster.replica("m1", "--sharding"),
+        cluster.replica("m2", "--sharding"),
+    ];
+    cluster.converged("ring", WAIT).await;
+    for m in &members {
+        m.wait_for("applied a new ring", WAIT).await;
+    }
+    let all: Vec<String> = (0..60).map(|i| format!("d{i:03}")).collect();
+    let churn = |cluster: &Cluster| {
+        let all = all.clone();
+        let client = cluster.client.clone();
+        async move {
+            let api: Api<Deployment> = Api::namespaced(client, "ring");
+            let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
+            for _ in 0..8 {
+                for name in &all {
+                    api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                        .await?;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            anyhow::Ok(())
+        }
+    };
+    cluster
+        .leases()
+        .delete("kubeplug-m2", &DeleteParams::default())
+        .await?;
+    churn(&cluster).await?;
+    cluster
+        .tamper("kubeplug-m2", |l| {
+            l.metadata.labels = None;
+        })
+        .await?;
+    churn(&cluster).await?;
+    cluster
+        .tamper("kubeplug-m2", |l| {
+            l.spec.as_mut().unwrap().holder_identity = Some("mallory".into());
+        })
+        .await?;
+    churn(&cluster).await?;
+    cluster.converged("ring", WAIT).await;
+    let spans: Vec<Span> = members.iter().flat_map(Replica::spans).collect();
+    assert_no_overlap(&spans);
+
+    // A fake member asking for 68 years, never renewed: its keys come back to m1 and m2
+    // once the configured lease duration has passed.
+    let fake: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "kubeplug-fake", "labels": {"kubeplug.dev/ring": "kubeplug"}},
+        "spec": {"holderIdentity": "fake", "leaseDurationSeconds": i32::MAX}
+    }))?;
+    cluster
+        .leases()
+        .create(&PostParams::default(), &fake)
+        .await?;
+    for m in &members {
+        m.wait_for("lease duration out of range", WAIT).await;
+    }
+    let added = Instant::now();
+    cluster.unpin("ring", &all).await?;
+    let took = cluster.converged("ring", WAIT).await;
+    eprintln!(
+        "fake member: its keys reconciled {:?} after it appeared",
+        added.elapsed()
+    );
+    assert!(
+        took <= lease_secs() + retry() * 4 + Duration::from_secs(3),
+        "{took:?}"
+    );
+    let spans: Vec<Span> = members.iter().flat_map(Replica::spans).collect();
+    assert_no_overlap(&spans);
+    Ok(())
+}
+
+/// A sharded member paused past its renew deadline but within its lease, while the API
+/// server is slow: when it wakes, every key it owns is queued again, so changes made while
+/// it was closed are not lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_paused_past_its_renew_deadline_loses_no_key() -> Result {
+    let cluster = Cluster::start("stall", 40).await?;
+    let members = [
+        cluster.replica("n1", "--sharding"),
+        cluster.replica("n2", "--sharding"),
+    ];
+    cluster.converged("stall", WAIT).await;
+    for m in &members {
+        m.wait_for("applied a new ring", WAIT).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let all: Vec<String> = (0..40).map(|i| format!("d{i:03}")).collect();
+    // Paused 3 s: past the renew deadline (2.5 s), within the lease (4 s). The changes
+    // made meanwhile wait in its watch; it wakes to a slow API server, so its workers see
+    // them before it could renew.
+    members[0].signal("-STOP");
+    let paused = Instant::now();
+    cluster.unpin("stall", &all).await?;
+    cluster.sim.faults().set_latency(Duration::from_millis(150));
+    tokio::time::sleep(Duration::from_secs(3).saturating_sub(paused.elapsed())).await;
+    members[0].signal("-CONT");
+    let took = cluster.converged("stall", WAIT).await;
+    eprintln!("paused member: converged {took:?} after waking");
+    assert!(took <= Duration::from_secs(20), "{took:?}");
+    let spans: Vec<Span> = members.iter().flat_map(Replica::spans).collect();
     assert_no_overlap(&spans);
     Ok(())
 }

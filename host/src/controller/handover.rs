@@ -1,7 +1,9 @@
 //! Keys changing hands between replicas: when the gate's scope changes (this replica became
-//! leader, or the ring gave it keys), every cached key it gained is queued at once — the
-//! caches are warm, so a takeover reconciles without relisting. Keys it lost are simply no
-//! longer let through. Counts keys owned and moved for the metrics.
+//! leader, or the ring changed) or the gate reopens after a lapse, every cached key it owns
+//! is queued at once — the caches are warm, so a takeover reconciles without relisting, and
+//! keys turned away while the gate was closed (or during a change too brief to be seen) are
+//! not lost. Keys it lost are simply no longer let through. Counts keys owned and moved
+//! for the metrics.
 
 use crate::contract::Reason;
 use crate::coordination::{Gate, Scope};
@@ -23,12 +25,17 @@ pub(super) async fn follow(gate: Gate, units: RunningPlugins) {
             return;
         }
         let after = changes.borrow_and_update().clone();
-        let moved = hand_over(&units, &before, &after);
+        let moved = match after == before {
+            // Nothing changed: only the owned-keys gauge is recounted.
+            true => count(&units, &after.scope),
+            false => hand_over(&units, &before.scope, &after.scope),
+        };
         let metrics = gate.metrics();
         metrics.keys_owned.set(moved.owned as i64);
         metrics.keys_moved.inc_by(moved.gained + moved.lost);
-        if moved.gained + moved.lost > 0 {
+        if after != before {
             tracing::info!(
+                reopened = after.reopened != before.reopened,
                 gained = moved.gained,
                 lost = moved.lost,
                 owned = moved.owned,
@@ -47,8 +54,18 @@ struct Moved {
     owned: u64,
 }
 
-/// Queues every cached key `after` allows and `before` did not, for every running plugin.
+/// Queues every cached key `after` allows (as added when `before` did not allow it, as a
+/// resync otherwise), for every running plugin; counts what moved.
 fn hand_over(units: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>) -> Moved {
+    tally(units, before, after, true)
+}
+
+/// Counts the keys `scope` allows, queueing nothing.
+fn count(units: &RunningPlugins, scope: &Arc<Scope>) -> Moved {
+    tally(units, scope, scope, false)
+}
+
+fn tally(units: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>, queue: bool) -> Moved {
     let mut moved = Moved::default();
     let mut owned = HashSet::new();
     for unit in units.snapshot().iter() {
@@ -56,11 +73,14 @@ fn hand_over(units: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>) ->
             let (was, is) = (before.allows(&key), after.allows(&key));
             if is && !was {
                 moved.gained += 1;
-                unit.enqueue(key.clone(), Reason::Added);
             } else if was && !is {
                 moved.lost += 1;
             }
             if is {
+                if queue {
+                    let reason = if was { Reason::Resync } else { Reason::Added };
+                    unit.enqueue(key.clone(), reason);
+                }
                 owned.insert(key);
             }
         }

@@ -1,12 +1,21 @@
 //! The gate between a plugin's queue and its workers: which keys this replica may reconcile
 //! now (all of them, only while it leads, or those its ring gives it), and which calls are in
 //! flight, so a replica gives a key up only once its last call on it has finished.
+//!
+//! A coordinated scope holds only until the renew deadline after the last renewal was
+//! *sent*, on both the monotonic clock and the wall clock: the monotonic one keeps running
+//! through a `SIGSTOP` or a stall, the wall clock through a suspended VM (where the
+//! monotonic clock stops). Writes ask the gate again right before they are sent
+//! ([`Pass::holds`]), so a replica that wakes from a pause sends nothing until it renewed.
 
+use super::election::{WallClock, system_clock};
 use super::metrics::CoordinationMetrics;
 use super::ring::Ring;
 use crate::cluster::ObjKey;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -66,6 +75,43 @@ impl Scope {
     }
 }
 
+/// What whoever follows the gate sees: the scope, and how many times the gate reopened after
+/// a lapse (the lease renewed after its renew deadline had passed). Either changing means
+/// keys may have been turned away that this replica owns now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateView {
+    /// The scope now.
+    pub scope: Arc<Scope>,
+    /// Counts reopenings after a lapse.
+    pub reopened: u64,
+}
+
+/// Both clocks, read just before a renewal is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    mono: Instant,
+    wall: Timestamp,
+}
+
+impl Stamp {
+    /// The monotonic reading.
+    pub fn mono(&self) -> Instant {
+        self.mono
+    }
+}
+
+/// How far the wall clock may run ahead of the monotonic clock between two renewals before
+/// it counts as a jump (NTP slews far less than this).
+const CLOCK_JUMP: Duration = Duration::from_secs(1);
+
+/// Until when a coordinated scope holds, on both clocks.
+#[derive(Debug, Clone, Copy)]
+struct Validity {
+    renewed: Stamp,
+    until: Instant,
+    wall_until: Timestamp,
+}
+
 /// Shared by the coordinator (which sets the scope) and every running plugin's workers
 /// (which enter it per key); clones share it.
 #[derive(Clone)]
@@ -77,18 +123,23 @@ struct Inner {
     state: Mutex<State>,
     /// Woken whenever a call leaves the gate.
     left: Notify,
-    /// The scope, for whoever reacts to changes (the controller queues keys it gained).
-    scope: watch::Sender<Arc<Scope>>,
+    /// The scope and reopenings, for whoever reacts to changes (the controller queues the
+    /// keys it owns).
+    view: watch::Sender<GateView>,
     /// Leader, ring and key metrics (the key counts are kept by whoever follows the scope).
     metrics: CoordinationMetrics,
+    /// The wall clock (tests skew it).
+    wall: WallClock,
 }
 
 struct State {
     scope: Arc<Scope>,
-    /// Coordinated scopes hold only until this instant (the last renewal plus the renew
-    /// deadline): a replica whose loop is starved or stuck stops taking keys on time even if
-    /// the loop never gets to narrow the scope.
-    valid_until: Option<Instant>,
+    /// Coordinated scopes hold only until the last renewal plus the renew deadline: a
+    /// replica whose loop is starved, paused or suspended stops taking keys (and sending
+    /// writes) on time even if the loop never gets to narrow the scope.
+    validity: Option<Validity>,
+    /// Reopenings after a lapse.
+    reopened: u64,
     /// Keys with calls in flight, by key (several plugins may reconcile the same key).
     in_flight: HashMap<ObjKey, usize>,
 }
@@ -105,20 +156,34 @@ impl std::fmt::Debug for Gate {
     }
 }
 
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
 impl Gate {
-    /// A gate that starts with `scope`.
+    /// A gate that starts with `scope`, on the system's wall clock.
     pub fn new(scope: Scope) -> Gate {
+        Gate::with_wall(scope, system_clock())
+    }
+
+    /// A gate that starts with `scope`, reading the wall clock through `wall`.
+    pub fn with_wall(scope: Scope, wall: WallClock) -> Gate {
         let scope = Arc::new(scope);
         Gate {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     scope: scope.clone(),
-                    valid_until: None,
+                    validity: None,
+                    reopened: 0,
                     in_flight: HashMap::new(),
                 }),
                 left: Notify::new(),
-                scope: watch::Sender::new(scope),
+                view: watch::Sender::new(GateView { scope, reopened: 0 }),
                 metrics: CoordinationMetrics::default(),
+                wall,
             }),
         }
     }
@@ -142,32 +207,57 @@ impl Gate {
         &self.inner.metrics
     }
 
-    /// Follows scope changes.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<Scope>> {
-        self.inner.scope.subscribe()
+    /// Follows scope changes and reopenings.
+    pub fn subscribe(&self) -> watch::Receiver<GateView> {
+        self.inner.view.subscribe()
     }
 
-    /// Lets a call on `key` in, if the scope allows it now; the key counts as in flight
-    /// until the returned pass is dropped.
+    /// Both clocks now: take it just before sending a renewal, give it to [`Gate::renewed`].
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            mono: Instant::now(),
+            wall: (self.inner.wall)(),
+        }
+    }
+
+    /// Whether the last renewal still holds on both clocks (always for an uncoordinated gate).
+    pub fn is_valid(&self) -> bool {
+        self.valid(&self.lock())
+    }
+
+    fn valid(&self, state: &State) -> bool {
+        if matches!(*state.scope, Scope::Everything) {
+            return true;
+        }
+        state
+            .validity
+            .as_ref()
+            .is_some_and(|v| Instant::now() < v.until && (self.inner.wall)() < v.wall_until)
+    }
+
+    fn holds(&self, state: &State, key: &ObjKey) -> bool {
+        state.scope.allows(key) && self.valid(state)
+    }
+
+    /// Lets a call on `key` in, if the scope allows it now and the lease holds; the key
+    /// counts as in flight until the returned pass is dropped.
     pub fn enter(&self, key: &ObjKey) -> Option<Pass> {
         let mut state = self.lock();
-        if !state.scope.allows(key) {
+        if !self.holds(&state, key) {
             return None;
         }
         if matches!(*state.scope, Scope::Everything) {
             return Some(Pass { gate: None });
         }
-        if state.valid_until.is_none_or(|t| Instant::now() >= t) {
-            return None;
-        }
         *state.in_flight.entry(key.clone()).or_default() += 1;
         Some(Pass {
-            gate: Some((self.inner.clone(), key.clone())),
+            gate: Some((self.clone(), key.clone())),
         })
     }
 
     /// Replaces the scope: calls let in from now on follow it; calls in flight finish (see
-    /// [`Gate::drained`]).
+    /// [`Gate::drained`]), but their writes are refused once the scope no longer allows
+    /// their key.
     pub fn set(&self, scope: Scope) {
         let scope = Arc::new(scope);
         let mut state = self.lock();
@@ -175,13 +265,47 @@ impl Gate {
             return;
         }
         state.scope = scope.clone();
+        let reopened = state.reopened;
         drop(state);
-        self.inner.scope.send_replace(scope);
+        self.inner.view.send_replace(GateView { scope, reopened });
     }
 
-    /// The Lease was renewed: the scope holds until `until` unless renewed again.
-    pub fn valid_until(&self, until: Instant) {
-        self.lock().valid_until = Some(until);
+    /// The Lease was renewed by a request sent at `sent`: the scope holds until `deadline`
+    /// after it, on both clocks, unless renewed again. Returns whether this reopened a gate
+    /// that had lapsed (followers then queue every key this replica owns again: keys
+    /// turned away while it was closed would otherwise wait for their next change).
+    pub fn renewed(&self, sent: Stamp, deadline: Duration) -> bool {
+        let mut state = self.lock();
+        let was_valid = self.valid(&state);
+        if let Some(previous) = state.validity.as_ref() {
+            let mono = sent.mono.saturating_duration_since(previous.renewed.mono);
+            let wall = sent.wall.duration_since(previous.renewed.wall);
+            if let Ok(wall) = Duration::try_from(wall)
+                && wall > mono + CLOCK_JUMP
+            {
+                tracing::warn!(
+                    wall_s = wall.as_secs_f64(),
+                    monotonic_s = mono.as_secs_f64(),
+                    "the wall clock ran ahead of the monotonic clock since the last renewal (a suspended VM or a clock step): the lease counted as lapsed"
+                );
+            }
+        }
+        state.validity = Some(Validity {
+            renewed: sent,
+            until: sent.mono + deadline,
+            wall_until: add(sent.wall, deadline),
+        });
+        let reopened = !was_valid && self.valid(&state);
+        if reopened {
+            state.reopened += 1;
+            let view = GateView {
+                scope: state.scope.clone(),
+                reopened: state.reopened,
+            };
+            drop(state);
+            self.inner.view.send_replace(view);
+        }
+        reopened
     }
 
     /// Keys in flight that the scope no longer allows.
@@ -211,15 +335,26 @@ impl Gate {
 /// A call on a key let in by the gate; dropping it ends the call.
 #[must_use = "the key counts as in flight while the pass lives"]
 pub struct Pass {
-    gate: Option<(Arc<Inner>, ObjKey)>,
+    gate: Option<(Gate, ObjKey)>,
+}
+
+impl Pass {
+    /// Whether this replica still holds the pass's key now: the scope allows it and the
+    /// lease was renewed in time on both clocks. Asked right before every write.
+    pub fn holds(&self) -> bool {
+        match &self.gate {
+            None => true,
+            Some((gate, key)) => gate.holds(&gate.lock(), key),
+        }
+    }
 }
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        let Some((inner, key)) = self.gate.take() else {
+        let Some((gate, key)) = self.gate.take() else {
             return;
         };
-        let mut state = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = gate.lock();
         if let Some(n) = state.in_flight.get_mut(&key) {
             *n -= 1;
             if *n == 0 {
@@ -227,7 +362,7 @@ impl Drop for Pass {
             }
         }
         drop(state);
-        inner.left.notify_waiters();
+        gate.inner.left.notify_waiters();
     }
 }
 
@@ -254,7 +389,7 @@ mod tests {
         assert!(gate.enter(&key("a")).is_none());
         gate.set(Scope::Leader { leading: true });
         assert!(gate.enter(&key("a")).is_none(), "never renewed");
-        gate.valid_until(Instant::now() + Duration::from_secs(10));
+        gate.renewed(gate.stamp(), Duration::from_secs(10));
         assert!(gate.enter(&key("a")).is_some());
         // The loop that should narrow the scope is stuck: the gate closes by itself.
         tokio::time::advance(Duration::from_secs(10)).await;
@@ -289,7 +424,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn drained_waits_for_calls_on_keys_given_up() {
         let gate = Gate::new(Scope::Leader { leading: true });
-        gate.valid_until(Instant::now() + Duration::from_secs(60));
+        gate.renewed(gate.stamp(), Duration::from_secs(60));
         let pass = gate.enter(&key("a")).unwrap();
         gate.drained().await; // still allowed: nothing to wait for
         gate.set(Scope::Leader { leading: false });
@@ -316,6 +451,74 @@ mod tests {
         assert!(!rx.has_changed().unwrap(), "an equal scope is no change");
         gate.set(Scope::Leader { leading: true });
         assert!(rx.has_changed().unwrap());
-        assert_eq!(**rx.borrow_and_update(), Scope::Leader { leading: true });
+        assert_eq!(
+            *rx.borrow_and_update().scope,
+            Scope::Leader { leading: true }
+        );
+    }
+
+    /// A wall clock the test moves by hand, as a suspended VM sees it: the monotonic clock
+    /// stood still while the wall clock ran on.
+    fn skewed() -> (WallClock, Arc<std::sync::atomic::AtomicI64>) {
+        let offset = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let read = offset.clone();
+        let wall: WallClock = Arc::new(move || {
+            let s = read.load(std::sync::atomic::Ordering::SeqCst);
+            Timestamp::now()
+                .checked_add(SignedDuration::from_secs(s))
+                .unwrap()
+        });
+        (wall, offset)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_stops_holding_when_the_lease_lapses_on_either_clock() {
+        let (wall, offset) = skewed();
+        let gate = Gate::with_wall(Scope::Leader { leading: true }, wall);
+        gate.renewed(gate.stamp(), Duration::from_secs(10));
+        let pass = gate.enter(&key("a")).unwrap();
+        assert!(pass.holds());
+        // A pause (SIGSTOP, a stall): the monotonic clock ran past the deadline while the
+        // call was in flight. Its writes are refused although it entered in time.
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(!pass.holds());
+        gate.renewed(gate.stamp(), Duration::from_secs(10));
+        assert!(pass.holds(), "renewed: the same call may write again");
+        // A suspended VM: the monotonic clock did not move, the wall clock did.
+        offset.store(30, std::sync::atomic::Ordering::SeqCst);
+        assert!(!pass.holds());
+        assert!(gate.enter(&key("b")).is_none());
+        assert!(!gate.is_valid());
+        gate.renewed(gate.stamp(), Duration::from_secs(10));
+        assert!(pass.holds());
+        // The key moved away: the call in flight may no longer write.
+        gate.set(Scope::Leader { leading: false });
+        assert!(!pass.holds());
+        assert!(Gate::default().enter(&key("a")).unwrap().holds());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_after_a_lapse_reopens_the_gate_for_followers() {
+        let gate = Gate::new(Scope::Leader { leading: true });
+        let mut rx = gate.subscribe();
+        assert!(
+            gate.renewed(gate.stamp(), Duration::from_secs(10)),
+            "first opening"
+        );
+        assert_eq!(rx.borrow_and_update().reopened, 1);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(
+            !gate.renewed(gate.stamp(), Duration::from_secs(10)),
+            "renewed in time"
+        );
+        assert!(!rx.has_changed().unwrap());
+        tokio::time::advance(Duration::from_secs(12)).await;
+        assert!(
+            gate.enter(&key("a")).is_none(),
+            "lapsed: keys are turned away"
+        );
+        assert!(gate.renewed(gate.stamp(), Duration::from_secs(10)));
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(rx.borrow_and_update().reopened, 2);
     }
 }

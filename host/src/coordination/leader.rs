@@ -14,8 +14,9 @@ pub(crate) async fn run<S: LeaseStore>(mut elector: Elector<S>, shared: Shared, 
     let mut leading = false;
     let mut last_renew = Instant::now();
     loop {
-        // A renewal counts from when it was sent: the Lease may have been written at once.
-        let sent = Instant::now();
+        // A renewal counts from when it was sent, on both clocks: the Lease may have been
+        // written at once, and a pause after sending must not extend it.
+        let sent = shared.gate.stamp();
         let attempt = if leading {
             // A renewal that hangs must not keep a leader acting past its deadline.
             let deadline = last_renew + timings.renew_deadline;
@@ -25,12 +26,14 @@ pub(crate) async fn run<S: LeaseStore>(mut elector: Elector<S>, shared: Shared, 
         };
         match attempt {
             Ok(Ok(Attempt::Leading)) => {
-                last_renew = sent;
-                shared.gate.valid_until(last_renew + timings.renew_deadline);
+                last_renew = sent.mono();
+                let reopened = shared.gate.renewed(sent, timings.renew_deadline);
                 if !leading {
                     leading = true;
                     shared.set_leading(true, None);
                     tracing::info!(identity = %shared.identity, lease = %shared.lease, "became the leader: reconciling every key");
+                } else if reopened {
+                    tracing::warn!(identity = %shared.identity, lease = %shared.lease, "renewed the lease after it lapsed: queueing every key again");
                 }
             }
             Ok(Ok(Attempt::HeldBy(holder))) => {
@@ -40,6 +43,13 @@ pub(crate) async fn run<S: LeaseStore>(mut elector: Elector<S>, shared: Shared, 
                 }
                 shared.set_leading(false, Some(holder));
             }
+            Ok(Ok(Attempt::Contested { last_holder })) => {
+                if leading {
+                    leading = false;
+                    tracing::error!(identity = %shared.identity, lease = %shared.lease, "the lease was deleted or written by someone else: stopped reconciling until it expires");
+                }
+                shared.set_leading(false, last_holder);
+            }
             Ok(Err(err)) => {
                 tracing::warn!(identity = %shared.identity, leading, "lease not acquired or renewed: {err}")
             }
@@ -47,7 +57,9 @@ pub(crate) async fn run<S: LeaseStore>(mut elector: Elector<S>, shared: Shared, 
                 tracing::warn!(identity = %shared.identity, leading, "lease request timed out")
             }
         }
-        if leading && last_renew.elapsed() >= timings.renew_deadline {
+        // The gate measures the deadline on both clocks (a suspended VM's monotonic clock
+        // stands still).
+        if leading && !shared.gate.is_valid() {
             leading = false;
             shared.set_leading(false, None);
             tracing::error!(identity = %shared.identity, renew_deadline_s = timings.renew_deadline.as_secs_f64(), "could not renew the lease within the renew deadline: stopped reconciling before it can expire");

@@ -5,7 +5,7 @@
 //! and takes a gained key only once every member of the new ring has recorded it (a member
 //! that left has let its Lease expire, which it does only after it stopped acting).
 
-use super::config::{APPLIED_RING_ANNOTATION, LeaseTimings, RING_LABEL};
+use super::config::{APPLIED_RING_ANNOTATION, LeaseTimings, RING_LABEL, check_identity};
 use super::election::{Observed, WallClock};
 use super::gate::{Scope, ShardView};
 use super::ring::Ring;
@@ -17,6 +17,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tokio::time::Instant;
 
+/// Another member's last valid record.
+struct Seen {
+    observed: Observed,
+    /// The ring it recorded as applied.
+    recorded: String,
+}
+
 /// One member's state.
 pub struct Member<S> {
     store: S,
@@ -25,8 +32,11 @@ pub struct Member<S> {
     lease_name: String,
     timings: LeaseTimings,
     wall: WallClock,
-    /// When each other member's Lease was last seen changing.
-    observed: HashMap<String, Observed>,
+    /// Each other member's last valid record (named for it, held by it): when it was seen
+    /// changing, and the ring it recorded. A member leaves the ring only once that record
+    /// has stayed unchanged for its lease duration, whatever happens to its Lease meanwhile
+    /// (deleted, unlabelled, its holder rewritten): it may still be acting.
+    observed: HashMap<String, Seen>,
     /// When this member last renewed its own Lease.
     last_renew: Option<Instant>,
     /// The ring it applied (calls on keys it lost have ended): what its next renewal records.
@@ -90,7 +100,7 @@ impl<S: LeaseStore> Member<S> {
     /// Renews its member Lease (creating it if missing), recording the ring it applied.
     pub async fn renew(&mut self) -> Result<(), LeaseError> {
         let now = Instant::now();
-        let wall = MicroTime((self.wall)());
+        let wall = MicroTime(super::election::micros((self.wall)()));
         let applied = self.applied.clone();
         let mut lease = match self.store.get(&self.lease_name).await? {
             Some(lease) => lease,
@@ -134,50 +144,81 @@ impl<S: LeaseStore> Member<S> {
         Ok(())
     }
 
-    /// Reads the ring's member Leases: the ring it sees now (the members whose Lease changed
-    /// within its duration, and itself), and whether every member recorded it.
+    /// Reads the ring's member Leases: the ring it sees now (itself, and every member whose
+    /// last valid record has not expired), and whether every member recorded it. A record
+    /// is valid when the Lease is named `<ring>-<identity>` and held by that identity; an
+    /// invalid one renews nothing, and a member whose Lease vanished stays until its last
+    /// valid record expires on this replica's clock.
     pub async fn observe(&mut self) -> Result<(), LeaseError> {
         let leases = self
             .store
             .list(&format!("{RING_LABEL}={}", self.ring_name))
             .await?;
         let now = Instant::now();
-        let mut alive = vec![self.identity.to_string()];
-        let mut records = HashMap::new();
-        let mut seen = Vec::new();
+        let prefix = format!("{}-", self.ring_name);
+        let mut listed = Vec::new();
         for lease in &leases {
-            let Some(name) = lease.metadata.name.clone() else {
+            let Some(identity) = lease
+                .metadata
+                .name
+                .as_deref()
+                .and_then(|n| n.strip_prefix(&prefix))
+            else {
                 continue;
             };
-            let spec = lease.spec.clone().unwrap_or_default();
-            let Some(holder) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else {
-                continue;
-            };
-            if name == self.lease_name || *holder == *self.identity {
+            if *identity == *self.identity || check_identity(identity).is_err() {
                 continue;
             }
-            let slot = self.observed.entry(name.clone()).or_insert_with(|| {
-                let mut first = None;
-                Observed::update(&mut first, lease, now);
-                first.expect("just observed")
-            });
-            let mut current = Some(slot.clone());
-            Observed::update(&mut current, lease, now);
-            *slot = current.expect("observed");
-            seen.push(name);
-            if !slot.expired(&spec, &self.timings, now) {
-                let recorded = lease
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(APPLIED_RING_ANNOTATION))
-                    .cloned()
-                    .unwrap_or_default();
-                records.insert(holder.clone(), recorded);
-                alive.push(holder);
+            let holder = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.as_deref());
+            if holder != Some(identity) {
+                continue;
+            }
+            listed.push(identity.to_string());
+            let recorded = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(APPLIED_RING_ANNOTATION))
+                .cloned()
+                .unwrap_or_default();
+            match self.observed.get_mut(identity) {
+                Some(seen) => {
+                    let mut slot = Some(seen.observed.clone());
+                    Observed::update(&mut slot, lease, &self.timings, now);
+                    let updated = slot.expect("observed");
+                    if updated != seen.observed {
+                        seen.recorded = recorded;
+                    }
+                    seen.observed = updated;
+                }
+                None => {
+                    let mut slot = None;
+                    Observed::update(&mut slot, lease, &self.timings, now);
+                    self.observed.insert(
+                        identity.to_string(),
+                        Seen {
+                            observed: slot.expect("observed"),
+                            recorded,
+                        },
+                    );
+                }
             }
         }
-        self.observed.retain(|name, _| seen.contains(name));
+        // Forget a member once its last valid record expired and it is no longer listed (a
+        // listed, expired record is kept so that it does not count as new again).
+        self.observed
+            .retain(|id, seen| !seen.observed.expired(now) || listed.contains(id));
+        let mut alive = vec![self.identity.to_string()];
+        let mut records = HashMap::new();
+        for (id, seen) in &self.observed {
+            if !seen.observed.expired(now) {
+                alive.push(id.clone());
+                records.insert(id.clone(), seen.recorded.clone());
+            }
+        }
         let ring = Ring::new(alive);
         if self.current.as_ref() != Some(&ring) {
             self.current = Some(ring.clone());
@@ -209,6 +250,7 @@ impl<S: LeaseStore> Member<S> {
         self.settled = None;
         self.pending = None;
         self.applied.clear();
+        self.recorded.clear();
     }
 
     /// Deletes its member Lease (on shutdown, once its calls have ended), so the others
@@ -232,13 +274,17 @@ impl<S: LeaseStore> Member<S> {
 pub(crate) async fn run<S: LeaseStore>(mut member: Member<S>, shared: Shared, mut stop: Stop) {
     let retry = member.timings.retry_period;
     loop {
+        // The previous renewal no longer holds (a pause, a stall, a suspended VM): the view
+        // it acted on may be stale, and the others may have dropped it meanwhile.
+        let lapsed = !shared.gate.is_valid();
+        let sent = shared.gate.stamp();
         match tokio::time::timeout(retry, member.renew()).await {
             Ok(Ok(())) => {
-                if let Some(renewed) = member.last_renew {
-                    shared
-                        .gate
-                        .valid_until(renewed + member.timings.renew_deadline);
+                if lapsed && member.current.is_some() {
+                    tracing::warn!(identity = %member.identity, "renewed the member lease after it lapsed: rejoining the ring before taking keys again");
+                    member.reset();
                 }
+                shared.gate.renewed(sent, member.timings.renew_deadline);
             }
             Ok(Err(err)) => {
                 tracing::warn!(identity = %member.identity, "member lease not renewed: {err}")
@@ -246,7 +292,7 @@ pub(crate) async fn run<S: LeaseStore>(mut member: Member<S>, shared: Shared, mu
             Err(_) => tracing::warn!(identity = %member.identity, "member lease renewal timed out"),
         }
         let mut again = false;
-        if !member.healthy() {
+        if !member.healthy() || !shared.gate.is_valid() {
             if member.current.is_some() {
                 tracing::error!(identity = %member.identity, renew_deadline_s = member.timings.renew_deadline.as_secs_f64(), "could not renew the member lease within the renew deadline: reconciling no key until it is renewed");
             }
@@ -463,7 +509,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn leaving_deletes_the_member_lease_and_the_others_take_over_at_once() {
+    async fn leaving_deletes_the_member_lease_and_the_others_take_over_once_it_expires() {
         let store = MemoryLeases::default();
         let (mut a, mut b) = (member(&store, "a"), member(&store, "b"));
         for _ in 0..4 {
@@ -471,8 +517,115 @@ mod tests {
         }
         b.leave().await.unwrap();
         assert!(store.peek("kubeplug-b").is_none());
+        // A deletion says nothing a foreign client could not say: b's keys wait for its
+        // last record to expire.
+        round(&mut [&mut a]).await;
+        assert!(owners(&[&a, &b])[0] < 300);
+        tokio::time::advance(Duration::from_secs(15)).await;
         round(&mut [&mut a]).await;
         round(&mut [&mut a]).await;
         assert_eq!(owners(&[&a, &b]), vec![300, 0]);
+    }
+
+    /// Rewrites member `of`'s Lease as a foreign client would.
+    async fn tamper(store: &MemoryLeases, of: &str, edit: impl FnOnce(&mut Lease)) {
+        let mut lease = store.peek(&format!("kubeplug-{of}")).unwrap();
+        edit(&mut lease);
+        store.as_caller("mallory").replace(lease).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tampered_member_lease_moves_no_key_while_its_member_still_acts() {
+        type Edit = Box<dyn FnOnce(&mut Lease)>;
+        let cases: Vec<(&str, Option<Edit>)> = vec![
+            ("deleted", None),
+            (
+                "unlabelled",
+                Some(Box::new(|l: &mut Lease| l.metadata.labels = None)),
+            ),
+            (
+                "holder rewritten",
+                Some(Box::new(|l: &mut Lease| {
+                    l.spec.as_mut().unwrap().holder_identity = Some("mallory".into())
+                })),
+            ),
+            (
+                "holder cleared, released-looking",
+                Some(Box::new(|l: &mut Lease| {
+                    let spec = l.spec.as_mut().unwrap();
+                    spec.holder_identity = None;
+                    spec.lease_duration_seconds = Some(1);
+                })),
+            ),
+        ];
+        for (case, edit) in cases {
+            let store = MemoryLeases::default();
+            let (mut a, mut b) = (member(&store, "a"), member(&store, "b"));
+            for _ in 0..4 {
+                round(&mut [&mut a, &mut b]).await;
+            }
+            let before = owners(&[&a, &b]);
+            match edit {
+                None => store
+                    .as_caller("mallory")
+                    .delete("kubeplug-b")
+                    .await
+                    .unwrap(),
+                Some(edit) => tamper(&store, "b", edit).await,
+            }
+            // b is still acting on its view; a looks several times before b renews.
+            for _ in 0..5 {
+                tokio::time::advance(Duration::from_secs(2)).await;
+                round(&mut [&mut a]).await;
+                assert_eq!(owners(&[&a, &b]), before, "{case}: a took b's keys");
+            }
+            // b renews (repairing its Lease): nothing moves.
+            round(&mut [&mut b, &mut a]).await;
+            round(&mut [&mut b, &mut a]).await;
+            assert_eq!(owners(&[&a, &b]), before, "{case}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fake_member_that_never_renews_is_dropped_after_the_configured_duration() {
+        let store = MemoryLeases::default();
+        let mut a = member(&store, "a");
+        for _ in 0..4 {
+            round(&mut [&mut a]).await;
+        }
+        assert_eq!(owners(&[&a]), vec![300]);
+        // A foreign client adds a member Lease that asks for 68 years and never renews.
+        let fake = Lease {
+            metadata: ObjectMeta {
+                name: Some("kubeplug-fake".into()),
+                labels: Some([(RING_LABEL.to_string(), "kubeplug".to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some("fake".into()),
+                lease_duration_seconds: Some(i32::MAX),
+                ..LeaseSpec::default()
+            }),
+        };
+        store.as_caller("mallory").create(fake).await.unwrap();
+        round(&mut [&mut a]).await;
+        assert!(owners(&[&a])[0] < 300, "a gave up the fake member's keys");
+        let mut elapsed = Duration::ZERO;
+        while owners(&[&a])[0] < 300 {
+            tokio::time::advance(Duration::from_secs(2)).await;
+            elapsed += Duration::from_secs(2);
+            round(&mut [&mut a]).await;
+            assert!(
+                elapsed <= Duration::from_secs(20),
+                "the fake member held its keys"
+            );
+        }
+        assert!(elapsed >= Duration::from_secs(14), "{elapsed:?}");
+        // Still listed, unchanged: it does not come back as new.
+        for _ in 0..10 {
+            tokio::time::advance(Duration::from_secs(2)).await;
+            round(&mut [&mut a]).await;
+            assert_eq!(owners(&[&a]), vec![300]);
+        }
     }
 }

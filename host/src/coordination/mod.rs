@@ -19,7 +19,7 @@ pub use config::{
     default_identity,
 };
 pub use election::{Attempt, Elector, WallClock, system_clock};
-pub use gate::{Gate, Pass, Scope, ShardView};
+pub use gate::{Gate, GateView, Pass, Scope, ShardView, Stamp};
 pub use member::Member;
 pub use metrics::CoordinationMetrics;
 pub use ring::Ring;
@@ -103,14 +103,15 @@ impl Coordinator {
         wall: WallClock,
     ) -> Coordinator {
         let sharding = config.mode == Mode::Sharding;
-        let gate = match config.mode {
-            Mode::LeaderElection => Gate::new(Scope::Leader { leading: false }),
-            Mode::Sharding => Gate::new(Scope::Shard(ShardView {
+        let scope = match config.mode {
+            Mode::LeaderElection => Scope::Leader { leading: false },
+            Mode::Sharding => Scope::Shard(ShardView {
                 me: config.identity.as_str().into(),
                 current: None,
                 settled: None,
-            })),
+            }),
         };
+        let gate = Gate::with_wall(scope, wall.clone());
         let metrics = gate.metrics().clone();
         registry.register(|r| metrics.register(r, sharding));
         let shared = Shared {

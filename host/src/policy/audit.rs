@@ -39,6 +39,9 @@ pub enum Decision {
     },
     /// Not attempted because an earlier action of the call failed.
     Skipped,
+    /// Allowed, but not sent: at the moment it was due this replica no longer held the key
+    /// (its lease lapsed or the key moved to another replica).
+    NotHeld,
 }
 
 impl Decision {
@@ -51,6 +54,7 @@ impl Decision {
             Decision::DryRun => "dry-run",
             Decision::Failed { .. } => "failed",
             Decision::Skipped => "skipped",
+            Decision::NotHeld => "not-held",
         }
     }
 }
@@ -243,6 +247,9 @@ impl AuditSink {
             }
             Decision::Failed { error, transient } => {
                 tracing::warn!(plugin, key, action, decision, %target, transient, digest, "action failed: {}", shown(error))
+            }
+            Decision::NotHeld => {
+                tracing::warn!(plugin, key, action, decision, %target, digest, "not sent: this replica no longer holds the key")
             }
             Decision::DryRun => {
                 let body = record
