@@ -49,6 +49,10 @@ pub struct Call<'a> {
     /// `true` once the plugin is being removed: later actions are skipped and a write
     /// waiting for the budget gives up.
     pub stopped: watch::Receiver<bool>,
+    /// Whether this replica still holds the key (leads, or owns it in the ring, with its
+    /// lease renewed in time): asked right before each write is sent, after any wait for
+    /// the write budget, so a replica that lost the key meanwhile sends nothing.
+    pub holds: &'a (dyn Fn() -> bool + Sync),
 }
 
 /// What a call's actions came to.
@@ -103,6 +107,11 @@ pub enum CallFailure {
     /// no write was checked or sent. Retried with backoff.
     #[error("discovery failed, no write sent")]
     Discovery(#[source] ResolveError),
+    /// This replica no longer held the key when a write was due (its lease lapsed, or the
+    /// key moved): nothing more was sent. The key is not retried here; whoever holds it
+    /// now reconciles it, and this replica queues it again if it gains it back.
+    #[error("this replica no longer holds the key: no write sent")]
+    NotHeld,
     /// A write failed at the API server or was refused before sending.
     #[error("{action} of {target} failed")]
     Action {
@@ -122,6 +131,7 @@ impl CallFailure {
     pub fn is_transient(&self) -> bool {
         match self {
             CallFailure::Discovery(_) => true,
+            CallFailure::NotHeld => false,
             CallFailure::Action { source, .. } => source.is_transient(),
         }
     }
@@ -254,6 +264,12 @@ impl Pipeline {
                 waited_ms = waited.as_millis() as u64,
                 "write waited for the plugin's write budget"
             );
+        }
+        // The last moment before sending: the lease may have lapsed (a pause, a stall) or the
+        // key moved while the call ran or the budget held the write back.
+        if !(call.holds)() {
+            outcome.failure = Some(CallFailure::NotHeld);
+            return Decision::NotHeld;
         }
         // The check allowed it, so its kind's scope is known.
         let scope = kind_of(action).and_then(|k| scopes.get(&k)?.as_ref().ok().copied());

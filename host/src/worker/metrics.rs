@@ -42,11 +42,13 @@ pub enum ReconcileResult {
     ApiError,
     /// The host's task running the call failed.
     HostError,
+    /// A write was due after this replica stopped holding the key: nothing more was sent.
+    NotHeld,
 }
 
 impl ReconcileResult {
     /// Every result, for removing a plugin's series.
-    pub const ALL: [ReconcileResult; 11] = [
+    pub const ALL: [ReconcileResult; 12] = [
         Self::Success,
         Self::Error,
         Self::Timeout,
@@ -58,6 +60,7 @@ impl ReconcileResult {
         Self::InstantiateError,
         Self::ApiError,
         Self::HostError,
+        Self::NotHeld,
     ];
 
     /// The label value.
@@ -74,6 +77,7 @@ impl ReconcileResult {
             Self::InstantiateError => "instantiate-error",
             Self::ApiError => "api-error",
             Self::HostError => "host-error",
+            Self::NotHeld => "not-held",
         }
     }
 
@@ -95,6 +99,7 @@ impl ReconcileResult {
     pub fn of_actions(failure: Option<&CallFailure>) -> Self {
         match failure {
             None => Self::Success,
+            Some(CallFailure::NotHeld) => Self::NotHeld,
             Some(_) => Self::ApiError,
         }
     }

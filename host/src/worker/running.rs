@@ -6,7 +6,7 @@ use super::revision::Revision;
 use crate::actions::{Call, Pipeline};
 use crate::cluster::{CachedObject, ObjKey};
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
-use crate::coordination::Gate;
+use crate::coordination::{Gate, Pass};
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -151,7 +151,7 @@ impl RunningPlugin {
                 match self.gate.enter(&key) {
                     Some(pass) => {
                         let started = std::time::SystemTime::now();
-                        self.process(&key).await;
+                        self.process(&key, &pass).await;
                         if self.gate.is_coordinated() {
                             span(&self.name, &key, started);
                         }
@@ -202,7 +202,7 @@ impl RunningPlugin {
 
     /// One reconcile: call the plugin off the async runtime, execute its actions, and tell
     /// the queue what to do with the key.
-    async fn process(&self, key: &ObjKey) {
+    async fn process(&self, key: &ObjKey, pass: &Pass) {
         let name = &*self.name;
         // This call runs on the version current now, whatever is swapped in meanwhile.
         let version = self.current();
@@ -257,6 +257,7 @@ impl RunningPlugin {
             budget: &version.budget,
             admit_log: &|len| version.plugin.admit_log_action(len),
             stopped: self.stopped.subscribe(),
+            holds: &|| pass.holds(),
         };
         let outcome = self.pipeline.run(call, &actions).await;
         self.metrics

@@ -45,6 +45,7 @@ impl Fixture {
             budget,
             admit_log: &|_| true,
             stopped: self.stop.subscribe(),
+            holds: &|| true,
         };
         self.pipeline.run(call, actions).await
     }
