@@ -1,9 +1,12 @@
 //! Executes exactly one write action through an [`ApiWriter`], one function per verb, so
-//! that any kind works. Patches and creates carry the field manager `kubeplug/<plugin>`.
+//! that any kind works. Patches and creates carry the field manager `kubeplug/<plugin>`;
+//! patches and deletes carry the [fence](super::fence)'s resourceVersion when given one, and
+//! a 409 Conflict on such a write is [`ActionError::Conflict`].
 //! What to do with a call's actions as a whole (the policy, dry-run, the budget, stopping
 //! after a failure) is the [pipeline](super::pipeline)'s.
 
 use super::event::{self, EventSpec};
+use super::fence;
 use super::outcome::{ActionError, Sent};
 use super::target::{RequestTarget, request_target};
 use super::writer::{ApiRequest, ApiWriter, WriteError};
@@ -37,21 +40,53 @@ impl Executor {
         format!("kubeplug/{plugin}")
     }
 
-    /// Executes one write of `plugin` on a kind of `scope` (from discovery). Logs and
-    /// requeues are not writes: the pipeline handles them.
+    /// Executes one write of `plugin` on a kind of `scope` (from discovery); a patch or
+    /// delete carries `fenced_at` as its resourceVersion precondition when given (creates
+    /// and events ignore it: they are not fenced). Logs and requeues are not writes: the
+    /// pipeline handles them.
     pub async fn execute(
         &self,
         plugin: &str,
         action: &Action,
         scope: Scope,
+        fenced_at: Option<&str>,
     ) -> Result<Sent, ActionError> {
         let target = request_target(action, scope)?.ok_or(ActionError::NotAWrite)?;
-        match action {
+        let sent = match action {
             Action::Patch {
                 patch_type, body, ..
-            } => self.patch(plugin, &target, *patch_type, body).await,
-            Action::Create { manifest } => self.create(plugin, &target, manifest).await,
-            Action::Delete { .. } => self.delete(&target).await,
+            } => {
+                let body = match fenced_at {
+                    Some(rv) => fence::patch_body(*patch_type, body, rv),
+                    None => std::borrow::Cow::Borrowed(body),
+                };
+                self.patch(plugin, &target, *patch_type, &body).await
+            }
+            Action::Delete { .. } => self.delete(&target, fenced_at).await,
+            _ => return self.execute_unfenced(plugin, action, &target).await,
+        };
+        match (sent, fenced_at) {
+            (Err(ActionError::Write(WriteError::Api(kube::Error::Api(e)))), Some(rv))
+                if e.code == 409 && e.reason == "Conflict" =>
+            {
+                Err(ActionError::Conflict {
+                    fenced_at: rv.to_string(),
+                    source: WriteError::Api(kube::Error::Api(e)),
+                })
+            }
+            (sent, _) => sent,
+        }
+    }
+
+    /// The writes that carry no precondition: creates and events.
+    async fn execute_unfenced(
+        &self,
+        plugin: &str,
+        action: &Action,
+        target: &RequestTarget,
+    ) -> Result<Sent, ActionError> {
+        match action {
+            Action::Create { manifest } => self.create(plugin, target, manifest).await,
             Action::Event {
                 regarding,
                 event_type,
@@ -66,9 +101,12 @@ impl Executor {
                     message,
                     action: event_action,
                 };
-                self.event(plugin, &target, &spec).await
+                self.event(plugin, target, &spec).await
             }
-            Action::Log { .. } | Action::RequeueAfter { .. } => Err(ActionError::NotAWrite),
+            Action::Patch { .. }
+            | Action::Delete { .. }
+            | Action::Log { .. }
+            | Action::RequeueAfter { .. } => Err(ActionError::NotAWrite),
         }
     }
 
@@ -138,9 +176,19 @@ impl Executor {
         }
     }
 
-    /// A delete with background propagation; NotFound means it is gone.
-    async fn delete(&self, target: &RequestTarget) -> Result<Sent, ActionError> {
-        gone_is_done(self.writer.send(target, ApiRequest::Delete).await)
+    /// A delete with background propagation, with `fenced_at` as its precondition if given;
+    /// NotFound means it is gone.
+    async fn delete(
+        &self,
+        target: &RequestTarget,
+        fenced_at: Option<&str>,
+    ) -> Result<Sent, ActionError> {
+        let params = fence::delete_params(fenced_at);
+        gone_is_done(
+            self.writer
+                .send(target, ApiRequest::Delete { params })
+                .await,
+        )
     }
 
     /// An `events.k8s.io/v1` Event about the object, in the namespace the target names.

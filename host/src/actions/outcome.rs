@@ -62,6 +62,19 @@ pub enum ActionError {
     /// A log or requeue-after given to the executor: they are not writes.
     #[error("not a write")]
     NotAWrite,
+    /// A [fenced](super::fence) write refused with 409 Conflict: the object is no longer at
+    /// the resourceVersion the plugin decided on. Not retried with backoff: the key waits
+    /// until the cache shows the newer version, then is reconciled on it.
+    #[error(
+        "conflict: the object moved past resourceVersion {fenced_at}, the version this write was decided on: {source}"
+    )]
+    Conflict {
+        /// The version the write carried as its precondition.
+        fenced_at: String,
+        /// The API server's answer.
+        #[source]
+        source: WriteError,
+    },
 }
 
 impl ActionError {
@@ -82,7 +95,8 @@ impl ActionError {
             ActionError::Write(WriteError::Target(_) | WriteError::Mismatch)
             | ActionError::Target(_)
             | ActionError::Body { .. }
-            | ActionError::NotAWrite => false,
+            | ActionError::NotAWrite
+            | ActionError::Conflict { .. } => false,
         }
     }
 }
@@ -109,5 +123,15 @@ mod tests {
         let transport: ActionError = WriteError::Api(kube::Error::Service(timeout.into())).into();
         assert!(transport.is_transient());
         assert!(!ActionError::from(WriteError::Mismatch).is_transient());
+        // A fenced write's conflict waits for the newer version instead.
+        let ActionError::Write(source) = api(409) else {
+            unreachable!()
+        };
+        let stale = ActionError::Conflict {
+            fenced_at: "5".into(),
+            source,
+        };
+        assert!(!stale.is_transient());
+        assert!(stale.to_string().starts_with("conflict: "), "{stale}");
     }
 }

@@ -1,10 +1,13 @@
 //! One call's actions, from the plugin's answer to the API server: scopes from discovery,
 //! the policy check (all-or-nothing), dry-run, the write budget, execution in order
-//! stopping at the first failure, and an audit record per action. The worker hands a call's
-//! actions here and acts on the [`CallOutcome`]: what was written and at which
-//! resourceVersion, when to look again, and whether and how the call failed.
+//! stopping at the first failure, and an audit record per action. Patches and deletes are
+//! [fenced](super::fence) with the versions of the call's [`Fence`], which follows the
+//! call's own successful writes. The worker hands a call's actions here and acts on the
+//! [`CallOutcome`]: what was written and at which resourceVersion, when to look again, and
+//! whether and how the call failed.
 
 use super::executor::{Executor, describe, written_object};
+use super::fence::{Fence, fenced_object};
 use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
@@ -53,6 +56,9 @@ pub struct Call<'a> {
     /// lease renewed in time): asked right before each write is sent, after any wait for
     /// the write budget, so a replica that lost the key meanwhile sends nothing.
     pub holds: &'a (dyn Fn() -> bool + Sync),
+    /// The resourceVersions the call's patches and deletes carry as preconditions (the
+    /// versions the plugin decided on); advanced by the call's own successful writes.
+    pub fence: Fence,
 }
 
 /// What a call's actions came to.
@@ -112,6 +118,23 @@ pub enum CallFailure {
     /// now reconciles it, and this replica queues it again if it gains it back.
     #[error("this replica no longer holds the key: no write sent")]
     NotHeld,
+    /// A fenced write was refused with 409 Conflict: the object moved past the version the
+    /// plugin decided on. Not retried with backoff: the key is reconciled again once the
+    /// cache shows a newer version of `object` (or after a short bounded wait).
+    #[error("{action} of {target} conflicted: the object moved past resourceVersion {fenced_at}")]
+    Conflict {
+        /// `patch` or `delete`.
+        action: &'static str,
+        /// The object it acted on (plugin-provided: shown escaped).
+        target: String,
+        /// The object, as the plugin named it.
+        object: ObjectRef,
+        /// The version the write carried.
+        fenced_at: String,
+        /// The API server's answer.
+        #[source]
+        source: ActionError,
+    },
     /// A write failed at the API server or was refused before sending.
     #[error("{action} of {target} failed")]
     Action {
@@ -131,7 +154,7 @@ impl CallFailure {
     pub fn is_transient(&self) -> bool {
         match self {
             CallFailure::Discovery(_) => true,
-            CallFailure::NotHeld => false,
+            CallFailure::NotHeld | CallFailure::Conflict { .. } => false,
             CallFailure::Action { source, .. } => source.is_transient(),
         }
     }
@@ -147,7 +170,8 @@ impl Pipeline {
     /// run: in dry-run only logs and requeues; in enforce every action in order, each API
     /// write after a token of the plugin's write budget, stopping at the first failure.
     /// Every action gets an audit record.
-    pub async fn run(&self, call: Call<'_>, actions: &[Action]) -> CallOutcome {
+    pub async fn run(&self, mut call: Call<'_>, actions: &[Action]) -> CallOutcome {
+        let mut fence = std::mem::take(&mut call.fence);
         let mut scopes = self.kind_scopes(actions).await;
         // Discovery failing (not a kind it does not know) fails the call's writes as
         // transient: the key is retried.
@@ -203,7 +227,10 @@ impl Pipeline {
                             Some(outcome.requeue_after.map_or(delay, |d| d.min(delay)));
                         Decision::Executed
                     }
-                    _ => self.write(&call, action, &scopes, &mut outcome).await,
+                    _ => {
+                        self.write(&call, action, &scopes, &mut fence, &mut outcome)
+                            .await
+                    }
                 },
             };
             if let (
@@ -240,13 +267,15 @@ impl Pipeline {
         outcome
     }
 
-    /// One allowed API write in enforce mode: a token of the budget (or a stop), then the
-    /// executor. Records what it changed or why it failed in `outcome`.
+    /// One allowed API write in enforce mode: a token of the budget (or a stop), the gate,
+    /// then the executor, fenced with the version `fence` holds for its object. Records what
+    /// it changed or why it failed in `outcome`, and what it left its object at in `fence`.
     async fn write(
         &self,
         call: &Call<'_>,
         action: &Action,
         scopes: &HashMap<KindRef, Result<Scope, ResolveError>>,
+        fence: &mut Fence,
         outcome: &mut CallOutcome,
     ) -> Decision {
         let mut stopped = call.stopped.clone();
@@ -273,22 +302,39 @@ impl Pipeline {
         }
         // The check allowed it, so its kind's scope is known.
         let scope = kind_of(action).and_then(|k| scopes.get(&k)?.as_ref().ok().copied());
+        let fenced_at = fenced_object(action)
+            .and_then(|o| fence.version_of(o))
+            .map(str::to_string);
         let result = match scope {
-            Some(scope) => self.executor.execute(call.plugin, action, scope).await,
+            Some(scope) => {
+                self.executor
+                    .execute(call.plugin, action, scope, fenced_at.as_deref())
+                    .await
+            }
             None => Err(ActionError::NotAWrite),
         };
         let target = describe(action, call.key);
         match result {
             Ok(sent) => {
-                tracing::debug!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), decision = sent.decision.as_str(), "action done");
-                if sent.decision == Decision::Executed
-                    && let Some(object) = written_object(action)
-                {
-                    let change = match action {
-                        Action::Patch { .. } => Change::Patched,
-                        Action::Create { .. } => Change::Created,
-                        _ => Change::Deleted,
-                    };
+                tracing::debug!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), fenced_at = fenced_at.as_deref(), decision = sent.decision.as_str(), "action done");
+                let Some(object) = written_object(action) else {
+                    return sent.decision;
+                };
+                let change = match action {
+                    Action::Patch { .. } => Change::Patched,
+                    Action::Create { .. } => Change::Created,
+                    _ => Change::Deleted,
+                };
+                // Later writes of the call to this object carry what this one left it at.
+                match (&sent.decision, change, &sent.resource_version) {
+                    (Decision::Executed, Change::Deleted, _) => fence.forget(&object),
+                    (Decision::Executed, _, Some(rv)) => fence.advance(&object, rv),
+                    (Decision::AlreadyDone { .. }, Change::Patched | Change::Deleted, _) => {
+                        fence.forget(&object)
+                    }
+                    _ => {}
+                }
+                if sent.decision == Decision::Executed {
                     outcome.writes.push(Write {
                         change,
                         object,
@@ -296,6 +342,34 @@ impl Pipeline {
                     });
                 }
                 sent.decision
+            }
+            Err(ActionError::Conflict { fenced_at, source }) => {
+                tracing::debug!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), fenced_at = %fenced_at, "write refused: the object changed after the version the plugin decided on; reconciled again on the newer one");
+                let source = ActionError::Conflict {
+                    fenced_at: fenced_at.clone(),
+                    source,
+                };
+                let error = source.to_string();
+                let target = shown(&target).to_string();
+                // Only patches and deletes are fenced, and they name their object.
+                outcome.failure = Some(match fenced_object(action) {
+                    Some(object) => CallFailure::Conflict {
+                        action: action.kind(),
+                        target,
+                        object: object.clone(),
+                        fenced_at,
+                        source,
+                    },
+                    None => CallFailure::Action {
+                        action: action.kind(),
+                        target,
+                        source,
+                    },
+                });
+                Decision::Failed {
+                    error,
+                    transient: false,
+                }
             }
             Err(source) => {
                 let transient = source.is_transient();

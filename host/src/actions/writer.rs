@@ -30,8 +30,12 @@ pub enum ApiRequest {
         /// The plugin's manifest.
         object: Box<DynamicObject>,
     },
-    /// A background-propagation delete of the target.
-    Delete,
+    /// A delete of the target (background propagation; a resourceVersion precondition
+    /// when [fenced](super::fence)).
+    Delete {
+        /// Propagation and preconditions.
+        params: DeleteParams,
+    },
     /// A POST of an Event to the target namespace's `events.k8s.io/v1` collection.
     Event(Box<Event>),
 }
@@ -117,9 +121,9 @@ impl KubeWriter {
                 let api = self.api(target).await?;
                 Ok(api.create(&params, &object).await.map(rv)?)
             }
-            ApiRequest::Delete => {
+            ApiRequest::Delete { params } => {
                 let api = self.api(target).await?;
-                api.delete(&name?, &DeleteParams::background()).await?;
+                api.delete(&name?, &params).await?;
                 Ok(None)
             }
             ApiRequest::Event(event) => {

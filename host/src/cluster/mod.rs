@@ -11,7 +11,7 @@ pub mod watch;
 mod watches;
 
 pub use cache::{CacheWriter, CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef};
-pub use cache_objects::CacheObjects;
+pub use cache_objects::{CacheObjects, CallObjects};
 pub use connect::{ClusterArgs, connect, connect_as};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use watch::{WatchHandle, spawn_watch};

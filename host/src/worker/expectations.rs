@@ -1,20 +1,98 @@
-//! Read-your-writes for the cache, as client-go's controller "expectations": after a worker
-//! patches an object and the API server answers with resourceVersion W, that key is not
-//! reconciled again until the cache holds W or later. Otherwise a key re-queued while the
-//! write was in flight (by a status update, say) would be reconciled against an object from
-//! before the write and written again. resourceVersions are compared as numbers when both are
-//! (they are etcd revisions on real API servers and on the embedded one), for equality
-//! otherwise; the wait is bounded either way.
+//! Read-your-writes for the cache, as client-go's controller "expectations": what the cache
+//! must show before a key is reconciled again, each wait bounded in time.
+//!
+//! - After a worker patches an object and the API server answers with resourceVersion W,
+//!   that key waits until the cache holds W or later ([`Until::Reached`]). Otherwise a key
+//!   re-queued while the write was in flight (by a status update, say) would be reconciled
+//!   against an object from before the write and written again.
+//! - After a [fenced](crate::actions::fence) write carrying version F is refused with 409
+//!   Conflict, the key waits until the cache holds a version of that object *newer* than F
+//!   ([`Until::Passed`]): reconciling earlier would decide on the same stale object again.
+//!
+//! The object waited on is named by kind and key, so a conflict on a child waits for the
+//! child's cache. resourceVersions are compared as numbers when both are (they are etcd
+//! revisions on real API servers and on the embedded one), for equality otherwise. A wait
+//! ends when the cache shows the version, when the object is gone, or at its deadline (also
+//! when the object's kind is not cached at all, so the host could never see it).
 
 use crate::cluster::ObjKey;
+use crate::contract::{KindRef, ObjectRef};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Keys waiting for the cache to show the effect of their last writes.
+/// How far the cache must have moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// To the version or later: a write of ours left the object there.
+    Reached,
+    /// Past the version: a write fenced on it was refused, the object has moved on.
+    Passed,
+}
+
+/// One object version the cache must show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Expected {
+    /// The object's kind (whose cache is looked at).
+    pub kind: KindRef,
+    /// Its namespace and name.
+    pub object: ObjKey,
+    /// The version measured against.
+    pub version: String,
+    /// Whether it must be reached or passed.
+    pub until: Until,
+}
+
+impl Expected {
+    /// `object` must be at `version` or later.
+    pub(crate) fn reached(object: &ObjectRef, version: &str) -> Self {
+        Self::of(object, version, Until::Reached)
+    }
+
+    /// `object` must be past `version`.
+    pub(crate) fn passed(object: &ObjectRef, version: &str) -> Self {
+        Self::of(object, version, Until::Passed)
+    }
+
+    fn of(object: &ObjectRef, version: &str, until: Until) -> Self {
+        Expected {
+            kind: object.kind_ref(),
+            object: ObjKey::new(object.namespace.as_deref(), &object.name),
+            version: version.to_string(),
+            until,
+        }
+    }
+
+    /// Whether a cached object at `cached` shows it.
+    fn shown_by(&self, cached: &str) -> bool {
+        match (
+            cached.parse::<u64>(),
+            self.version.parse::<u64>(),
+            self.until,
+        ) {
+            (Ok(c), Ok(v), Until::Reached) => c >= v,
+            (Ok(c), Ok(v), Until::Passed) => c > v,
+            (_, _, Until::Reached) => cached == self.version,
+            (_, _, Until::Passed) => cached != self.version,
+        }
+    }
+}
+
+/// What the host's caches hold of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Cached {
+    /// Its kind is not cached: its versions are never seen.
+    Unwatched,
+    /// Not in the cache (deleted).
+    Gone,
+    /// At this resourceVersion.
+    At(String),
+}
+
+/// Keys waiting for the cache to show the effects of their last writes.
 pub(crate) struct Expectations {
-    pending: Mutex<HashMap<ObjKey, (String, Instant)>>,
+    pending: Mutex<HashMap<ObjKey, Vec<(Expected, Instant)>>>,
     wait: Duration,
 }
 
@@ -27,39 +105,45 @@ impl Expectations {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjKey, (String, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjKey, Vec<(Expected, Instant)>>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that a write left `key` at `resource_version`.
-    pub(crate) fn expect(&self, key: &ObjKey, resource_version: &str, now: Instant) {
-        self.lock()
-            .insert(key.clone(), (resource_version.to_string(), now + self.wait));
-    }
-
-    /// Whether `key` may be reconciled, given the resourceVersion the cache holds now.
-    pub(crate) fn satisfied(&self, key: &ObjKey, cached: Option<&str>, now: Instant) -> bool {
+    /// Records that `key` waits for `expected` (replacing an earlier wait on the same object).
+    pub(crate) fn expect(&self, key: &ObjKey, expected: Expected, now: Instant) {
         let mut pending = self.lock();
-        match pending.get(key) {
-            Some((written, deadline))
-                if cached.is_some_and(|c| !reached(c, written)) && now < *deadline =>
-            {
-                false
-            }
-            Some(_) => {
-                pending.remove(key);
-                true
-            }
-            None => true,
-        }
+        let waits = pending.entry(key.clone()).or_default();
+        waits.retain(|(e, _)| e.kind != expected.kind || e.object != expected.object);
+        waits.push((expected, now + self.wait));
     }
-}
 
-/// Whether the cached resourceVersion is the written one or later.
-fn reached(cached: &str, written: &str) -> bool {
-    match (cached.parse::<u64>(), written.parse::<u64>()) {
-        (Ok(c), Ok(w)) => c >= w,
-        _ => cached == written,
+    /// Whether `key` may be reconciled, given what the caches hold now (`cached` looks an
+    /// object up by kind and key; asked only for keys that wait). Waits that ended are
+    /// dropped.
+    pub(crate) fn satisfied(
+        &self,
+        key: &ObjKey,
+        now: Instant,
+        cached: impl Fn(&KindRef, &ObjKey) -> Cached,
+    ) -> bool {
+        let mut pending = self.lock();
+        let Some(waits) = pending.get_mut(key) else {
+            return true;
+        };
+        waits.retain(|(expected, deadline)| {
+            now < *deadline
+                && match cached(&expected.kind, &expected.object) {
+                    Cached::Unwatched => true,
+                    Cached::Gone => false,
+                    Cached::At(rv) => !expected.shown_by(&rv),
+                }
+        });
+        if waits.is_empty() {
+            pending.remove(key);
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -67,48 +151,127 @@ fn reached(cached: &str, written: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn web() -> ObjectRef {
+        ObjectRef {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("ns".into()),
+            name: "web".into(),
+        }
+    }
+
+    fn key() -> ObjKey {
+        ObjKey::new(Some("ns"), "web")
+    }
+
+    /// A cache holding only `web`, at `rv` (or nothing).
+    fn at(rv: Option<&str>) -> impl Fn(&KindRef, &ObjKey) -> Cached {
+        move |kind, object| match rv {
+            _ if *kind != web().kind_ref() => Cached::Unwatched,
+            Some(rv) if *object == key() => Cached::At(rv.to_string()),
+            _ => Cached::Gone,
+        }
+    }
+
     #[test]
     fn waits_until_the_cache_holds_the_written_version() {
         let e = Expectations::new(Duration::from_secs(2));
-        let key = ObjKey::new(Some("ns"), "web");
         let t0 = Instant::now();
-        assert!(e.satisfied(&key, Some("5"), t0), "nothing expected yet");
-        e.expect(&key, "7", t0);
         assert!(
-            !e.satisfied(&key, Some("5"), t0),
+            e.satisfied(&key(), t0, at(Some("5"))),
+            "nothing expected yet"
+        );
+        e.expect(&key(), Expected::reached(&web(), "7"), t0);
+        assert!(
+            !e.satisfied(&key(), t0, at(Some("5"))),
             "cache from before the write"
         );
         assert!(
-            !e.satisfied(&key, Some("6"), t0),
+            !e.satisfied(&key(), t0, at(Some("6"))),
             "a status update from before the write"
         );
-        assert!(e.satisfied(&key, Some("7"), t0), "the written version");
         assert!(
-            e.satisfied(&key, Some("5"), t0),
+            e.satisfied(&key(), t0, at(Some("7"))),
+            "the written version"
+        );
+        assert!(
+            e.satisfied(&key(), t0, at(Some("5"))),
             "expectation cleared once met"
         );
-        e.expect(&key, "7", t0);
-        assert!(e.satisfied(&key, Some("9"), t0), "a later version");
+        e.expect(&key(), Expected::reached(&web(), "7"), t0);
+        assert!(e.satisfied(&key(), t0, at(Some("9"))), "a later version");
+    }
+
+    #[test]
+    fn a_refused_version_waits_for_a_newer_one() {
+        let e = Expectations::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        e.expect(&key(), Expected::passed(&web(), "7"), t0);
+        assert!(!e.satisfied(&key(), t0, at(Some("7"))), "the same version");
+        assert!(e.satisfied(&key(), t0, at(Some("8"))), "a newer one");
     }
 
     #[test]
     fn gives_up_after_the_deadline_and_on_deletion() {
         let e = Expectations::new(Duration::from_secs(2));
-        let key = ObjKey::new(Some("ns"), "web");
         let t0 = Instant::now();
-        e.expect(&key, "7", t0);
-        assert!(e.satisfied(&key, Some("5"), t0 + Duration::from_secs(3)));
-        e.expect(&key, "7", t0);
-        assert!(e.satisfied(&key, None, t0), "object gone");
+        e.expect(&key(), Expected::reached(&web(), "7"), t0);
+        assert!(e.satisfied(&key(), t0 + Duration::from_secs(3), at(Some("5"))));
+        e.expect(&key(), Expected::passed(&web(), "7"), t0);
+        assert!(e.satisfied(&key(), t0, at(None)), "object gone");
+    }
+
+    #[test]
+    fn a_child_of_a_kind_never_cached_waits_out_the_deadline() {
+        let e = Expectations::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        let child = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            ..web()
+        };
+        e.expect(&key(), Expected::passed(&child, "3"), t0);
+        assert!(!e.satisfied(&key(), t0 + Duration::from_secs(1), at(Some("9"))));
+        assert!(e.satisfied(&key(), t0 + Duration::from_secs(2), at(Some("9"))));
+    }
+
+    #[test]
+    fn every_wait_of_a_key_must_end() {
+        let e = Expectations::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        let pod = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            ..web()
+        };
+        e.expect(&key(), Expected::reached(&web(), "7"), t0);
+        e.expect(&key(), Expected::passed(&pod, "3"), t0);
+        let cached = |rv: &'static str, pod_rv: &'static str| {
+            move |kind: &KindRef, _: &ObjKey| match kind.kind.as_str() {
+                "Pod" => Cached::At(pod_rv.to_string()),
+                _ => Cached::At(rv.to_string()),
+            }
+        };
+        assert!(!e.satisfied(&key(), t0, cached("6", "3")), "neither");
+        assert!(
+            !e.satisfied(&key(), t0, cached("7", "3")),
+            "the pod did not move"
+        );
+        assert!(
+            e.satisfied(&key(), t0, cached("7", "4")),
+            "both, one after the other"
+        );
     }
 
     #[test]
     fn opaque_versions_compare_for_equality() {
         let e = Expectations::new(Duration::from_secs(2));
-        let key = ObjKey::new(None, "x");
         let t0 = Instant::now();
-        e.expect(&key, "abc", t0);
-        assert!(!e.satisfied(&key, Some("abb"), t0));
-        assert!(e.satisfied(&key, Some("abc"), t0));
+        e.expect(&key(), Expected::reached(&web(), "abc"), t0);
+        assert!(!e.satisfied(&key(), t0, at(Some("abb"))));
+        assert!(e.satisfied(&key(), t0, at(Some("abc"))));
+        e.expect(&key(), Expected::passed(&web(), "abc"), t0);
+        assert!(!e.satisfied(&key(), t0, at(Some("abc"))));
+        assert!(e.satisfied(&key(), t0, at(Some("abd"))));
     }
 }

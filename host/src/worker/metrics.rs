@@ -1,6 +1,7 @@
 //! Reconcile metrics: how long each plugin call takes (`kubeplug_reconcile_duration_seconds`,
-//! per plugin) and how each reconcile ended (`kubeplug_reconcile_total{plugin,result}`), and
-//! the objects each watch's cache holds (`kubeplug_cache_objects{kind}`).
+//! per plugin), how each reconcile ended (`kubeplug_reconcile_total{plugin,result}`), fenced
+//! writes refused because the object had moved on (`kubeplug_write_conflicts_total{plugin}`),
+//! and the objects each watch's cache holds (`kubeplug_cache_objects{kind}`).
 
 use crate::actions::CallFailure;
 use crate::plugin::CallError;
@@ -44,11 +45,14 @@ pub enum ReconcileResult {
     HostError,
     /// A write was due after this replica stopped holding the key: nothing more was sent.
     NotHeld,
+    /// A fenced write was refused (409 Conflict): the object had moved past the version the
+    /// plugin decided on.
+    Conflict,
 }
 
 impl ReconcileResult {
     /// Every result, for removing a plugin's series.
-    pub const ALL: [ReconcileResult; 12] = [
+    pub const ALL: [ReconcileResult; 13] = [
         Self::Success,
         Self::Error,
         Self::Timeout,
@@ -61,6 +65,7 @@ impl ReconcileResult {
         Self::ApiError,
         Self::HostError,
         Self::NotHeld,
+        Self::Conflict,
     ];
 
     /// The label value.
@@ -78,6 +83,7 @@ impl ReconcileResult {
             Self::ApiError => "api-error",
             Self::HostError => "host-error",
             Self::NotHeld => "not-held",
+            Self::Conflict => "conflict",
         }
     }
 
@@ -100,6 +106,7 @@ impl ReconcileResult {
         match failure {
             None => Self::Success,
             Some(CallFailure::NotHeld) => Self::NotHeld,
+            Some(CallFailure::Conflict { .. }) => Self::Conflict,
             Some(_) => Self::ApiError,
         }
     }
@@ -132,6 +139,7 @@ fn call_histogram() -> Histogram {
 pub struct ReconcileMetrics {
     duration: DurationFamily,
     total: Family<ResultLabels, Counter>,
+    conflicts: Family<PluginLabels, Counter>,
     cache_objects: Family<KindLabels, Gauge>,
 }
 
@@ -150,6 +158,7 @@ impl ReconcileMetrics {
         let metrics = ReconcileMetrics {
             duration: Family::new_with_constructor(call_histogram),
             total: Family::default(),
+            conflicts: Family::default(),
             cache_objects: Family::default(),
         };
         registry.register_with_unit(
@@ -162,6 +171,11 @@ impl ReconcileMetrics {
             "kubeplug_reconcile",
             "Reconciles by plugin and result (success, error, timeout, oom, panic, trap, invalid-output, api-error...)",
             metrics.total.clone(),
+        );
+        registry.register(
+            "kubeplug_write_conflicts",
+            "Fenced writes refused with 409 Conflict: the object had moved past the version the plugin decided on",
+            metrics.conflicts.clone(),
         );
         registry.register(
             "kubeplug_cache_objects",
@@ -187,6 +201,15 @@ impl ReconcileMetrics {
             .inc();
     }
 
+    /// Counts one fenced write of `plugin` refused with 409 Conflict.
+    pub fn count_conflict(&self, plugin: &str) {
+        self.conflicts
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
     /// What `plugin` has run so far.
     pub fn counts(&self, plugin: &str) -> ReconcileCounts {
         let mut counts = ReconcileCounts::default();
@@ -204,9 +227,11 @@ impl ReconcileMetrics {
 
     /// Removes the series of `plugin`, so a removed plugin stops being reported.
     pub fn remove_plugin(&self, plugin: &str) {
-        self.duration.remove(&PluginLabels {
+        let labels = PluginLabels {
             plugin: plugin.to_owned(),
-        });
+        };
+        self.duration.remove(&labels);
+        self.conflicts.remove(&labels);
         for result in ReconcileResult::ALL {
             self.total.remove(&result_labels(plugin, result));
         }
@@ -258,8 +283,10 @@ mod tests {
             ReconcileResult::of_call(&CallError::Transient("x".into())),
         );
         m.observe_call("a", Duration::from_millis(3));
+        m.count_conflict("a");
         let text = registry.encode();
         for line in [
+            "kubeplug_write_conflicts_total{plugin=\"a\"} 1",
             "kubeplug_reconcile_total{plugin=\"a\",result=\"success\"} 2",
             "kubeplug_reconcile_total{plugin=\"a\",result=\"timeout\"} 1",
             "kubeplug_reconcile_total{plugin=\"b\",result=\"error\"} 1",

@@ -2,7 +2,8 @@
 //! the caches it reads. A reload builds a new revision and swaps it in; calls in flight keep
 //! the revision they started with.
 
-use crate::cluster::{CacheObjects, KindCache, Watches};
+use super::expectations::Cached;
+use crate::cluster::{CacheObjects, KindCache, ObjKey, Watches};
 use crate::contract::KindRef;
 use crate::controller::{ControllerError, PluginInstance, validate_instance_name};
 use crate::plugin::{CallContext, Limits, Plugin};
@@ -18,6 +19,11 @@ pub(crate) struct Revision {
     /// kinds, and Namespaces for a label-selecting policy): calls wait for all to sync. Only
     /// the reconciled and granted ones are readable by the plugin.
     pub caches: Vec<Arc<KindCache>>,
+    /// What calls may read: the reconciled and granted caches, in the granted namespaces.
+    /// Each call reads through its own record of it
+    /// ([`CallObjects`](crate::cluster::CallObjects)), whose versions fence its writes.
+    pub objects: Arc<CacheObjects>,
+    /// The call's limits and instance name (its object source is replaced per call).
     pub ctx: CallContext,
     pub config: Option<Arc<str>>,
     /// What the operator granted it.
@@ -72,14 +78,14 @@ impl Revision {
         }
         // Owned kinds are watched to route a child's change to its owner's key; the plugin
         // reads only what it reconciles and what its policy grants.
-        let objects = CacheObjects::scoped(
+        let objects = Arc::new(CacheObjects::scoped(
             caches
                 .iter()
                 .filter(|c| readable.contains(c.kind()))
                 .cloned(),
             policy.grants.namespaces.clone(),
-        );
-        let ctx = CallContext::new(policy.call_limits(host_limits), Arc::new(objects))
+        ));
+        let ctx = CallContext::new(policy.call_limits(host_limits), objects.clone())
             .for_instance(&instance.name);
         let budget = match previous {
             Some(p)
@@ -100,6 +106,7 @@ impl Revision {
             plugin: instance.plugin.clone(),
             primary: caches[0].clone(),
             caches,
+            objects,
             ctx,
             config: instance.config.clone(),
             policy,
@@ -110,6 +117,18 @@ impl Revision {
     /// The kinds this version keeps watched.
     pub fn kinds(&self) -> impl Iterator<Item = &KindRef> {
         self.caches.iter().map(|c| c.kind())
+    }
+
+    /// What this version's caches hold of one object (for expectations: any cache it
+    /// depends on, readable by the plugin or not).
+    pub fn cached(&self, kind: &KindRef, object: &ObjKey) -> Cached {
+        match self.caches.iter().find(|c| c.kind() == kind) {
+            None => Cached::Unwatched,
+            Some(cache) => match cache.get(object) {
+                Some(o) => Cached::At(o.resource_version.clone()),
+                None => Cached::Gone,
+            },
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 //! A running plugin: its workqueue, its workers, and what they remember per key.
 
-use super::expectations::Expectations;
+use super::expectations::{Expectations, Expected};
 use super::metrics::{ReconcileMetrics, ReconcileResult};
 use super::revision::Revision;
-use crate::actions::{Call, Pipeline};
-use crate::cluster::{CachedObject, ObjKey};
+use crate::actions::{Call, CallFailure, CallOutcome, Fence, Pipeline};
+use crate::cluster::{CachedObject, CallObjects, ObjKey};
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
+use crate::plugin::CallContext;
 use crate::queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -30,7 +31,8 @@ pub(crate) struct RunningPlugin {
     /// The object version each key was last reconciled successfully at (when the plugin
     /// asks for it).
     last_ok: Mutex<HashMap<ObjKey, Arc<str>>>,
-    /// Keys whose last patch the cache has not shown yet.
+    /// Keys whose last patch the cache has not shown yet, and keys whose fenced write was
+    /// refused until the cache shows the object's newer version.
     expectations: Expectations,
     /// Call durations and reconcile results.
     metrics: ReconcileMetrics,
@@ -38,7 +40,8 @@ pub(crate) struct RunningPlugin {
     gate: Gate,
 }
 
-/// How long a key waits for the cache to show its own writes before it is reconciled anyway.
+/// How long a key waits for the cache to show its own writes (or, after a conflict, the
+/// newer version its write was refused for) before it is reconciled anyway.
 const EXPECTATION_WAIT: Duration = Duration::from_secs(2);
 /// How often a waiting key looks again.
 const EXPECTATION_RECHECK: Duration = Duration::from_millis(20);
@@ -209,15 +212,27 @@ impl RunningPlugin {
         for cache in &version.caches {
             cache.wait_synced().await;
         }
-        let cached = version.primary.get(key);
-        let cached_rv = cached.as_ref().map(|o| o.resource_version.as_str());
-        if !self.expectations.satisfied(key, cached_rv, Instant::now()) {
-            // Our last write is not in the cache yet: reconciling now would act on the old object.
+        if !self
+            .expectations
+            .satisfied(key, Instant::now(), |kind, object| {
+                version.cached(kind, object)
+            })
+        {
+            // Our last write, or the version our refused write was fenced on, is not in the
+            // cache yet: reconciling now would act on the old object.
             self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
             return;
         }
+        let cached = version.primary.get(key);
         let request = self.request(&version, key, cached.as_deref());
-        let (plugin, ctx, req) = (version.plugin.clone(), version.ctx.clone(), request.clone());
+        // The call reads through a record of its own: its writes to what it read are fenced
+        // with the versions it saw.
+        let reads = Arc::new(CallObjects::new(version.objects.clone()));
+        let ctx = CallContext {
+            objects: reads.clone(),
+            ..version.ctx.clone()
+        };
+        let (plugin, req) = (version.plugin.clone(), request.clone());
         let handle = tokio::runtime::Handle::current();
         let report = match tokio::task::spawn_blocking(move || {
             handle.block_on(plugin.reconcile(&req, &ctx))
@@ -258,19 +273,26 @@ impl RunningPlugin {
             admit_log: &|len| version.plugin.admit_log_action(len),
             stopped: self.stopped.subscribe(),
             holds: &|| pass.holds(),
+            fence: Fence::decided_on(
+                &request.target,
+                cached.as_ref().map(|o| o.resource_version.as_str()),
+                &actions,
+                |wanted| reads.first_versions(wanted),
+            ),
         };
         let outcome = self.pipeline.run(call, &actions).await;
         self.metrics
             .count(name, ReconcileResult::of_actions(outcome.failure.as_ref()));
         match &outcome.failure {
+            Some(CallFailure::Conflict {
+                object, fenced_at, ..
+            }) => self.conflicted(key, &request, &outcome, object, fenced_at),
             Some(f) if f.is_transient() => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),
             None => {
                 self.queue.forget(key);
                 // Wait for our own patch of this object before reconciling it again.
-                if let Some(rv) = outcome.patched(&request.target) {
-                    self.expectations.expect(key, rv, Instant::now());
-                }
+                self.expect_own_patch(key, &request, &outcome);
                 if version.plugin.metadata().wants_previous {
                     let mut last = lock(&self.last_ok);
                     match &request.object {
@@ -292,6 +314,40 @@ impl RunningPlugin {
                 tracing::debug!(record = "reconcile", result = "success", plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled")
             }
         }
+    }
+}
+
+impl RunningPlugin {
+    /// Waits for the cache to show the key's object at the version its last patch in this
+    /// call left it at, if the call patched it.
+    fn expect_own_patch(&self, key: &ObjKey, request: &ReconcileRequest, outcome: &CallOutcome) {
+        if let Some(rv) = outcome.patched(&request.target) {
+            self.expectations
+                .expect(key, Expected::reached(&request.target, rv), Instant::now());
+        }
+    }
+
+    /// A fenced write of the call on `object` was refused: the object moved past `fenced_at`
+    /// since the plugin decided. The key is not retried with backoff; it is reconciled again
+    /// (as a change) once the cache shows a newer version of `object`, or after
+    /// [`EXPECTATION_WAIT`] at the latest.
+    fn conflicted(
+        &self,
+        key: &ObjKey,
+        request: &ReconcileRequest,
+        outcome: &CallOutcome,
+        object: &ObjectRef,
+        fenced_at: &str,
+    ) {
+        let name = &*self.name;
+        self.metrics.count_conflict(name);
+        self.queue.forget(key);
+        self.expect_own_patch(key, request, outcome);
+        self.expectations
+            .expect(key, Expected::passed(object, fenced_at), Instant::now());
+        lock(&self.reasons).insert(key.clone(), Reason::Changed);
+        self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
+        tracing::info!(record = "reconcile", result = "conflict", plugin = name, %key, object = %crate::contract::text::shown(&object.to_string()), fenced_at, "a write was refused: the object changed after the version the plugin decided on; reconciling again once the cache shows the newer one");
     }
 }
 

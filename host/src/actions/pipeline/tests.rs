@@ -8,6 +8,7 @@ use crate::actions::writer::ApiRequest;
 use crate::contract::{LogLevel, PatchType};
 use crate::policy::WriteBudget;
 use serde_json::json;
+use std::collections::HashMap;
 use tokio::sync::broadcast::Receiver;
 
 struct Fixture {
@@ -37,6 +38,17 @@ fn fixture(script: Vec<Answer>) -> Fixture {
 
 impl Fixture {
     async fn run(&self, policy: &Policy, budget: &WriteBudget, actions: &[Action]) -> CallOutcome {
+        self.run_fenced(policy, budget, actions, Fence::default())
+            .await
+    }
+
+    async fn run_fenced(
+        &self,
+        policy: &Policy,
+        budget: &WriteBudget,
+        actions: &[Action],
+        fence: Fence,
+    ) -> CallOutcome {
         let call = Call {
             plugin: "probe",
             key: "team-a/web",
@@ -46,6 +58,7 @@ impl Fixture {
             admit_log: &|_| true,
             stopped: self.stop.subscribe(),
             holds: &|| true,
+            fence,
         };
         self.pipeline.run(call, actions).await
     }
@@ -251,4 +264,307 @@ async fn a_stop_gives_up_a_write_waiting_for_the_budget() {
     assert_eq!(f.decisions(), ["executed", "skipped", "skipped"]);
     // A removal, not a failure of the call.
     assert!(outcome.failure.is_none());
+}
+
+/// A fence holding `web` at resourceVersion 5.
+fn fence_web_at_5() -> Fence {
+    Fence::decided_on(&web("web"), Some("5"), &[], |_| HashMap::new())
+}
+
+fn patch_of(patch_type: PatchType, body: serde_json::Value, subresource: Option<&str>) -> Action {
+    Action::Patch {
+        target: web("web"),
+        patch_type,
+        subresource: subresource.map(str::to_string),
+        body,
+    }
+}
+
+/// The body a received patch carried, as JSON.
+fn sent_body(received: &crate::actions::fake::Received) -> serde_json::Value {
+    match &received.request {
+        ApiRequest::Patch { patch, .. } => match patch {
+            kube::api::Patch::Merge(b)
+            | kube::api::Patch::Strategic(b)
+            | kube::api::Patch::Apply(b) => b.clone(),
+            kube::api::Patch::Json(ops) => serde_json::to_value(ops).unwrap(),
+            other => panic!("{other:?}"),
+        },
+        ApiRequest::Create { object, .. } => serde_json::to_value(object).unwrap(),
+        ApiRequest::Event(event) => serde_json::to_value(event).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The resourceVersion precondition a received delete carried.
+fn sent_precondition(received: &crate::actions::fake::Received) -> Option<String> {
+    match &received.request {
+        ApiRequest::Delete { params } => params
+            .preconditions
+            .as_ref()
+            .and_then(|p| p.resource_version.clone()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn every_patch_and_delete_carries_the_version_the_plugin_decided_on() {
+    // Each call's writes are fenced at 5 (the fake answers without a new version, so the
+    // fence does not move).
+    let f = fixture(vec![Answer::Status(404); 6]);
+    let labels = json!({"metadata": {"labels": {"a": "b"}}});
+    let actions = [
+        patch_of(PatchType::Merge, labels.clone(), None),
+        patch_of(PatchType::Strategic, labels.clone(), None),
+        patch_of(
+            PatchType::Apply,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}),
+            None,
+        ),
+        patch_of(
+            PatchType::Json,
+            json!([{"op": "add", "path": "/metadata/labels/a", "value": "b"}]),
+            None,
+        ),
+        patch_of(
+            PatchType::Merge,
+            json!({"status": {"x": 1}}),
+            Some("status"),
+        ),
+        Action::Delete { target: web("web") },
+    ];
+    for action in &actions {
+        let outcome = f
+            .run_fenced(
+                &Policy::trusted(),
+                &Policy::trusted().write_budget(),
+                std::slice::from_ref(action),
+                fence_web_at_5(),
+            )
+            .await;
+        assert!(outcome.failure.is_none(), "{outcome:?}");
+    }
+    let sent = f.writer.received();
+    assert_eq!(sent.len(), actions.len());
+    for (merge_like, label) in sent[..3].iter().zip(["merge", "strategic", "apply"]) {
+        assert_eq!(
+            sent_body(merge_like).pointer("/metadata/resourceVersion"),
+            Some(&json!("5")),
+            "{label}"
+        );
+    }
+    assert_eq!(
+        sent_body(&sent[1]),
+        json!({"metadata": {"labels": {"a": "b"}, "resourceVersion": "5"}}),
+        "the plugin's fields are kept"
+    );
+    assert_eq!(
+        sent_body(&sent[3]),
+        json!([
+            {"op": "add", "path": "/metadata/labels/a", "value": "b"},
+            {"op": "add", "path": "/metadata/resourceVersion", "value": "5"}
+        ]),
+        "a JSON patch sets it last"
+    );
+    assert_eq!(
+        sent_body(&sent[4]).pointer("/metadata/resourceVersion"),
+        Some(&json!("5")),
+        "the status subresource"
+    );
+    assert_eq!(sent_precondition(&sent[5]).as_deref(), Some("5"));
+
+    // Another object the plugin did not read, and an unfenced call: nothing added.
+    let other = Action::Patch {
+        target: web("api"),
+        patch_type: PatchType::Merge,
+        subresource: None,
+        body: labels.clone(),
+    };
+    f.run_fenced(
+        &Policy::trusted(),
+        &Policy::trusted().write_budget(),
+        &[Action::Delete { target: web("api") }, other],
+        fence_web_at_5(),
+    )
+    .await;
+    let sent = f.writer.received();
+    assert_eq!(sent_precondition(&sent[6]), None);
+    assert_eq!(sent_body(&sent[7]), labels);
+}
+
+#[tokio::test]
+async fn a_plugins_own_version_is_sent_as_it_wrote_it() {
+    let f = fixture(vec![]);
+    let own = json!({"metadata": {"resourceVersion": "3", "labels": {"a": "b"}}});
+    let own_ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "3"}]);
+    f.run_fenced(
+        &Policy::trusted(),
+        &Policy::trusted().write_budget(),
+        &[
+            patch_of(PatchType::Merge, own.clone(), None),
+            patch_of(PatchType::Json, own_ops.clone(), None),
+        ],
+        fence_web_at_5(),
+    )
+    .await;
+    let sent = f.writer.received();
+    assert_eq!(sent_body(&sent[0]), own);
+    assert_eq!(sent_body(&sent[1]), own_ops);
+}
+
+#[tokio::test]
+async fn a_patch_moves_the_fence_for_the_calls_later_writes_to_its_object() {
+    // The spec patch leaves web at 6, the status patch at 7.
+    let f = fixture(vec![Answer::Ok("6"), Answer::Ok("7")]);
+    let outcome = f
+        .run_fenced(
+            &Policy::trusted(),
+            &Policy::trusted().write_budget(),
+            &[
+                patch_of(PatchType::Merge, json!({"spec": {"replicas": 2}}), None),
+                patch_of(
+                    PatchType::Merge,
+                    json!({"status": {"x": 1}}),
+                    Some("status"),
+                ),
+                Action::Delete { target: web("web") },
+                // Gone now: a later write to it is not fenced.
+                patch_of(PatchType::Merge, json!({"spec": {"replicas": 3}}), None),
+            ],
+            fence_web_at_5(),
+        )
+        .await;
+    assert!(outcome.failure.is_none());
+    let sent = f.writer.received();
+    let version = |i: usize| sent_body(&sent[i])["metadata"]["resourceVersion"].clone();
+    assert_eq!(version(0), json!("5"));
+    assert_eq!(version(1), json!("6"));
+    assert_eq!(sent_precondition(&sent[2]).as_deref(), Some("7"));
+    assert_eq!(version(3), serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn creates_and_events_are_not_fenced() {
+    let f = fixture(vec![]);
+    let manifest = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "team-a"}});
+    let event = Action::Event {
+        regarding: web("web"),
+        event_type: crate::contract::EventType::Normal,
+        reason: "Seen".into(),
+        message: "m".into(),
+        event_action: "Reconcile".into(),
+    };
+    f.run_fenced(
+        &Policy::trusted(),
+        &Policy::trusted().write_budget(),
+        &[
+            Action::Create {
+                manifest: manifest.clone(),
+            },
+            event,
+        ],
+        fence_web_at_5(),
+    )
+    .await;
+    let sent = f.writer.received();
+    assert_eq!(sent.len(), 2);
+    for received in &sent {
+        let body = sent_body(received).to_string();
+        assert!(!body.contains("resourceVersion"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_refused_fenced_write_is_a_conflict_that_waits_for_a_newer_version() {
+    let mut f = fixture(vec![Answer::Status(409)]);
+    let outcome = f
+        .run_fenced(
+            &Policy::trusted(),
+            &Policy::trusted().write_budget(),
+            &[patch("web"), patch("api"), log()],
+            fence_web_at_5(),
+        )
+        .await;
+    let failure = outcome.failure.expect("a failure");
+    match &failure {
+        CallFailure::Conflict {
+            action,
+            object,
+            fenced_at,
+            ..
+        } => assert_eq!(
+            (*action, object, fenced_at.as_str()),
+            ("patch", &web("web"), "5")
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(!failure.is_transient(), "not retried with backoff");
+    let mut records = Vec::new();
+    while let Ok(r) = f.audit.try_recv() {
+        records.push(r);
+    }
+    match &records[0].decision {
+        Decision::Failed { error, transient } => {
+            assert!(error.starts_with("conflict: "), "{error}");
+            assert!(error.contains("resourceVersion 5"), "{error}");
+            assert!(!transient);
+        }
+        other => panic!("{other:?}"),
+    }
+    let rest: Vec<_> = records[1..].iter().map(|r| r.decision.as_str()).collect();
+    assert_eq!(rest, ["skipped", "skipped"]);
+    assert_eq!(f.writer.count(Method::Patch), 1);
+}
+
+#[tokio::test]
+async fn the_precondition_is_the_hosts_not_a_field_the_plugin_wrote() {
+    let doc = crate::policy::PolicyDocument::parse(
+        "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: probe}
+spec:
+  mode: enforce
+  namespaces: {all: true}
+  rules:
+    - {apiVersion: apps/v1, kind: Deployment, verbs: [patch], fields: [/metadata/labels]}
+",
+        std::path::Path::new("probe.policy.yaml"),
+    )
+    .unwrap();
+    let policy =
+        Policy::from_document(&doc, "probe", std::path::Path::new("probe.policy.yaml")).unwrap();
+    let mut f = fixture(vec![]);
+    let labels = json!({"metadata": {"labels": {"a": "b"}}});
+    f.run_fenced(
+        &policy,
+        &policy.write_budget(),
+        &[patch_of(PatchType::Merge, labels.clone(), None)],
+        fence_web_at_5(),
+    )
+    .await;
+    // Allowed under a labels-only grant, sent with the host's precondition...
+    let sent = f.writer.received();
+    assert_eq!(
+        sent_body(&sent[0]).pointer("/metadata/resourceVersion"),
+        Some(&json!("5"))
+    );
+    // ...and audited as the plugin wrote it.
+    let record = f.audit.try_recv().unwrap();
+    assert_eq!(record.decision, Decision::Executed);
+    assert_eq!(
+        record.body_digest.as_deref(),
+        Some(crate::policy::digest(&labels).as_str())
+    );
+    // The plugin setting the version itself needs a grant for it.
+    let own = json!({"metadata": {"labels": {"a": "b"}, "resourceVersion": "1"}});
+    f.run_fenced(
+        &policy,
+        &policy.write_budget(),
+        &[patch_of(PatchType::Merge, own, None)],
+        fence_web_at_5(),
+    )
+    .await;
+    assert_eq!(f.decisions(), ["denied"]);
+    assert_eq!(f.writer.received().len(), 1, "nothing more sent");
 }

@@ -10,7 +10,7 @@ use super::*;
 use crate::actions::MIN_REQUEUE_AFTER;
 use crate::actions::fake::{Answer, FakeWriter};
 use crate::actions::target::Method;
-use crate::cluster::{CacheWriter, CachedObject, KindCache, ObjKey};
+use crate::cluster::{CacheObjects, CacheWriter, CachedObject, KindCache, ObjKey};
 use crate::plugin::{CallContext, Limits, NoObjects, PluginRuntime, RuntimeConfig};
 use crate::policy::{Decision, PluginIdentity};
 use std::path::Path;
@@ -94,6 +94,7 @@ async fn harness(
         plugin: plugin.clone(),
         primary: cache.clone(),
         caches: vec![cache.clone()],
+        objects: Arc::new(CacheObjects::new([cache.clone()])),
         // The sandbox's deadline is on the real clock (the epoch ticker) and the call's
         // timeout converts it to tokio's, which runs ahead under paused time: a long limit
         // keeps the paused clock from timing out a call that has not started yet.
@@ -217,8 +218,8 @@ async fn invalid_or_forbidden_writes_wait_for_the_object_to_change() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn conflicts_server_errors_and_timeouts_are_retried_with_backoff() {
-    let script = vec![Answer::Status(409), Answer::Status(500), Answer::Timeout];
+async fn throttling_server_errors_and_timeouts_are_retried_with_backoff() {
+    let script = vec![Answer::Status(429), Answer::Status(500), Answer::Timeout];
     let h = harness("label", &["web"], script, None).await;
     let at = h.patches(4).await;
     let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
@@ -328,4 +329,74 @@ async fn a_key_waits_for_its_own_patch_to_reach_the_cache() {
         waited < Duration::from_millis(30),
         "reconciled {waited:?} after the write reached the cache"
     );
+}
+
+/// The resourceVersion precondition a received patch carried.
+fn fenced_at(received: &crate::actions::fake::Received) -> Option<String> {
+    match &received.request {
+        crate::actions::ApiRequest::Patch {
+            patch: kube::api::Patch::Merge(body),
+            ..
+        } => body
+            .pointer("/metadata/resourceVersion")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflict_waits_for_the_cache_to_show_a_newer_version() {
+    let mut h = harness("label", &["web"], vec![Answer::Status(409)], None).await;
+    let (record, _) = h.next("patch").await;
+    match &record.decision {
+        Decision::Failed {
+            error,
+            transient: false,
+        } if error.starts_with("conflict: ") => {}
+        other => panic!("not a conflict: {other:?}"),
+    }
+    // Fenced on the version the plugin was handed.
+    assert_eq!(fenced_at(&h.writer.received()[0]).as_deref(), Some("1"));
+    // A retry with backoff would come within milliseconds, and a re-queue of the version the
+    // write was refused on must not bring the key back either.
+    sleep(Duration::from_millis(1500)).await;
+    h.unit
+        .enqueue(ObjKey::new(Some("team-a"), "web"), Reason::Changed);
+    sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        h.writer.count(Method::Patch),
+        1,
+        "reconciled again before the cache showed a newer version"
+    );
+    let arrived = Instant::now();
+    h.change("web", "2");
+    let (record, at) = h.next("patch").await;
+    assert_eq!(record.decision, Decision::Executed);
+    let waited = at - arrived;
+    assert!(
+        waited < Duration::from_millis(30),
+        "reconciled {waited:?} after the newer version reached the cache"
+    );
+    assert_eq!(fenced_at(&h.writer.received()[1]).as_deref(), Some("2"));
+    let text = h.controller.metrics_text();
+    for line in [
+        "kubeplug_write_conflicts_total{plugin=\"hostile\"} 1",
+        "kubeplug_reconcile_total{plugin=\"hostile\",result=\"conflict\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflict_whose_newer_version_never_arrives_waits_a_bounded_time() {
+    let h = harness("label", &["web"], vec![Answer::Status(409)], None).await;
+    let at = h.patches(2).await;
+    let waited = at[1] - at[0];
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_millis(2050),
+        "reconciled again after {waited:?}, not after the 2 s bound"
+    );
+    // The cache never moved: the same version again.
+    assert_eq!(fenced_at(&h.writer.received()[1]).as_deref(), Some("1"));
 }
