@@ -1,9 +1,12 @@
 //! The dashboard in a real browser: headless Chromium loads `/` from a running host (the
 //! binary, with change-logger and image-pinner on the embedded API server) after a
 //! Deployment was scaled, and the rendered page must show the plugin table and the
-//! `Replicas changed: 1 -> 3` line of the live stream. A screenshot is kept in
+//! `Replicas changed: 1 -> 3` line of the live stream, with no content security policy
+//! violation on the console (the policy allows scripts, styles and connections from the
+//! page's own origin only, which must cover its WebSocket). A screenshot is kept in
 //! `target/test-artifacts/dashboard.png`. `make test` installs Chromium; where it is absent
-//! (no Debian packages) the test says so and skips.
+//! (no Debian packages) the test says so and skips. Without a browser, the policy itself is
+//! checked as the server sends it.
 
 mod common;
 
@@ -54,14 +57,17 @@ fn patch_replicas(api: &str, replicas: u32) {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 }
 
-/// The DOM after the page ran for a few seconds of virtual time.
-fn dump_dom(browser: &Path, url: &str, profile: &Path) -> String {
+/// The DOM after the page ran for a few seconds of virtual time, and the browser's log
+/// (console messages included).
+fn dump_dom(browser: &Path, url: &str, profile: &Path) -> (String, String) {
     let out = Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
             "--disable-dev-shm-usage",
+            "--enable-logging=stderr",
+            "--v=0",
             "--virtual-time-budget=8000",
             "--dump-dom",
         ])
@@ -69,7 +75,77 @@ fn dump_dom(browser: &Path, url: &str, profile: &Path) -> String {
         .arg(url)
         .output()
         .expect("chromium runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One GET over a fresh connection: the response head (status line and headers) and body.
+fn get(addr: &str, path: &str) -> (String, String) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.to_string(), body.to_string())
+}
+
+/// The value of header `name` in a response head.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// The policy the page is served with: no inline script or style, connections to its own
+/// origin only; its script and stylesheet come from the same origin, typed and not sniffed.
+#[test]
+fn the_page_runs_only_its_own_script_and_connects_only_to_its_own_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin("change-logger"),
+        dir.path().join("change-logger.wasm"),
+    )
+    .unwrap();
+    let mut host = HostProcess::start(dir.path(), &["--listen", "127.0.0.1:0"]);
+    assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
+    let status = logged(&host, "serving /metrics", "addr=");
+    let (head, page) = get(&status, "/");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let policy = header(&head, "content-security-policy").expect("a content security policy");
+    let directive = |name: &str| {
+        policy
+            .split(';')
+            .map(str::trim)
+            .find_map(|d| d.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in {policy}"))
+    };
+    assert_eq!(directive("script-src"), "'self'", "{policy}");
+    assert_eq!(directive("connect-src"), "'self'", "{policy}");
+    assert_eq!(directive("style-src"), "'self'", "{policy}");
+    assert_eq!(directive("default-src"), "'none'", "{policy}");
+    assert!(!policy.contains("unsafe-inline"), "{policy}");
+    assert!(page.contains(r#"<script src="/dashboard.js">"#), "{page}");
+    for (path, kind) in [
+        ("/dashboard.js", "text/javascript"),
+        ("/dashboard.css", "text/css"),
+    ] {
+        let (head, body) = get(&status, path);
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+        assert!(
+            header(&head, "content-type").is_some_and(|t| t.starts_with(kind)),
+            "{path}: {head}"
+        );
+        assert_eq!(header(&head, "x-content-type-options"), Some("nosniff"));
+        assert!(body.len() > 500, "{path}: {body}");
+    }
+    host.stop();
 }
 
 #[test]
@@ -115,18 +191,28 @@ fn the_dashboard_shows_the_plugins_and_a_live_change_in_chromium() {
     let profile = tempfile::tempdir().unwrap();
     let url = format!("http://{status}/");
     let start = Instant::now();
-    let dom = loop {
-        let dom = dump_dom(&browser, &url, profile.path());
+    let (dom, console) = loop {
+        let (dom, console) = dump_dom(&browser, &url, profile.path());
         if dom.contains("Replicas changed: 1 -\u{3e} 3")
             || dom.contains("Replicas changed: 1 -&gt; 3")
         {
-            break dom;
+            break (dom, console);
         }
         assert!(
             start.elapsed() < WAIT,
-            "the page never showed the change:\n{dom}"
+            "the page never showed the change:\n{dom}\n{console}"
         );
     };
+    // The policy let the page run its script, load its style and open its WebSocket
+    // (`connect-src 'self'` covers ws: on the same host and port in Chromium).
+    assert!(
+        !console.contains("Content Security Policy"),
+        "a policy violation: {console}"
+    );
+    assert!(
+        dom.contains(r#"<span id="status" class="up">connected</span>"#),
+        "the WebSocket is open: {dom}"
+    );
     let table = dom
         .split("id=\"plugins\"")
         .nth(1)

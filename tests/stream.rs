@@ -274,7 +274,11 @@ async fn the_token_and_origin_guard_the_stream_and_sse_serves_it_too() -> Result
     assert_eq!(http(&status, "GET", "/", &[], "").0, 401, "the dashboard");
     let (code, page) = http(&status, "GET", "/?token=s3cret-token", &[], "");
     assert_eq!(code, 200);
-    assert!(page.contains("/api/wds/logs"), "{page}");
+    assert!(page.contains("/dashboard.js"), "{page}");
+    // The page's own script needs no token: a <script src> could not carry it.
+    let (code, script) = http(&status, "GET", "/dashboard.js", &[], "");
+    assert_eq!(code, 200);
+    assert!(script.contains("/api/wds/logs"), "{script}");
     assert_eq!(
         http(
             &status,

@@ -1,6 +1,7 @@
 //! The host's own HTTP endpoints, for operators and Prometheus: `/metrics`, `/healthz`,
 //! `/readyz`, `/plugins` (what runs, and why a plugin file does not), the live stream
-//! `/api/wds/logs` and `/` (the dashboard); the last three behind the optional token.
+//! `/api/wds/logs` and `/` (the dashboard, with `/dashboard.js` and `/dashboard.css`); the
+//! dashboard, `/plugins` and the stream behind the optional token.
 
 mod access;
 mod dashboard;
@@ -61,12 +62,18 @@ impl Server {
                 state.access.clone(),
                 access::require_token,
             ));
+        // The page's own code is the same for everyone: no token (a <script src> could not
+        // carry it).
+        let browser = Router::new()
+            .route("/dashboard.js", get(dashboard::script))
+            .route("/dashboard.css", get(dashboard::style))
+            .merge(private);
         let app = Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(ready))
             .with_state(state)
-            .merge(private);
+            .merge(browser);
         let task = tokio::spawn(async move {
             // Stream frames are small writes in quick succession: no Nagle delay between them.
             let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
