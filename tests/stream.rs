@@ -1,7 +1,7 @@
 //! The live stream at `/api/wds/logs`: through the real binary against the embedded API
 //! server (what a viewer sees when a Deployment changes, denials, replay, filters, token,
-//! Origin, Server-Sent Events), and in process (a client that never reads while 100,000
-//! records flow).
+//! Origin, the Host allow-list against DNS rebinding, Server-Sent Events), and in process (a
+//! client that never reads while 100,000 records flow).
 
 mod common;
 
@@ -79,10 +79,17 @@ fn start(dir: &Path, args: &[&str]) -> (HostProcess, String, String) {
     (host, status, api)
 }
 
-/// One HTTP/1.1 request over a fresh connection: status and body.
+/// One HTTP/1.1 request over a fresh connection: status and body. `Host` is `addr` unless
+/// `headers` name one.
 fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
     for h in headers {
         request.push_str(h);
         request.push_str("\r\n");
@@ -355,6 +362,83 @@ async fn the_token_and_origin_guard_the_stream_and_sse_serves_it_too() -> Result
         .unwrap_or_else(|| panic!("no data line: {text}"));
     let record: Value = serde_json::from_str(data.trim_start_matches("data: "))?;
     assert_eq!(record["type"], "reload");
+    host.stop();
+    Ok(())
+}
+
+/// DNS rebinding: a page on `rebind.example`, a name its owner points at 127.0.0.1, sends
+/// `Host: rebind.example:P` and the matching `Origin`, so the Origin check alone lets it in.
+/// The dashboard, `/plugins` and the stream answer only IP literals, `localhost` and
+/// `--allow-host` names; the probes and `/metrics` answer any Host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebound_name_is_refused_while_ip_literals_localhost_and_allowed_names_are_served()
+-> Result {
+    let dir = plugins_dir();
+    let (host, status, _api) = start(dir.path(), &["--allow-host", "dash.example.com"]);
+    let port = status.rsplit(':').next().unwrap();
+    let refused = |err: anyhow::Error| match err.downcast_ref() {
+        Some(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status().as_u16(),
+        _ => panic!("not an HTTP refusal: {err}"),
+    };
+
+    let rebound = format!("rebind.example:{port}");
+    let as_rebound = [
+        format!("Host: {rebound}"),
+        format!("Origin: http://{rebound}"),
+    ];
+    let as_rebound: Vec<&str> = as_rebound.iter().map(String::as_str).collect();
+    for path in ["/", "/plugins", "/dashboard.js", "/api/wds/logs?since=5"] {
+        let (code, body) = http(&status, "GET", path, &as_rebound, "");
+        assert_eq!(code, 403, "{path}: {body}");
+        assert!(
+            body.contains("rebind.example") && body.contains("--allow-host"),
+            "{path}: {body}"
+        );
+    }
+    let mut sse = as_rebound.clone();
+    sse.push("Accept: text/event-stream");
+    assert_eq!(http(&status, "GET", "/api/wds/logs", &sse, "").0, 403);
+    let origin = format!("http://{rebound}");
+    let ws = connect(
+        &status,
+        "since=5",
+        &[("Host", rebound.as_str()), ("Origin", origin.as_str())],
+    )
+    .await;
+    assert_eq!(refused(ws.unwrap_err()), 403, "the stream's WebSocket");
+
+    for name in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        format!("dash.example.com:{port}"),
+    ] {
+        let as_name = [format!("Host: {name}"), format!("Origin: http://{name}")];
+        let as_name: Vec<&str> = as_name.iter().map(String::as_str).collect();
+        for path in ["/", "/plugins", "/dashboard.js", "/dashboard.css"] {
+            let (code, body) = http(&status, "GET", path, &as_name, "");
+            assert_eq!(code, 200, "{name} {path}: {body}");
+        }
+        let origin = format!("http://{name}");
+        let mut socket = connect(
+            &status,
+            "type=reload",
+            &[("Host", name.as_str()), ("Origin", origin.as_str())],
+        )
+        .await?;
+        frame_where(&mut socket, "a replayed plugin start", |f| {
+            f["type"] == "reload" && f["result"] == "started"
+        })
+        .await;
+    }
+
+    // Probes and Prometheus name the pod by IP or by a Service name: any Host will do.
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        for name in [rebound.as_str(), "kubeplug.ops.svc:8080", "10.1.2.3:8080"] {
+            let (code, body) = http(&status, "GET", path, &[&format!("Host: {name}")], "");
+            assert_eq!(code, 200, "{path} for {name}: {body}");
+        }
+    }
     host.stop();
     Ok(())
 }

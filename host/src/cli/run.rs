@@ -23,18 +23,32 @@ pub struct RunArgs {
     /// Follow changes of the plugins and policies (hot reload); SIGHUP rescans either way.
     #[arg(long, env = "KUBEPLUG_WATCH", default_value_t = true, action = clap::ArgAction::Set)]
     pub watch: bool,
-    /// Serve /metrics, /healthz, /readyz, /plugins and the live stream /api/wds/logs on this
-    /// address (e.g. 0.0.0.0:8080).
+    /// Serve the dashboard /, /metrics, /healthz, /readyz, /plugins and the live stream
+    /// /api/wds/logs on this address (e.g. 0.0.0.0:8080).
     #[arg(long, env = "KUBEPLUG_LISTEN")]
     pub listen: Option<std::net::SocketAddr>,
-    /// A file holding the bearer token that /plugins and the live stream require
-    /// (/healthz, /readyz and /metrics stay open).
+    /// A file holding the bearer token that the dashboard, /plugins and the live stream
+    /// require (/healthz, /readyz and /metrics stay open).
     #[arg(long, env = "KUBEPLUG_LISTEN_TOKEN_FILE")]
     pub listen_token_file: Option<PathBuf>,
     /// An origin (https://dash.example.com) whose pages may open the live stream's
     /// WebSocket, besides the server's own; repeatable.
     #[arg(long, env = "KUBEPLUG_ALLOW_ORIGIN", value_delimiter = ',')]
     pub allow_origin: Vec<String>,
+    /// A host name (dash.example.com, or .example.com for it and every name under it) that
+    /// requests to the dashboard, /plugins and the live stream may name in their Host header,
+    /// on any port; repeatable. IP literals and localhost are always allowed; any other name
+    /// gets 403, so a page on a name rebound to this server's address (DNS rebinding) cannot
+    /// read them. /healthz, /readyz and /metrics answer any Host: kubelet probes and
+    /// Prometheus scrapes keep working by pod IP or Service name, and they expose nothing a
+    /// rebinding page could abuse.
+    #[arg(
+        long,
+        env = "KUBEPLUG_ALLOW_HOST",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    pub allow_host: Vec<String>,
     /// With --watch: quiet time after a file event before rescanning, in milliseconds.
     #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", default_value_t = 50)]
     pub debounce_ms: u64,

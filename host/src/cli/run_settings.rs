@@ -44,6 +44,11 @@ pub enum SettingsError {
         "--allow-origin {0:?}: must be an origin such as https://dash.example.com (scheme, host, optional port; no path)"
     )]
     Origin(String),
+    /// An `--allow-host` value is not a host name.
+    #[error(
+        "--allow-host {0:?}: must be a host name such as dash.example.com, or .example.com for it and every name under it (no scheme, no port: any port is allowed)"
+    )]
+    Host(String),
 }
 
 /// The largest linear memory a wasm32 guest can address.
@@ -214,7 +219,7 @@ fn pod_namespace() -> Option<String> {
         .filter(|ns| !ns.is_empty())
 }
 
-/// The status server's token and allowed origins, checked.
+/// The status server's token, allowed origins and allowed hosts, checked.
 fn access(args: &RunArgs) -> Result<crate::server::Access, SettingsError> {
     let token = match &args.listen_token_file {
         Some(file) => Some(crate::server::Access::read_token(file).map_err(SettingsError::Token)?),
@@ -236,7 +241,17 @@ fn access(args: &RunArgs) -> Result<crate::server::Access, SettingsError> {
             ));
         }
     }
-    Ok(crate::server::Access::new(token, args.allow_origin.clone()))
+    if let Some(bad) = args
+        .allow_host
+        .iter()
+        .find(|h| !crate::server::is_host_pattern(h))
+    {
+        return Err(SettingsError::Host(
+            crate::contract::text::shown_max(bad, 128).to_string(),
+        ));
+    }
+    Ok(crate::server::Access::new(token, args.allow_origin.clone())
+        .with_hosts(args.allow_host.clone()))
 }
 
 /// The name this host reports itself as in Events: `$HOSTNAME` (a pod's name), else
@@ -354,6 +369,12 @@ mod tests {
             ),
             (&["--leader-elect", "--identity", "Bad_Name"], "--identity"),
             (&["--sharding", "--lease-name", "a/b"], "--lease-name"),
+            (&["--allow-host", "http://dash.example.com"], "--allow-host"),
+            (&["--allow-host", "dash.example.com:8080"], "--allow-host"),
+            (
+                &["--allow-host", "ok.example,*.example.com"],
+                "--allow-host",
+            ),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");

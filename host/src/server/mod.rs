@@ -1,14 +1,16 @@
 //! The host's own HTTP endpoints, for operators and Prometheus: `/metrics`, `/healthz`,
 //! `/readyz`, `/plugins` (what runs, and why a plugin file does not), the live stream
-//! `/api/wds/logs` and `/` (the dashboard, with `/dashboard.js` and `/dashboard.css`); the
-//! dashboard, `/plugins` and the stream behind the optional token.
+//! `/api/wds/logs` and `/` (the dashboard, with `/dashboard.js` and `/dashboard.css`). All
+//! but the probes and `/metrics` answer only requests naming an allowed `Host` (an IP
+//! literal, `localhost`, `--allow-host`: against DNS rebinding); the dashboard, `/plugins`
+//! and the stream also need the optional token.
 
 mod access;
 mod dashboard;
 mod plugins;
 mod stream;
 
-pub use access::{Access, AccessError};
+pub use access::{Access, AccessError, is_host_pattern};
 
 use crate::controller::Controller;
 use crate::reload::Reloader;
@@ -63,11 +65,15 @@ impl Server {
                 access::require_token,
             ));
         // The page's own code is the same for everyone: no token (a <script src> could not
-        // carry it).
+        // carry it), but the Host rule like the page.
         let browser = Router::new()
             .route("/dashboard.js", get(dashboard::script))
             .route("/dashboard.css", get(dashboard::style))
-            .merge(private);
+            .merge(private)
+            .layer(axum::middleware::from_fn_with_state(
+                state.access.clone(),
+                access::require_host,
+            ));
         let app = Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(|| async { "ok" }))
