@@ -1,7 +1,8 @@
 //! The live stream at `/api/wds/logs`: through the real binary against the embedded API
 //! server (what a viewer sees when a Deployment changes, denials, replay, filters, token,
 //! Origin, the Host allow-list against DNS rebinding, Server-Sent Events), and in process (a
-//! client that never reads while 100,000 records flow).
+//! client that never reads while 100,000 records flow; clients that never read are
+//! disconnected after the send timeout, over SSE as over WebSocket).
 
 mod common;
 
@@ -443,6 +444,213 @@ async fn a_rebound_name_is_refused_while_ip_literals_localhost_and_allowed_names
     Ok(())
 }
 
+/// The in-process tests share the process's stream hub (and its clients gauge): one at a time.
+static IN_PROCESS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A host in this process on the embedded API server, serving the live stream with `access`.
+async fn host_in_process(
+    plugins: &Path,
+    access: kubeplug::server::Access,
+) -> Result<(kubeplug::app::Host, kubeplug_sim::Sim)> {
+    let sim = kubeplug_sim::Sim::builder().start().await?;
+    let config = kubeplug::app::HostConfig {
+        plugins: plugins.to_path_buf(),
+        policies: plugins.to_path_buf(),
+        watch: false,
+        debounce: Duration::from_millis(50),
+        listen: Some("127.0.0.1:0".parse()?),
+        access,
+        compile_cache: None,
+        controller: kubeplug::controller::ControllerConfig::default(),
+        shutdown_timeout: Duration::from_secs(10),
+        coordination: None,
+    };
+    let host = kubeplug::app::Host::start(sim.client()?, config).await?;
+    Ok((host, sim))
+}
+
+/// The value of `kubeplug_stream_clients` in the host's metrics.
+fn stream_clients(host: &kubeplug::app::Host) -> u64 {
+    let metrics = host.metrics().encode();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("kubeplug_stream_clients "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no kubeplug_stream_clients: {metrics}"))
+}
+
+/// Waits up to `within` for `kubeplug_stream_clients` to read `clients`; how long it took.
+async fn clients_become(host: &kubeplug::app::Host, clients: u64, within: Duration) -> Duration {
+    let start = Instant::now();
+    while stream_clients(host) != clients {
+        assert!(
+            start.elapsed() < within,
+            "kubeplug_stream_clients is {} after {within:?}, not {clients}",
+            stream_clients(host)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+/// A raw TCP client with a small receive buffer that sends `request` and reads nothing.
+async fn stalled_client(addr: &str, request: &str) -> Result<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_recv_buffer_size(4096)?;
+    let mut stream = socket.connect(addr.parse()?).await?;
+    stream.write_all(request.as_bytes()).await?;
+    Ok(stream)
+}
+
+/// Reads `stream` until the server closes it (EOF or reset); panics after `within`.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0;
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return total,
+            Ok(Ok(n)) => total += n,
+            Err(_) => panic!("the server kept the connection open ({total} bytes read)"),
+        }
+    }
+}
+
+/// Clients that send their request and never read, one over Server-Sent Events and one over
+/// a WebSocket, while many records flow: both are disconnected once they accepted nothing
+/// for the send timeout (here 2 s), and `kubeplug_stream_clients` drops back; an SSE client
+/// that reads, but slowly, falls behind, gets a `lagged` record like a WebSocket client,
+/// and is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_accept_nothing_are_disconnected_after_the_send_timeout() -> Result {
+    const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+    let _alone = IN_PROCESS.lock().await;
+    let dir = tempfile::tempdir()?;
+    let access = kubeplug::server::Access::default().with_send_timeout(SEND_TIMEOUT);
+    let (host, _sim) = host_in_process(dir.path(), access).await?;
+    let addr = host.server_addr().expect("listening").to_string();
+    let hub = kubeplug::stream::global();
+    let before = stream_clients(&host);
+    let query = "since=0&plugin=stall-flood";
+
+    let mut sse = stalled_client(
+        &addr,
+        &format!(
+            "GET /api/wds/logs?{query} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        ),
+    )
+    .await?;
+    let mut ws = stalled_client(
+        &addr,
+        &format!(
+            "GET /api/wds/logs?{query} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        ),
+    )
+    .await?;
+    // A reader of 64 KiB every 10 ms: slower than the flood, never stalled for long.
+    let slow = tokio::net::TcpStream::connect(&addr).await?;
+    let slow_reader = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut slow = slow;
+        slow.write_all(
+            format!(
+                "GET /api/wds/logs?{query} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut tail = String::new();
+        let (mut lagged, mut done) = (None, false);
+        while !done {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let n = slow.read(&mut buf).await?;
+            anyhow::ensure!(n > 0, "the slow reader was disconnected");
+            tail.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let complete = tail.rfind('\n').map_or(0, |i| i + 1);
+            for line in tail[..complete].lines() {
+                let Some(data) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                let record: Value = serde_json::from_str(data)?;
+                if record["type"] == "lagged" && lagged.is_none() {
+                    lagged = Some(record);
+                } else if record["message"] == "flood done" {
+                    done = true;
+                }
+            }
+            tail.drain(..complete);
+        }
+        anyhow::Ok((lagged, slow))
+    });
+    clients_become(&host, before + 3, WAIT).await;
+
+    let padding = "x".repeat(200);
+    let publish = |n: usize, message: &str| {
+        let serde_json::Value::Object(fields) =
+            serde_json::json!({"plugin": "stall-flood", "n": n})
+        else {
+            unreachable!()
+        };
+        hub.publish(kubeplug::stream::Record::new(
+            kubeplug::stream::RecordType::Log,
+            kubeplug::stream::Level::Info,
+            message,
+            fields,
+        ));
+    };
+    let flood = async {
+        let start = Instant::now();
+        for batch in 0..100 {
+            for i in 0..1_000 {
+                publish(
+                    batch * 1_000 + i,
+                    &format!("record {i} of batch {batch} {padding}"),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        publish(100_000, "flood done");
+        start.elapsed()
+    };
+    // The two that read nothing go, the slow reader stays.
+    let (flooded, gone) = tokio::join!(
+        flood,
+        clients_become(&host, before + 1, SEND_TIMEOUT + WAIT)
+    );
+    assert!(
+        gone >= SEND_TIMEOUT,
+        "disconnected after {gone:?}, before the send timeout"
+    );
+    let (lagged, slow) = tokio::time::timeout(WAIT, slow_reader).await???;
+    let lagged = lagged.expect("the slow SSE reader got a lagged record");
+    assert!(lagged["dropped"].as_u64().unwrap() > 0, "{lagged}");
+    let sse_left = read_until_closed(&mut sse, WAIT).await;
+    let ws_left = read_until_closed(&mut ws, WAIT).await;
+    assert_eq!(stream_clients(&host), before + 1);
+    println!(
+        "flood of 100,000 records took {flooded:?}; the clients that read nothing were gone \
+         {gone:?} after it started (send timeout {SEND_TIMEOUT:?}; {sse_left} SSE and {ws_left} \
+         WebSocket bytes were left in the sockets); the slow SSE reader missed {}",
+        lagged["dropped"]
+    );
+    // Leave no client behind for the other in-process test.
+    drop(slow);
+    let start = Instant::now();
+    while stream_clients(&host) != before {
+        assert!(
+            start.elapsed() < WAIT,
+            "the slow reader's close went unnoticed"
+        );
+        publish(100_001, "after the flood");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap()
@@ -458,6 +666,7 @@ fn rss_kib() -> u64 {
 async fn a_stalled_client_costs_bounded_memory_and_slows_nobody() -> Result {
     const RECORDS: usize = 100_000;
     const BATCH: usize = 1_000;
+    let _alone = IN_PROCESS.lock().await;
     let dir = tempfile::tempdir()?;
     std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm"))?;
     let sim = kubeplug_sim::Sim::builder().start().await?;

@@ -1,4 +1,4 @@
-//! Who may use the status server's private endpoints.
+//! Who may use the status server's private endpoints, and how long a client may stall.
 //!
 //! - The `Host` a request names must be an IP literal, `localhost`, or a name
 //!   `--allow-host` gives, or the dashboard, the stream and `/plugins` answer 403: a page on a
@@ -10,6 +10,7 @@
 //!   Prometheus keep `/healthz`, `/readyz` and `/metrics` open).
 //! - WebSocket handshakes from a browser page of another origin are refused unless
 //!   `--allow-origin` names it.
+//! - A client that accepts nothing for the send timeout (a minute) is disconnected.
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -18,9 +19,13 @@ use axum::response::{IntoResponse, Response};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The most bytes a token file may hold.
 const MAX_TOKEN_BYTES: usize = 4096;
+
+/// How long a client may accept nothing while the server has bytes for it.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The access rules of one server.
 #[derive(Debug, Clone)]
@@ -30,6 +35,7 @@ pub struct Access {
     /// `--allow-host` names, lower case, without a trailing dot; `.example.com` also
     /// allows every name under example.com.
     hosts: Arc<[String]>,
+    send_timeout: Duration,
 }
 
 impl Default for Access {
@@ -70,6 +76,7 @@ impl Access {
                 .map(|o| o.trim_end_matches('/').to_string())
                 .collect(),
             hosts: Arc::new([]),
+            send_timeout: DEFAULT_SEND_TIMEOUT,
         }
     }
 
@@ -82,6 +89,19 @@ impl Access {
             .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
             .collect();
         self
+    }
+
+    /// These rules with another send timeout: how long a client may accept nothing while
+    /// the server has bytes for it (a stream client that does not read) before it is
+    /// disconnected. [`DEFAULT_SEND_TIMEOUT`] unless set; tests shorten it.
+    pub fn with_send_timeout(mut self, timeout: Duration) -> Access {
+        self.send_timeout = timeout;
+        self
+    }
+
+    /// How long a client may accept nothing before it is disconnected.
+    pub fn send_timeout(&self) -> Duration {
+        self.send_timeout
     }
 
     /// Reads a token file: one line of printable ASCII (a trailing newline is dropped).

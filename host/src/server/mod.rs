@@ -3,14 +3,16 @@
 //! `/api/wds/logs` and `/` (the dashboard, with `/dashboard.js` and `/dashboard.css`). All
 //! but the probes and `/metrics` answer only requests naming an allowed `Host` (an IP
 //! literal, `localhost`, `--allow-host`: against DNS rebinding); the dashboard, `/plugins`
-//! and the stream also need the optional token.
+//! and the stream also need the optional token. Every connection is closed once its client
+//! accepts nothing for the send timeout.
 
 mod access;
 mod dashboard;
 mod plugins;
+mod stall;
 mod stream;
 
-pub use access::{Access, AccessError, is_host_pattern};
+pub use access::{Access, AccessError, DEFAULT_SEND_TIMEOUT, is_host_pattern};
 
 use crate::controller::Controller;
 use crate::reload::Reloader;
@@ -74,6 +76,7 @@ impl Server {
                 state.access.clone(),
                 access::require_host,
             ));
+        let listener = stall::GuardedListener::new(listener, state.access.send_timeout());
         let app = Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(|| async { "ok" }))
@@ -81,12 +84,8 @@ impl Server {
             .with_state(state)
             .merge(browser);
         let task = tokio::spawn(async move {
-            // Stream frames are small writes in quick succession: no Nagle delay between them.
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
             if let Err(err) = axum::serve(listener, app).await {
-                tracing::error!("status server stopped: {err}");
+                tracing::error!(error = %err, "status server stopped");
             }
         });
         Ok(Server { addr, task })

@@ -1,7 +1,9 @@
 //! `GET /api/wds/logs`: the live stream as a WebSocket (one JSON text frame per record) or,
 //! with `Accept: text/event-stream`, as Server-Sent Events (one `data:` line per record),
-//! for `curl -N` and browsers' `EventSource`. Both replay the recent records first, apply
-//! the client's filter, and turn falling behind into a `lagged` record.
+//! for `curl -N` and browsers' `EventSource`. Both transports send the same records from
+//! [`records`]: the recent ones replayed first, the client's filter applied, and falling
+//! behind turned into a `lagged` record. A client that accepts nothing for the send
+//! timeout is disconnected below HTTP, for both alike (see `stall.rs`).
 
 use super::access::Access;
 use crate::stream::{Filter, StreamHub};
@@ -10,14 +12,13 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use std::convert::Infallible;
 use std::time::Duration;
 
-/// How often an idle WebSocket is pinged (keeps it open behind proxies).
+/// How often an idle WebSocket is pinged and an idle SSE response gets a comment (keeps
+/// them open behind proxies).
 const PING_EVERY: Duration = Duration::from_secs(20);
-/// A client that accepts nothing for this long is disconnected.
-const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the handler needs.
 #[derive(Clone)]
@@ -49,7 +50,7 @@ pub async fn logs(State(state): State<StreamState>, request: Request) -> Respons
                 .into_response();
         }
         return match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-            Ok(ws) => ws.on_upgrade(move |socket| websocket(socket, state.hub, filter)),
+            Ok(ws) => ws.on_upgrade(move |socket| websocket(socket, records(&state.hub, filter))),
             Err(rejection) => rejection.into_response(),
         };
     }
@@ -59,7 +60,11 @@ pub async fn logs(State(state): State<StreamState>, request: Request) -> Respons
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
     if wants_sse {
-        return server_sent_events(state.hub, filter).into_response();
+        let events = records(&state.hub, filter)
+            .map(|json| Ok::<_, Infallible>(Event::default().data(json)));
+        return Sse::new(events)
+            .keep_alive(KeepAlive::new().interval(PING_EVERY))
+            .into_response();
     }
     (
         StatusCode::BAD_REQUEST,
@@ -68,67 +73,20 @@ pub async fn logs(State(state): State<StreamState>, request: Request) -> Respons
         .into_response()
 }
 
-/// The replayed records this filter wants: the last `since` of them, oldest first.
-fn replay(sub: &crate::stream::Subscription, filter: &Filter) -> Vec<String> {
-    let matching: Vec<&String> = sub
+/// The records one client gets, as JSON text: the last `since` replayed records its filter
+/// wants (oldest first), then the live ones it wants, with a `lagged` record wherever it
+/// fell too far behind. The client counts in `kubeplug_stream_clients` until the stream is
+/// dropped.
+fn records(hub: &StreamHub, filter: Filter) -> impl Stream<Item = String> + Send + use<> {
+    let mut sub = hub.subscribe();
+    let matching: Vec<String> = sub
         .replay
-        .iter()
+        .drain(..)
         .filter(|r| filter.matches(r))
-        .map(|r| &r.json)
+        .map(|r| r.json.clone())
         .collect();
     let skip = matching.len().saturating_sub(filter.since);
-    matching.into_iter().skip(skip).cloned().collect()
-}
-
-async fn websocket(mut socket: WebSocket, hub: StreamHub, filter: Filter) {
-    let mut sub = hub.subscribe();
-    for json in replay(&sub, &filter) {
-        if !send(&mut socket, Message::Text(json.into())).await {
-            return;
-        }
-    }
-    sub.replay.clear();
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.tick().await;
-    loop {
-        tokio::select! {
-            record = sub.next() => match record {
-                Some(record) if filter.matches(&record) => {
-                    if !send(&mut socket, Message::Text(record.json.clone().into())).await {
-                        return;
-                    }
-                }
-                Some(_) => {}
-                None => return,
-            },
-            _ = ping.tick() => {
-                if !send(&mut socket, Message::Ping(Vec::new().into())).await {
-                    return;
-                }
-            }
-            incoming = socket.recv() => match incoming {
-                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
-                Some(Ok(_)) => {}
-            },
-        }
-    }
-}
-
-/// Sends one message; false when the client is gone or accepted nothing for a minute.
-async fn send(socket: &mut WebSocket, message: Message) -> bool {
-    matches!(
-        tokio::time::timeout(SEND_TIMEOUT, socket.send(message)).await,
-        Ok(Ok(()))
-    )
-}
-
-fn server_sent_events(
-    hub: StreamHub,
-    filter: Filter,
-) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
-    let mut sub = hub.subscribe();
-    let replayed = replay(&sub, &filter);
-    sub.replay.clear();
+    let replayed = matching.into_iter().skip(skip);
     let live = futures::stream::unfold((sub, filter), |(mut sub, filter)| async move {
         loop {
             let record = sub.next().await?;
@@ -138,8 +96,30 @@ fn server_sent_events(
             }
         }
     });
-    let events = futures::stream::iter(replayed)
-        .chain(live)
-        .map(|json| Ok(Event::default().data(json)));
-    Sse::new(events).keep_alive(KeepAlive::new().interval(PING_EVERY))
+    futures::stream::iter(replayed).chain(live)
+}
+
+/// Sends `records` to a WebSocket client, pinging it every [`PING_EVERY`], until it
+/// closes, a send fails (the send timeout fails it for a client that accepts nothing), or
+/// the hub is gone.
+async fn websocket(mut socket: WebSocket, records: impl Stream<Item = String>) {
+    let mut records = std::pin::pin!(records);
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    loop {
+        let message = tokio::select! {
+            record = records.next() => match record {
+                Some(json) => Message::Text(json.into()),
+                None => return,
+            },
+            _ = ping.tick() => Message::Ping(Vec::new().into()),
+            incoming = socket.recv() => match incoming {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => continue,
+            },
+        };
+        if socket.send(message).await.is_err() {
+            return;
+        }
+    }
 }
