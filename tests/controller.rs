@@ -816,3 +816,122 @@ async fn requeue_after_brings_the_key_back_and_the_shortest_delay_wins() -> Resu
     controller.shutdown().await;
     Ok(())
 }
+
+/// A Deployment `web` in namespace `fenced` with `image` and, when given, an annotation
+/// `changed-by`, as another client would write it.
+fn fenced_web(image: &str, changed_by: Option<&str>) -> String {
+    let annotations = changed_by.map_or(String::new(), |by| {
+        format!("\n  annotations: {{changed-by: {by}}}")
+    });
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: fenced
+  labels: {{app: web}}{annotations}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: app, image: '{image}'}}]}}"
+    )
+}
+
+fn rv_of(object: &serde_json::Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a numeric resourceVersion")
+}
+
+/// Another client changes the object between the plugin's decision and its write: the write,
+/// fenced on the version the plugin decided on, is refused with 409 and applies nothing; the
+/// key is reconciled again on the newer version and converges with both changes kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_decided_on_a_stale_object_is_refused_and_the_key_converges_on_the_new_one()
+-> Result {
+    common::cluster::captured_logs();
+    // No simulated status updates: the only changes are the test's and the plugin's.
+    let sim = Sim::builder()
+        .status_delay(Duration::from_secs(3600))
+        .auto_create_namespaces(true)
+        .start()
+        .await?;
+    sim.apply_yaml(&fenced_web("nginx:1.13", None))?;
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+        .with_policy(Policy::trusted());
+    let controller = Controller::start(sim.client()?, fast_config(), vec![pinner]).await?;
+    eventually(Duration::from_secs(10), "caches synced", || {
+        controller.is_synced()
+    })
+    .await;
+    // Already pinned: the start-up reconcile writes nothing.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // From now on the controller's Deployment patches wait at the API server's door.
+    sim.faults()
+        .hold(kubeplug_sim::HoldFault::writes(["patch"], ["deployments"]));
+    // A change the plugin reacts to (through the library: never held).
+    let decided_on = rv_of(&sim.apply_yaml(&fenced_web("alpine", None))?[0]);
+    eventually(
+        Duration::from_secs(10),
+        "the plugin's patch at the door",
+        || sim.faults().held() == 1,
+    )
+    .await;
+    // Another client changes web behind the plugin's back, then the write goes in.
+    let newer = rv_of(&sim.apply_yaml(&fenced_web("alpine", Some("other-client")))?[0]);
+    sim.faults().release();
+
+    let converged = || {
+        sim.get("deployments", Some("fenced"), "web")
+            .is_some_and(|web| {
+                web.pointer("/spec/template/spec/containers/0/image") == Some(&json!("nginx:1.13"))
+                    && web.pointer("/metadata/annotations/changed-by")
+                        == Some(&json!("other-client"))
+            })
+    };
+    eventually(
+        Duration::from_secs(10),
+        "web pinned on the other client's version",
+        converged,
+    )
+    .await;
+    let statuses: Vec<u16> = sim
+        .requests()
+        .records()
+        .iter()
+        .filter(|r| {
+            r.verb == "patch"
+                && r.name.as_deref() == Some("web")
+                && r.field_manager.as_deref() == Some("kubeplug/image-pinner")
+        })
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        statuses,
+        [409, 200],
+        "the stale write refused, the next one accepted"
+    );
+    // The refused write carried the version the plugin decided on.
+    let conflicts: Vec<String> = log_lines_with("result=\"conflict\"")
+        .into_iter()
+        .filter(|l| l.contains("key=fenced/web"))
+        .collect();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert!(
+        conflicts[0].contains(&format!("fenced_at=\"{decided_on}\""))
+            || conflicts[0].contains(&format!("fenced_at={decided_on}")),
+        "{} not fenced at {decided_on} (the other client wrote {newer})",
+        conflicts[0]
+    );
+    let text = controller.metrics_text();
+    assert!(
+        text.contains("kubeplug_write_conflicts_total{plugin=\"image-pinner\"} 1"),
+        "{text}"
+    );
+    controller.shutdown().await;
+    Ok(())
+}
