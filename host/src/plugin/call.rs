@@ -17,14 +17,47 @@ use std::time::{Duration, Instant};
 use wasmtime::{Engine, Store};
 
 /// The epoch deadline, in ticks, for a call that may take `timeout`.
-pub(super) fn epoch_ticks(timeout: Duration, tick: Duration) -> u64 {
+fn epoch_ticks(timeout: Duration, tick: Duration) -> u64 {
     timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64 + 1
 }
 
-/// A store for one call: the sandbox state, the memory limiter, and the epoch deadline.
+/// When a call started and when it must be over, on both of the sandbox's clocks: the
+/// wall-clock deadline (host imports and the wait for the call check it) and the epoch
+/// deadline (reaching it traps guest code; the epoch cannot interrupt host code). Every call,
+/// fresh or warm, reconcile or metadata, starts its clock here.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CallClock {
+    /// When the call started.
+    pub(super) started: Instant,
+    /// When it must be over.
+    pub(super) deadline: Instant,
+    epoch_ticks: u64,
+}
+
+impl CallClock {
+    /// Starts the clock of a call that may take `timeout`, on an engine whose epoch advances
+    /// every `tick`.
+    pub(super) fn start(timeout: Duration, tick: Duration) -> Self {
+        let started = Instant::now();
+        CallClock {
+            started,
+            deadline: started + timeout,
+            epoch_ticks: epoch_ticks(timeout, tick),
+        }
+    }
+
+    /// Sets both deadlines on `store`, before any guest code of the call runs (instantiation
+    /// runs some).
+    pub(super) fn arm(&self, store: &mut Store<SandboxState>) {
+        store.data_mut().deadline = self.deadline;
+        store.set_epoch_deadline(self.epoch_ticks);
+    }
+}
+
+/// A store for one call: the sandbox state and the memory limiter, with `clock`'s deadlines.
 pub(super) fn new_store(
     engine: &Engine,
-    tick: Duration,
+    clock: &CallClock,
     limits: &Limits,
     objects: Arc<dyn ObjectSource>,
     who: CallIdentity,
@@ -32,10 +65,7 @@ pub(super) fn new_store(
     let state = SandboxState::new(limits, objects, who);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
-    // Deadline in epoch ticks, set before instantiation (which runs guest code); reaching
-    // it traps. Host imports check the same deadline themselves (the epoch cannot interrupt
-    // host code), and the wall-clock timeout around the call catches waits.
-    store.set_epoch_deadline(epoch_ticks(limits.timeout, tick));
+    clock.arm(&mut store);
     store
 }
 
@@ -96,14 +126,14 @@ pub(super) enum Entry<'a> {
 /// What a call is about, for its deadline, limits and log attribution.
 pub(super) struct CallScope<'a> {
     pub(super) limits: &'a Limits,
-    pub(super) deadline: Instant,
+    pub(super) clock: CallClock,
     pub(super) plugin: &'a str,
     pub(super) key: &'a str,
 }
 
 /// Runs `export` on `entry` in `store` until the scope's deadline, then settles the call: the
 /// one place where a timeout, a trap or a refused memory growth becomes a [`CallError`].
-/// The store's epoch deadline must be set for this call already ([`new_store`] does).
+/// The scope's clock must be armed on the store already ([`new_store`] does).
 pub(super) async fn run<E: Export>(
     store: &mut Store<SandboxState>,
     entry: Entry<'_>,
@@ -113,6 +143,7 @@ pub(super) async fn run<E: Export>(
     // The deadline is on the real clock (host imports check it on their own threads); the
     // wait for the call runs on tokio's, which tests pause: wait for what remains of it.
     let remaining = scope
+        .clock
         .deadline
         .saturating_duration_since(std::time::Instant::now());
     let result = tokio::time::timeout(remaining, async {
@@ -128,21 +159,21 @@ pub(super) async fn run<E: Export>(
     settle(store, result, scope)
 }
 
-/// [`run`] on a fresh instance in a new store for `who`.
+/// [`run`] on a fresh instance in a new store for `who`, under `clock`.
 pub(super) async fn run_fresh<E: Export>(
     engine: &Engine,
-    tick: Duration,
+    clock: CallClock,
     pre: &ContractPre,
     limits: &Limits,
     objects: Arc<dyn ObjectSource>,
     who: CallIdentity,
     export: E,
 ) -> Settled<E::Output> {
-    let (plugin, key, deadline) = (who.plugin.clone(), who.key.clone(), who.deadline);
-    let mut store = new_store(engine, tick, limits, objects, who);
+    let (plugin, key) = (who.plugin.clone(), who.key.clone());
+    let mut store = new_store(engine, &clock, limits, objects, who);
     let scope = CallScope {
         limits,
-        deadline,
+        clock,
         plugin: &plugin,
         key: &key,
     };
@@ -254,20 +285,23 @@ mod tests {
             .load_bytes("flood.wasm", hostile_meta("flood-log"))
             .await
             .unwrap();
-        let who = |deadline| CallIdentity {
+        let who = || CallIdentity {
             plugin: "flood".into(),
             key: "metadata".into(),
             log_rate: p.log_rate.clone(),
-            deadline,
         };
         let metadata = |limits: Limits, deadline| {
-            let who = who(deadline);
+            let who = who();
             let pre = &p.pre;
-            let (engine, tick) = (&p.engine, p.epoch_tick);
+            let clock = CallClock {
+                deadline,
+                ..CallClock::start(limits.timeout, p.epoch_tick)
+            };
+            let engine = &p.engine;
             async move {
                 run_fresh(
                     engine,
-                    tick,
+                    clock,
                     pre,
                     &limits,
                     Arc::new(NoObjects),
@@ -307,5 +341,8 @@ mod tests {
         assert_eq!(epoch_ticks(Duration::from_millis(1000), tick), 201);
         assert_eq!(epoch_ticks(Duration::from_millis(1001), tick), 202);
         assert_eq!(epoch_ticks(Duration::ZERO, tick), 1);
+        let clock = CallClock::start(Duration::from_millis(1000), tick);
+        assert_eq!(clock.deadline - clock.started, Duration::from_millis(1000));
+        assert_eq!(clock.epoch_ticks, 201);
     }
 }

@@ -202,16 +202,17 @@ pub(crate) mod tests {
 
     /// The store data of a call that reads from `objects` and must end by `deadline`.
     pub(crate) fn state(objects: Arc<dyn ObjectSource>, deadline: Instant) -> SandboxState {
-        SandboxState::new(
+        let mut state = SandboxState::new(
             &Limits::default(),
             objects,
             CallIdentity {
                 plugin: "p".into(),
                 key: "ns/k".into(),
                 log_rate: Arc::new(LogRate::new(LogRateConfig::default())),
-                deadline,
             },
-        )
+        );
+        state.deadline = deadline;
+        state
     }
 
     fn pod() -> KindRef {

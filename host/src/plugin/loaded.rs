@@ -1,7 +1,7 @@
 //! A loaded plugin and its calls: each call instantiates the pre-linked component in a fresh
 //! store with the call's limits and runs it through the shared bounded call (`call.rs`).
 
-use super::call::{self, Reconcile};
+use super::call::{self, CallClock, Reconcile};
 use super::compile_cache::CacheOutcome;
 use super::error::{CallError, LoadError};
 use super::limits::Limits;
@@ -11,7 +11,7 @@ use super::sandbox::{CallIdentity, PluginLog};
 use super::wit::ContractPre;
 use crate::contract::{Action, PluginMetadata, ReconcileRequest};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wasmtime::Engine;
 
 /// What a call may use and read.
@@ -126,14 +126,13 @@ impl Plugin {
 
     /// Reconciles one key in a fresh sandbox. Never panics and never hangs past the limit.
     pub async fn reconcile(&self, request: &ReconcileRequest, ctx: &CallContext) -> CallReport {
-        let started = Instant::now();
         let limits = self.clamp(ctx.limits);
+        let clock = CallClock::start(limits.timeout, self.epoch_tick);
         let key = request.target.key();
         let who = CallIdentity {
             plugin: self.log_name(ctx),
             key: key.as_str().into(),
             log_rate: self.log_rate.clone(),
-            deadline: started + limits.timeout,
         };
         let export = Reconcile {
             request,
@@ -141,7 +140,7 @@ impl Plugin {
         };
         let settled = call::run_fresh(
             &self.engine,
-            self.epoch_tick,
+            clock,
             &self.pre,
             &limits,
             ctx.objects.clone(),
@@ -153,7 +152,7 @@ impl Plugin {
             outcome: settled.outcome.and_then(|answer| answer),
             logs: settled.logs,
             dropped_logs: settled.dropped,
-            elapsed: started.elapsed(),
+            elapsed: clock.started.elapsed(),
         }
     }
 
@@ -182,11 +181,10 @@ impl Plugin {
             plugin: origin.into(),
             key: "metadata".into(),
             log_rate,
-            deadline: Instant::now() + limits.timeout,
         };
         let metadata = call::run_fresh(
             engine,
-            epoch_tick,
+            CallClock::start(limits.timeout, epoch_tick),
             pre,
             &limits,
             ctx.objects.clone(),

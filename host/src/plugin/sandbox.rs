@@ -113,12 +113,11 @@ pub(crate) struct SandboxState {
     pub(super) read_room: usize,
 }
 
-/// Who is calling, for the store: the plugin's name and log rate, the key, the deadline.
+/// Who is calling, for the store: the plugin's name and log rate, the key.
 pub(crate) struct CallIdentity {
     pub(crate) plugin: Arc<str>,
     pub(crate) key: Arc<str>,
     pub(crate) log_rate: Arc<LogRate>,
-    pub(crate) deadline: Instant,
 }
 
 impl SandboxState {
@@ -149,16 +148,16 @@ impl SandboxState {
             gate: LogGate::new(who.log_rate, limits.log_bytes),
             plugin: who.plugin,
             key: who.key,
-            deadline: who.deadline,
+            // Passed until a call's clock is armed (`CallClock::arm`): nothing runs before.
+            deadline: Instant::now(),
             read_room: limits.read_bytes,
         }
     }
 
     /// Attributes further log lines to another key and starts a new call's budgets (for
-    /// instances that serve several calls).
-    pub(crate) fn start_call(&mut self, key: Arc<str>, limits: &Limits, deadline: Instant) {
+    /// instances that serve several calls); the call's clock is armed apart.
+    pub(crate) fn start_call(&mut self, key: Arc<str>, limits: &Limits) {
         self.key = key;
-        self.deadline = deadline;
         self.read_room = limits.read_bytes;
         self.gate.reset(limits.log_bytes);
     }

@@ -2,7 +2,7 @@
 //! could leak from one key to the next); it exists so that the cost of fresh instances is
 //! measured against it in the same benchmark run, and for trusted single-tenant setups.
 
-use super::call::{self, CallScope, Entry, Reconcile};
+use super::call::{self, CallClock, CallScope, Entry, Reconcile};
 use super::error::CallError;
 use super::limits::Limits;
 use super::loaded::{CallContext, CallReport, Plugin};
@@ -10,7 +10,7 @@ use super::sandbox::{CallIdentity, SandboxState};
 use super::wit::ContractInstance;
 use crate::contract::ReconcileRequest;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use wasmtime::Store;
 
 /// An instance reused across calls; once a call fails with a trap it refuses further calls.
@@ -18,7 +18,7 @@ pub struct WarmInstance {
     store: Store<SandboxState>,
     instance: ContractInstance,
     limits: Limits,
-    epoch_ticks: u64,
+    epoch_tick: Duration,
     name: Arc<str>,
     poisoned: bool,
 }
@@ -28,16 +28,16 @@ impl Plugin {
     pub async fn warm(&self, ctx: &CallContext) -> Result<WarmInstance, CallError> {
         let limits = self.clamp(ctx.limits);
         let name = self.log_name(ctx);
+        // Instantiation runs guest code: it gets a call's time of its own.
         let mut store = call::new_store(
             &self.engine,
-            self.epoch_tick,
+            &CallClock::start(limits.timeout, self.epoch_tick),
             &limits,
             ctx.objects.clone(),
             CallIdentity {
                 plugin: name.clone(),
                 key: "".into(),
                 log_rate: self.log_rate.clone(),
-                deadline: Instant::now() + limits.timeout,
             },
         );
         let instance = self
@@ -45,12 +45,11 @@ impl Plugin {
             .instantiate(&mut store)
             .await
             .map_err(|e| CallError::Instantiate { source: e.into() })?;
-        let epoch_ticks = call::epoch_ticks(limits.timeout, self.epoch_tick);
         Ok(WarmInstance {
             store,
             instance,
             limits,
-            epoch_ticks,
+            epoch_tick: self.epoch_tick,
             name,
             poisoned: false,
         })
@@ -75,18 +74,18 @@ impl WarmInstance {
             };
         }
         let key = request.target.key();
-        let deadline = started + self.limits.timeout;
+        let clock = CallClock::start(self.limits.timeout, self.epoch_tick);
         self.store
             .data_mut()
-            .start_call(key.as_str().into(), &self.limits, deadline);
-        self.store.set_epoch_deadline(self.epoch_ticks);
+            .start_call(key.as_str().into(), &self.limits);
+        clock.arm(&mut self.store);
         let export = Reconcile {
             request,
             output: self.limits.output,
         };
         let scope = CallScope {
             limits: &self.limits,
-            deadline,
+            clock,
             plugin: &self.name,
             key: &key,
         };
@@ -98,7 +97,7 @@ impl WarmInstance {
             outcome: settled.outcome.and_then(|answer| answer),
             logs: settled.logs,
             dropped_logs: settled.dropped,
-            elapsed: started.elapsed(),
+            elapsed: clock.started.elapsed(),
         }
     }
 }

@@ -173,7 +173,7 @@ mod tests {
     use crate::plugin::sandbox::CallIdentity;
     use crate::plugin::test_support::test_plugin;
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     #[test]
     fn the_versions_dispatched_are_the_versions_the_contract_lists() {
@@ -205,11 +205,10 @@ mod tests {
             plugin: "hostile".into(),
             key: "metadata".into(),
             log_rate: Arc::new(LogRate::new(LogRateConfig::default())),
-            deadline: Instant::now() + limits.timeout,
         };
-        let tick = Duration::from_millis(5);
+        let clock = call::CallClock::start(limits.timeout, Duration::from_millis(5));
         let objects = Arc::new(NoObjects);
-        let settled = call::run_fresh(&engine, tick, &pre, &limits, objects, who, Metadata).await;
+        let settled = call::run_fresh(&engine, clock, &pre, &limits, objects, who, Metadata).await;
         assert_eq!(settled.outcome.unwrap().name, "hostile");
     }
 
