@@ -7,11 +7,19 @@ use serde_json::Value;
 use std::process::{Command, Output};
 
 fn eval(args: &[&str]) -> Output {
+    eval_with_env(args, &[])
+}
+
+/// `kubeplug eval` with `env` set, and no call-limit variables but those.
+fn eval_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let cache = tempfile::tempdir().unwrap();
     Command::new(env!("CARGO_BIN_EXE_kubeplug"))
         .arg("eval")
         .args(args)
         .env("KUBEPLUG_CACHE_DIR", cache.path())
+        .env_remove("KUBEPLUG_TIMEOUT_MS")
+        .env_remove("KUBEPLUG_MEMORY_MIB")
+        .envs(env.iter().copied())
         .output()
         .expect("run kubeplug")
 }
@@ -192,6 +200,42 @@ fn plugin_errors_exit_non_zero_with_the_reason() {
     ]);
     assert!(
         err.contains("panicked: hostile plugin panicked on purpose"),
+        "{err}"
+    );
+}
+
+#[test]
+fn limits_are_taken_and_checked_as_kubeplug_run_takes_them() {
+    let hostile = test_plugin("hostile");
+    let object = fixture("web-alpine.yaml");
+    let looping = [
+        "--plugin",
+        s(&hostile),
+        "--object",
+        s(&object),
+        "--config",
+        r#"{"mode": "loop"}"#,
+    ];
+    // run's environment variable sets eval's timeout too.
+    let out = eval_with_env(&looping, &[("KUBEPLUG_TIMEOUT_MS", "50")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("timed out after 50ms"),
+        "{err}"
+    );
+    // A memory limit the runtime could not give is refused, naming its cap, before the
+    // plugin loads (it was silently lowered to 1 GiB before).
+    let mut at_cap = looping.to_vec();
+    at_cap.extend(["--memory-mib", "1024", "--timeout-ms", "50"]);
+    let err = eval_error(&at_cap);
+    assert!(err.contains("timed out after 50ms"), "{err}");
+    let mut over = looping.to_vec();
+    over.extend(["--memory-mib", "4096"]);
+    let err = eval_error(&over);
+    assert!(
+        err.contains(
+            "--memory-mib 4096 is not between 1 and 1024: 1024 MiB is the most memory the runtime gives a plugin instance"
+        ),
         "{err}"
     );
 }

@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Options of `kubeplug eval`.
 #[derive(Debug, Args)]
@@ -41,12 +40,10 @@ pub struct EvalArgs {
     /// The attempt number sent to the plugin.
     #[arg(long, default_value_t = 1)]
     pub attempt: u32,
-    /// Call timeout in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    pub timeout_ms: u64,
-    /// Memory limit of the plugin instance, in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub memory_mib: usize,
+    /// Limits of the call (`--timeout-ms`, `--memory-mib`): the same flags, defaults and
+    /// environment variables as `kubeplug run`.
+    #[command(flatten)]
+    pub limits: super::call_limits::CallLimitArgs,
     /// Where precompiled plugins are cached (default: $KUBEPLUG_CACHE_DIR or ~/.cache/kubeplug).
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub compile_cache: Option<PathBuf>,
@@ -130,6 +127,7 @@ fn read_config(config: Option<&str>) -> anyhow::Result<Option<Arc<str>>> {
 /// Loads the plugin, calls it once, prints `{plugin, target, actions, logs}` as JSON.
 /// Exits 0 when the plugin returned actions, 1 (after printing the error) when it failed.
 pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let limits = Limits::from(args.limits.call_limits()?);
     let object = read_object(&args.object)?;
     let previous = args.previous.as_deref().map(read_object).transpose()?;
     let config = read_config(args.config.as_deref())?;
@@ -175,11 +173,6 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         reason,
         attempt: args.attempt,
         config,
-    };
-    let limits = Limits {
-        memory_bytes: args.memory_mib << 20,
-        timeout: Duration::from_millis(args.timeout_ms),
-        ..Limits::default()
     };
     let report = plugin
         .reconcile(

@@ -1,5 +1,6 @@
 //! Command-line interface: one file per subcommand.
 
+pub mod call_limits;
 pub mod eval;
 pub mod run;
 pub mod run_settings;

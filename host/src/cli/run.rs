@@ -3,7 +3,6 @@
 use crate::app::Host;
 use crate::cluster::{ClusterArgs, connect_as};
 use crate::controller::DEFAULT_WORKERS;
-use crate::plugin::{DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS};
 use crate::queue::RateLimitConfig;
 use anyhow::Context;
 use clap::Args;
@@ -86,12 +85,9 @@ pub struct RunArgs {
     /// Longest per-key retry delay, in seconds.
     #[arg(long, env = "KUBEPLUG_BACKOFF_MAX_SECONDS", default_value_t = RateLimitConfig::default().max_delay.as_secs())]
     pub backoff_max_seconds: u64,
-    /// Time limit of one plugin call, in milliseconds.
-    #[arg(long, env = "KUBEPLUG_TIMEOUT_MS", default_value_t = DEFAULT_TIMEOUT_MS)]
-    pub timeout_ms: u64,
-    /// Memory limit of one plugin instance, in MiB.
-    #[arg(long, env = "KUBEPLUG_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB)]
-    pub memory_mib: usize,
+    /// Limits of each plugin call (`--timeout-ms`, `--memory-mib`), as `kubeplug eval` has.
+    #[command(flatten)]
+    pub limits: super::call_limits::CallLimitArgs,
     /// On SIGINT/SIGTERM, how long to wait for calls in flight, in seconds; writes still
     /// waiting for a plugin's write budget are skipped at once (audited), and workers still
     /// busy after this are abandoned.

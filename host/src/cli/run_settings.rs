@@ -25,6 +25,9 @@ pub enum SettingsError {
         /// The range allowed, in words.
         range: &'static str,
     },
+    /// A call-limit flag outside the runtime's caps.
+    #[error(transparent)]
+    CallLimit(#[from] super::call_limits::CallLimitFlagError),
     /// The retry rate limiter refused the settings.
     #[error("--qps/--burst: {0}")]
     RateLimit(#[source] ConfigError),
@@ -51,11 +54,6 @@ pub enum SettingsError {
     Host(String),
 }
 
-/// The largest linear memory a wasm32 guest can address.
-const MAX_MEMORY_MIB: usize = 4096;
-/// The longest plugin call a host allows.
-const MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
-
 fn in_range<T: PartialOrd + ToString>(
     flag: &'static str,
     value: T,
@@ -76,20 +74,7 @@ fn in_range<T: PartialOrd + ToString>(
 /// The host configuration `args` ask for, with every numeric flag checked.
 pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
     let workers = in_range("workers", args.workers, 1, 1024, "1 to 1024")?;
-    let memory_mib = in_range(
-        "memory-mib",
-        args.memory_mib,
-        1,
-        MAX_MEMORY_MIB,
-        "1 to 4096",
-    )?;
-    let timeout_ms = in_range(
-        "timeout-ms",
-        args.timeout_ms,
-        1,
-        MAX_TIMEOUT_MS,
-        "1 to 600000",
-    )?;
+    let call_limits = args.limits.call_limits()?;
     let max_delay = Duration::from_secs(in_range(
         "backoff-max-seconds",
         args.backoff_max_seconds,
@@ -128,11 +113,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
             rate_limit,
             ..QueueConfig::default()
         },
-        limits: Limits {
-            timeout: Duration::from_millis(timeout_ms),
-            memory_bytes: memory_mib << 20,
-            ..Limits::default()
-        },
+        limits: Limits::from(call_limits),
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
         instance: hostname(),
         ..ControllerConfig::default()
@@ -351,6 +332,7 @@ mod tests {
             (&["--burst", "0"], "--qps/--burst"),
             (&["--memory-mib", "0"], "--memory-mib 0"),
             (&["--memory-mib", "1125899906842624"], "--memory-mib"),
+            (&["--memory-mib", "4096"], "--memory-mib 4096"),
             (&["--timeout-ms", "0"], "--timeout-ms 0"),
             (&["--workers", "0"], "--workers 0"),
             (&["--backoff-base-ms", "0"], "--backoff-base-ms"),

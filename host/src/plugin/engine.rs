@@ -29,7 +29,8 @@ pub struct RuntimeConfig {
     pub epoch_tick: Duration,
     /// Instances that may exist at once across all plugins (pooling allocator slots).
     pub max_instances: u32,
-    /// The largest memory any plugin may be granted; per-call limits are at most this.
+    /// The largest memory any plugin may be granted; per-call limits are at most this
+    /// (by default [`MAX_MEMORY_MIB`](super::MAX_MEMORY_MIB), which checked limits never exceed).
     pub max_memory_bytes: usize,
     /// Each plugin's log rate (across its calls) into the host log.
     pub log_rate: LogRateConfig,
@@ -41,7 +42,7 @@ impl Default for RuntimeConfig {
             cache_dir: super::compile_cache::default_cache_dir(),
             epoch_tick: Duration::from_millis(5),
             max_instances: 128,
-            max_memory_bytes: 1 << 30,
+            max_memory_bytes: (super::limits::MAX_MEMORY_MIB as usize) << 20,
             log_rate: LogRateConfig::default(),
         }
     }

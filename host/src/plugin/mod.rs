@@ -36,7 +36,10 @@ pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
 pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError, WasmError};
 pub use imports::{MAX_NAME_BYTES, MAX_NAMESPACE_BYTES};
-pub use limits::{DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS, Limits};
+pub use limits::{
+    CallBound, CallLimitOverrides, CallLimits, DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS, LimitError,
+    Limits, MAX_ACTIONS, MAX_MEMORY_MIB, MAX_TIMEOUT_MS,
+};
 pub use loaded::{CallContext, CallReport, Plugin};
 pub use log_gate::{LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
 pub use objects::{NoObjects, ObjectSource};

@@ -10,6 +10,72 @@ use tokio::time::Instant;
 pub const DEFAULT_WRITES_PER_SECOND: f64 = 5.0;
 /// See [`DEFAULT_WRITES_PER_SECOND`].
 pub const DEFAULT_WRITE_BURST: u32 = 10;
+/// The largest burst a policy may set.
+pub const MAX_WRITE_BURST: u32 = 100_000;
+
+/// A write rate the host refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WriteRateError {
+    /// The sustained rate is zero, negative, infinite or not a number.
+    #[error("{0} is not a positive number")]
+    Rate(f64),
+    /// The burst is outside its range.
+    #[error("{0} is not between 1 and {MAX_WRITE_BURST}")]
+    Burst(u32),
+}
+
+/// The rate of a write budget, checked when built: sustained writes per second (positive
+/// and finite, or [`UNLIMITED`](Self::UNLIMITED)) and the burst above it (1 to
+/// [`MAX_WRITE_BURST`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WriteRate {
+    pub(super) per_second: f64,
+    pub(super) burst: u32,
+}
+
+impl WriteRate {
+    /// No budget: writes never wait (trusted, single-tenant hosts and tests).
+    pub const UNLIMITED: WriteRate = WriteRate {
+        per_second: f64::INFINITY,
+        burst: DEFAULT_WRITE_BURST,
+    };
+
+    /// `per_second` sustained writes with a burst of `burst`, checked.
+    pub fn new(per_second: f64, burst: u32) -> Result<Self, WriteRateError> {
+        if !(1..=MAX_WRITE_BURST).contains(&burst) {
+            return Err(WriteRateError::Burst(burst));
+        }
+        if !(per_second > 0.0 && per_second.is_finite()) {
+            return Err(WriteRateError::Rate(per_second));
+        }
+        Ok(WriteRate { per_second, burst })
+    }
+
+    /// Sustained writes per second.
+    pub fn per_second(&self) -> f64 {
+        self.per_second
+    }
+
+    /// Writes allowed at once above the sustained rate.
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// A fresh, full budget at this rate.
+    pub fn budget(&self) -> WriteBudget {
+        WriteBudget::new(self.per_second, self.burst)
+    }
+}
+
+impl Default for WriteRate {
+    /// [`DEFAULT_WRITES_PER_SECOND`] with a burst of [`DEFAULT_WRITE_BURST`].
+    fn default() -> Self {
+        WriteRate {
+            per_second: DEFAULT_WRITES_PER_SECOND,
+            burst: DEFAULT_WRITE_BURST,
+        }
+    }
+}
 
 /// An async token bucket.
 #[derive(Debug)]
@@ -59,6 +125,30 @@ impl WriteBudget {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_write_rate_is_checked_when_built() {
+        let at_cap = WriteRate::new(0.5, MAX_WRITE_BURST).unwrap();
+        assert_eq!((at_cap.per_second(), at_cap.burst()), (0.5, 100_000));
+        assert_eq!(
+            WriteRate::new(1.0, MAX_WRITE_BURST + 1)
+                .unwrap_err()
+                .to_string(),
+            "100001 is not between 1 and 100000"
+        );
+        assert!(WriteRate::new(1.0, 0).is_err());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let err = WriteRate::new(bad, 1).unwrap_err();
+            assert!(
+                err.to_string().ends_with("is not a positive number"),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            WriteRate::default(),
+            WriteRate::new(DEFAULT_WRITES_PER_SECOND, DEFAULT_WRITE_BURST).unwrap()
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn burst_is_free_then_writes_wait_at_the_rate() {

@@ -176,14 +176,15 @@ impl Verb {
     }
 }
 
-/// Limits; absent ones take the host's defaults (or, for the write budget, 5 writes per
-/// second with a burst of 10).
+/// Limits as written; absent ones take the host's defaults (or, for the write budget, 5
+/// writes per second with a burst of 10). Checked and resolved into a
+/// [`PolicyLimits`](super::PolicyLimits) when the document is parsed.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsSpec {
-    /// Memory of one instance, in MiB (1–4096).
+    /// Memory of one instance, in MiB (1–1024, the runtime's cap).
     pub memory_mib: Option<usize>,
-    /// Time limit of one call, in milliseconds (at most 600000).
+    /// Time limit of one call, in milliseconds (1–600000).
     pub timeout_ms: Option<u64>,
     /// Most actions one call may return (1–100000).
     pub max_actions: Option<usize>,
@@ -282,50 +283,11 @@ impl PolicyDocument {
                 ),
             ));
         }
-        let limits = &doc.spec.limits;
-        for (field, key, value, max) in [
-            (
-                "spec.limits.memoryMib",
-                "memoryMib",
-                limits.memory_mib.map(|v| v as u64),
-                4096,
-            ),
-            (
-                "spec.limits.timeoutMs",
-                "timeoutMs",
-                limits.timeout_ms,
-                600_000,
-            ),
-            (
-                "spec.limits.maxActions",
-                "maxActions",
-                limits.max_actions.map(|v| v as u64),
-                100_000,
-            ),
-            (
-                "spec.limits.writeBurst",
-                "writeBurst",
-                limits.write_burst.map(u64::from),
-                100_000,
-            ),
-        ] {
-            if let Some(v) = value
-                && !(1..=max).contains(&v)
-            {
-                return Err(field_error(
-                    field,
-                    key,
-                    format!("{v} is not between 1 and {max}"),
-                ));
-            }
-        }
-        if let Some(rate) = doc.spec.limits.writes_per_second
-            && !(rate > 0.0 && rate.is_finite())
-        {
+        if let Err(e) = super::limits::PolicyLimits::resolve(&doc.spec.limits) {
             return Err(field_error(
-                "spec.limits.writesPerSecond",
-                "writesPerSecond",
-                format!("{rate} is not a positive number"),
+                &format!("spec.limits.{}", e.field),
+                e.field,
+                e.message,
             ));
         }
         Ok(doc)
@@ -413,6 +375,26 @@ spec:
                 "{limits}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn limits_are_bounded_by_the_runtimes_caps_with_the_line() {
+        let doc = |limits: &str| {
+            parse(&format!(
+                "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {{name: x}}\nspec:\n  limits:\n    {limits}\n"
+            ))
+        };
+        assert!(doc("memoryMib: 1024").is_ok());
+        assert!(doc("timeoutMs: 600000").is_ok());
+        let err = doc("memoryMib: 1025").unwrap_err().to_string();
+        assert!(
+            err.contains("line 6")
+                && err.contains("spec.limits.memoryMib")
+                && err.contains("1024 MiB is the most memory the runtime gives a plugin instance"),
+            "{err}"
+        );
+        let err = doc("timeoutMs: 600001").unwrap_err().to_string();
+        assert!(err.contains("600000 ms is the longest call"), "{err}");
     }
 
     #[test]

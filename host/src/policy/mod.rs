@@ -17,16 +17,21 @@ mod budget;
 mod check;
 mod document;
 mod grants;
+mod limits;
 mod paths;
 
 pub use audit::{AuditRecord, AuditSink, Decision, PluginIdentity, digest};
-pub use budget::{DEFAULT_WRITE_BURST, DEFAULT_WRITES_PER_SECOND, WriteBudget};
+pub use budget::{
+    DEFAULT_WRITE_BURST, DEFAULT_WRITES_PER_SECOND, MAX_WRITE_BURST, WriteBudget, WriteRate,
+    WriteRateError,
+};
 pub use check::{Denial, Grant, check_call, is_write, kind_of, namespace_of};
 pub use document::{
     API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
     PluginSpec, PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,
 };
 pub use grants::{Grants, NamespaceSelector, Namespaces, Rule, Rules};
+pub use limits::{LimitsFieldError, PolicyLimits};
 pub use paths::{
     FieldPath, FieldPattern, PathError, apply_paths, create_paths, json_patch_paths,
     merge_patch_paths, strategic_patch_paths,
@@ -35,7 +40,6 @@ pub use paths::{
 use crate::plugin::Limits;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A plugin's policy, ready to enforce.
 #[derive(Debug, Clone)]
@@ -44,8 +48,9 @@ pub struct Policy {
     pub mode: Mode,
     /// What the plugin may read and write.
     pub grants: Grants,
-    /// Its limits (absent ones: the host's).
-    pub limits: LimitsSpec,
+    /// Its limits, checked and resolved when its document was read (absent call limits:
+    /// the host's).
+    pub limits: PolicyLimits,
     /// The configuration handed to the plugin (JSON text).
     pub config: Option<Arc<str>>,
     /// The file it came from; `None` for the default of a plugin without a policy.
@@ -71,7 +76,7 @@ impl Default for Policy {
         Policy {
             mode: Mode::DryRun,
             grants: Grants::unconfigured(),
-            limits: LimitsSpec::default(),
+            limits: PolicyLimits::default(),
             config: None,
             source: None,
             plugin_sha256: None,
@@ -85,10 +90,7 @@ impl Policy {
     pub fn trusted() -> Self {
         Policy {
             mode: Mode::Enforce,
-            limits: LimitsSpec {
-                writes_per_second: Some(f64::INFINITY),
-                ..LimitsSpec::default()
-            },
+            limits: PolicyLimits::unlimited_writes(),
             ..Policy::default()
         }
     }
@@ -113,10 +115,18 @@ impl Policy {
             field: "spec.rules.fields".into(),
             message: e.to_string(),
         })?;
+        // Checked with its line already when the document was parsed; checked here again
+        // for a document built otherwise.
+        let limits = PolicyLimits::resolve(&doc.spec.limits).map_err(|e| PolicyError::Field {
+            file: file.to_path_buf(),
+            line: None,
+            field: format!("spec.limits.{}", e.field),
+            message: e.message,
+        })?;
         Ok(Policy {
             mode: doc.spec.mode,
             grants,
-            limits: doc.spec.limits.clone(),
+            limits,
             config: doc.spec.config.as_ref().map(|c| c.to_string().into()),
             source: Some(file.to_path_buf()),
             plugin_sha256: doc.spec.plugin.pinned_sha256(),
@@ -130,27 +140,12 @@ impl Policy {
 
     /// The host's per-call limits with this policy's overrides.
     pub fn call_limits(&self, host: Limits) -> Limits {
-        let mut limits = host;
-        if let Some(mib) = self.limits.memory_mib {
-            limits.memory_bytes = mib << 20;
-        }
-        if let Some(ms) = self.limits.timeout_ms {
-            limits.timeout = Duration::from_millis(ms);
-        }
-        if let Some(n) = self.limits.max_actions {
-            limits.output.max_actions = n;
-        }
-        limits
+        self.limits.call_limits(host)
     }
 
     /// A fresh write budget as this policy sets it.
     pub fn write_budget(&self) -> WriteBudget {
-        WriteBudget::new(
-            self.limits
-                .writes_per_second
-                .unwrap_or(DEFAULT_WRITES_PER_SECOND),
-            self.limits.write_burst.unwrap_or(DEFAULT_WRITE_BURST),
-        )
+        self.limits.write_rate().budget()
     }
 }
 
@@ -182,7 +177,7 @@ spec:
         let l = p.call_limits(Limits::default());
         assert_eq!(
             (l.memory_bytes, l.timeout, l.output.max_actions),
-            (8 << 20, Duration::from_millis(200), 3)
+            (8 << 20, std::time::Duration::from_millis(200), 3)
         );
         assert_eq!(p.config.as_deref(), Some(r#"{"image":"x"}"#));
         assert_eq!(p.mode, Mode::DryRun);
