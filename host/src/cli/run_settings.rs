@@ -179,7 +179,8 @@ fn coordination(args: &RunArgs) -> Result<Option<CoordinationConfig>, SettingsEr
         Some(ns) => ns.clone(),
         None => pod_namespace().unwrap_or_else(|| "default".into()),
     };
-    check_identity(&lease_namespace).map_err(|r| name_error("lease-namespace", r))?;
+    crate::contract::names::dns_label("namespace", &lease_namespace)
+        .map_err(|r| name_error("lease-namespace", r))?;
     Ok(Some(CoordinationConfig {
         mode,
         lease_name: args.lease_name.clone(),
@@ -351,6 +352,10 @@ mod tests {
             ),
             (&["--leader-elect", "--identity", "Bad_Name"], "--identity"),
             (&["--sharding", "--lease-name", "a/b"], "--lease-name"),
+            (
+                &["--sharding", "--lease-namespace", "ops.team"],
+                "--lease-namespace",
+            ),
             (&["--allow-host", "http://dash.example.com"], "--allow-host"),
             (&["--allow-host", "dash.example.com:8080"], "--allow-host"),
             (

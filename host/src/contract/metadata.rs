@@ -3,17 +3,18 @@
 //! before anything uses it.
 
 use super::KindRef;
+use super::names::{self, is_dns_label, is_dns_subdomain};
 use super::text::shown_max;
 use serde::Serialize;
 
-/// The longest plugin name: a DNS label.
-pub const MAX_NAME_BYTES: usize = 63;
+/// The longest name a plugin may declare: a DNS-1123 label.
+pub const MAX_PLUGIN_NAME_BYTES: usize = names::MAX_LABEL;
 /// The longest plugin version.
 pub const MAX_VERSION_BYTES: usize = 128;
 /// The most kinds a plugin may declare it owns.
 pub const MAX_OWNED_KINDS: usize = 16;
 /// The longest apiVersion: a group (a DNS subdomain, 253) and a version (a DNS label, 63).
-pub const MAX_API_VERSION_BYTES: usize = 253 + 1 + 63;
+pub const MAX_API_VERSION_BYTES: usize = names::MAX_SUBDOMAIN + 1 + names::MAX_LABEL;
 /// The longest kind name (a DNS label once lower-cased, as for custom resources).
 pub const MAX_KIND_BYTES: usize = 63;
 
@@ -36,24 +37,11 @@ pub struct PluginMetadata {
     pub wants_previous: bool,
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
-}
-
 /// Whether `s` is an apiVersion: `version` or `group/version`.
 fn is_api_version(s: &str) -> bool {
     let version = |v: &str| {
         !v.is_empty()
-            && v.len() <= 63
+            && v.len() <= names::MAX_LABEL
             && v.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
     };
@@ -107,7 +95,7 @@ impl PluginMetadata {
         Self::check_owned_count(self.owns.len())?;
         if !is_dns_label(&self.name) {
             return Err(format!(
-                "plugin name {:?} ({} bytes) must be a DNS label: 1-{MAX_NAME_BYTES} characters of a-z, 0-9 and '-', starting and ending with a letter or digit",
+                "plugin name {:?} ({} bytes) must be a DNS label: 1-{MAX_PLUGIN_NAME_BYTES} characters of a-z, 0-9 and '-', starting and ending with a letter or digit",
                 shown_max(&self.name, SHOWN),
                 self.name.len()
             ));

@@ -14,8 +14,8 @@ pub(crate) mod validate;
 
 pub use action::{Action, EventType, LogLevel, PatchType};
 pub use metadata::{
-    MAX_API_VERSION_BYTES, MAX_KIND_BYTES, MAX_NAME_BYTES, MAX_OWNED_KINDS, MAX_VERSION_BYTES,
-    PluginMetadata,
+    MAX_API_VERSION_BYTES, MAX_KIND_BYTES, MAX_OWNED_KINDS, MAX_PLUGIN_NAME_BYTES,
+    MAX_VERSION_BYTES, PluginMetadata,
 };
 pub use object_ref::{KindRef, ObjectRef, Scope};
 pub use request::{Reason, ReconcileRequest};

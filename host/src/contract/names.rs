@@ -1,6 +1,11 @@
 //! Kubernetes' rules for the strings a plugin puts where the host builds a URL or a request
 //! from them: namespaces, names, generateName prefixes, subresources, apiVersions and kinds.
 //! Each check returns why a value is refused, with the value shown capped and escaped.
+//!
+//! This is the host's one DNS-name module: plugin and instance names, Lease names and
+//! namespaces are checked with [`is_dns_label`], [`label_fault`] and [`is_dns_subdomain`]
+//! too. A DNS-1123 label (a namespace, an instance name) is at most [`MAX_LABEL`] = 63
+//! bytes; a subdomain (an object name, an API group) at most [`MAX_SUBDOMAIN`] = 253.
 
 use super::text::shown;
 
@@ -28,15 +33,42 @@ fn lower_alnum(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
 
+/// What keeps a value from being a DNS-1123 label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelFault {
+    /// It is empty or longer than [`MAX_LABEL`] bytes.
+    Length,
+    /// It holds this character, which is not `a-z`, `0-9` or `-`.
+    Char(char),
+    /// It starts or ends with `-`.
+    Edge,
+}
+
+/// The first thing (length, then characters, then its ends) that keeps `value` from being a
+/// DNS-1123 label, or `None` when it is one.
+pub fn label_fault(value: &str) -> Option<LabelFault> {
+    if value.is_empty() || value.len() > MAX_LABEL {
+        return Some(LabelFault::Length);
+    }
+    if let Some(bad) = value.chars().find(|&c| !(lower_alnum(c) || c == '-')) {
+        return Some(LabelFault::Char(bad));
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        return Some(LabelFault::Edge);
+    }
+    None
+}
+
+/// Whether `value` is a DNS-1123 label: lowercase letters, digits and `-`, starting and ending
+/// with a letter or digit, at most 63 bytes.
+pub fn is_dns_label(value: &str) -> bool {
+    label_fault(value).is_none()
+}
+
 /// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or
 /// digit, at most 63 bytes.
 pub fn dns_label(what: &str, value: &str) -> Result<(), String> {
-    let ok = !value.is_empty()
-        && value.len() <= MAX_LABEL
-        && value.chars().all(|c| lower_alnum(c) || c == '-')
-        && value.starts_with(lower_alnum)
-        && value.ends_with(lower_alnum);
-    if ok {
+    if is_dns_label(value) {
         Ok(())
     } else {
         Err(format!(
@@ -46,7 +78,10 @@ pub fn dns_label(what: &str, value: &str) -> Result<(), String> {
     }
 }
 
-fn is_subdomain(value: &str) -> bool {
+/// Whether `value` is a DNS-1123 subdomain: dot-separated parts of lowercase letters, digits
+/// and `-`, each starting and ending with a letter or digit, at most 253 bytes in all (the
+/// API server's rule, which bounds the whole, not each part).
+pub fn is_dns_subdomain(value: &str) -> bool {
     !value.is_empty()
         && value.len() <= MAX_SUBDOMAIN
         && value.split('.').all(|part| {
@@ -59,7 +94,7 @@ fn is_subdomain(value: &str) -> bool {
 
 /// A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 bytes.
 pub fn dns_subdomain(what: &str, value: &str) -> Result<(), String> {
-    if is_subdomain(value) {
+    if is_dns_subdomain(value) {
         Ok(())
     } else {
         Err(format!(
@@ -84,7 +119,7 @@ fn is_path_segment_name(value: &str) -> bool {
 /// An object name of `group`/`kind`: a DNS-1123 subdomain, or for the RBAC kinds a
 /// path-segment name.
 pub fn object_name(group: &str, kind: &str, value: &str) -> Result<(), String> {
-    if is_subdomain(value) {
+    if is_dns_subdomain(value) {
         return Ok(());
     }
     let relaxed = PATH_SEGMENT_NAMED.contains(&(group, kind));
@@ -151,7 +186,7 @@ fn is_version(value: &str) -> bool {
 pub fn api_version(value: &str) -> Result<(), String> {
     let ok = match value.split_once('/') {
         None => is_version(value),
-        Some((group, version)) => is_subdomain(group) && is_version(version),
+        Some((group, version)) => is_dns_subdomain(group) && is_version(version),
     };
     if ok {
         Ok(())
@@ -243,6 +278,31 @@ mod tests {
         assert_eq!(generate_name("web-"), Ok(()));
         assert_eq!(generate_name("web."), Ok(()));
         assert!(generate_name(&"a".repeat(249)).is_err());
+    }
+
+    #[test]
+    fn labels_and_subdomains_at_their_caps() {
+        assert!(is_dns_label(&"a".repeat(MAX_LABEL)));
+        assert_eq!(
+            label_fault(&"a".repeat(MAX_LABEL + 1)),
+            Some(LabelFault::Length)
+        );
+        assert_eq!(label_fault(""), Some(LabelFault::Length));
+        assert_eq!(label_fault("a.b"), Some(LabelFault::Char('.')));
+        assert_eq!(label_fault("A"), Some(LabelFault::Char('A')));
+        assert_eq!(label_fault("-a"), Some(LabelFault::Edge));
+        assert_eq!(label_fault("a-"), Some(LabelFault::Edge));
+        let err = dns_label("namespace", &"a".repeat(MAX_LABEL + 1)).unwrap_err();
+        assert!(err.contains("at most 63"), "{err}");
+        let at_cap = format!("{}.{}", "a".repeat(126), "b".repeat(126));
+        assert_eq!(at_cap.len(), MAX_SUBDOMAIN);
+        assert!(is_dns_subdomain(&at_cap));
+        assert!(!is_dns_subdomain(&format!("{at_cap}c")));
+        let err = dns_subdomain("group", &format!("{at_cap}c")).unwrap_err();
+        assert!(err.contains("at most 253"), "{err}");
+        for bad in ["", ".", "a..b", "a.-b", "a-.b", "A.b", "a_b"] {
+            assert!(!is_dns_subdomain(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! always the operator's choice (the reloader takes it from the file name), never the name
 //! the plugin declares about itself.
 
+use crate::contract::names::{self, LabelFault};
 use crate::contract::text::shown_max;
 use crate::plugin::Plugin;
 use crate::policy::Policy;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 
 /// The longest instance name: a DNS-1123 label, as it becomes part of field managers,
 /// metrics labels and policy file names.
-pub const MAX_INSTANCE_NAME: usize = 63;
+pub const MAX_INSTANCE_NAME: usize = names::MAX_LABEL;
 
 /// A plugin as the controller runs it.
 #[derive(Debug, Clone)]
@@ -54,21 +55,16 @@ impl PluginInstance {
 pub fn validate_instance_name(name: &str) -> Result<(), String> {
     let rule = "an instance name must be a DNS-1123 label: 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit";
     let shown = shown_max(name, 2 * MAX_INSTANCE_NAME);
-    if name.is_empty() || name.len() > MAX_INSTANCE_NAME {
-        return Err(format!("{shown:?} is {} bytes long; {rule}", name.len()));
+    match names::label_fault(name) {
+        None => Ok(()),
+        Some(LabelFault::Length) => Err(format!("{shown:?} is {} bytes long; {rule}", name.len())),
+        Some(LabelFault::Char(bad)) => {
+            let mut buf = [0; 4];
+            let bad = shown_max(bad.encode_utf8(&mut buf), 4);
+            Err(format!("{shown:?} contains {bad:?}; {rule}"))
+        }
+        Some(LabelFault::Edge) => Err(format!("{shown:?} starts or ends with '-'; {rule}")),
     }
-    let bad = name
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'));
-    if let Some(bad) = bad {
-        let mut buf = [0; 4];
-        let bad = shown_max(bad.encode_utf8(&mut buf), 4);
-        return Err(format!("{shown:?} contains {bad:?}; {rule}"));
-    }
-    if name.starts_with('-') || name.ends_with('-') {
-        return Err(format!("{shown:?} starts or ends with '-'; {rule}"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! How replicas coordinate: the mode, the Lease they use, who this replica is, and the
 //! timings (client-go's names and defaults).
 
+use crate::contract::names;
 use std::time::Duration;
 
 /// How several replicas share the work.
@@ -83,20 +84,14 @@ pub const APPLIED_RING_ANNOTATION: &str = "kubeplug.dev/applied-ring";
 /// The longest identity accepted (a member Lease's name must stay within 253 characters).
 pub const MAX_IDENTITY_LEN: usize = 128;
 
-/// Checks that `identity` can be part of a Lease name: lowercase letters, digits, `-` and
-/// `.`, starting and ending with a letter or digit.
+/// Checks that `identity` can be part of a Lease name: a DNS-1123 subdomain (lowercase
+/// letters, digits, `-` and `.`, each part starting and ending with a letter or digit) of at
+/// most [`MAX_IDENTITY_LEN`] bytes.
 pub fn check_identity(identity: &str) -> Result<(), String> {
-    let ok = !identity.is_empty()
-        && identity.len() <= MAX_IDENTITY_LEN
-        && identity
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && identity.as_bytes()[0].is_ascii_alphanumeric()
-        && identity.as_bytes()[identity.len() - 1].is_ascii_alphanumeric();
-    match ok {
+    match identity.len() <= MAX_IDENTITY_LEN && names::is_dns_subdomain(identity) {
         true => Ok(()),
         false => Err(format!(
-            "{:?}: must be 1 to {MAX_IDENTITY_LEN} lowercase letters, digits, '-' or '.', starting and ending with a letter or digit",
+            "{:?}: must be a DNS-1123 subdomain of 1 to {MAX_IDENTITY_LEN} lowercase letters, digits, '-' or '.', each part starting and ending with a letter or digit",
             crate::contract::text::shown_max(identity, 64)
         )),
     }
@@ -114,8 +109,16 @@ pub fn default_identity(hostname: &str) -> String {
         })
         .take(MAX_IDENTITY_LEN - 9)
         .collect();
-    let base = base.trim_matches(|c| c == '-' || c == '.');
-    let base = if base.is_empty() { "kubeplug" } else { base };
+    // Each dot-separated part must start and end with a letter or digit.
+    let parts: Vec<&str> = base
+        .split('.')
+        .map(|part| part.trim_matches('-'))
+        .filter(|part| !part.is_empty())
+        .collect();
+    let base = match parts.join(".") {
+        joined if joined.is_empty() => "kubeplug".to_string(),
+        joined => joined,
+    };
     let mut seed = [0u8; 4];
     getrandom_fill(&mut seed);
     let suffix: String = seed.iter().map(|b| format!("{b:02x}")).collect();
@@ -161,13 +164,26 @@ mod tests {
     #[test]
     fn identities_fit_lease_names() {
         check_identity("kubeplug-7d9f-abc").unwrap();
-        for bad in ["", "Upper", "a_b", "-a", "a/b", &"x".repeat(200)] {
+        for bad in [
+            "",
+            "Upper",
+            "a_b",
+            "-a",
+            "a/b",
+            "a..b",
+            "a-.b",
+            &"x".repeat(MAX_IDENTITY_LEN + 1),
+        ] {
             assert!(check_identity(bad).is_err(), "{bad}");
         }
+        check_identity(&"x".repeat(MAX_IDENTITY_LEN)).unwrap();
         let id = default_identity("My_Host.example");
         check_identity(&id).unwrap();
         assert!(id.starts_with("my-host.example-"), "{id}");
         assert_ne!(default_identity("h"), default_identity("h"));
         check_identity(&default_identity("___")).unwrap();
+        let odd = default_identity("a-.-b..c-");
+        check_identity(&odd).unwrap();
+        assert!(odd.starts_with("a.b.c-"), "{odd}");
     }
 }

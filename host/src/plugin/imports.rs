@@ -12,10 +12,10 @@ use crate::contract::{KindRef, LogLevel};
 use crate::contract::{MAX_API_VERSION_BYTES, MAX_KIND_BYTES};
 use std::time::Instant;
 
-/// The longest namespace a read may name (a DNS label).
-pub const MAX_NAMESPACE_BYTES: usize = 63;
-/// The longest object name a read may name (a DNS subdomain).
-pub const MAX_NAME_BYTES: usize = 253;
+/// The longest namespace a read may name (a DNS-1123 label).
+pub const MAX_NAMESPACE_BYTES: usize = crate::contract::names::MAX_LABEL;
+/// The longest object name a read may name (a DNS-1123 subdomain).
+pub const MAX_OBJECT_NAME_BYTES: usize = crate::contract::names::MAX_SUBDOMAIN;
 
 /// The error an import fails with (trapping the guest) when the call's deadline has passed:
 /// the call is reported as a timeout.
@@ -44,7 +44,7 @@ pub(crate) fn check_read_args(
     too_long("apiVersion", &kind.api_version, MAX_API_VERSION_BYTES)?;
     too_long("kind", &kind.kind, MAX_KIND_BYTES)?;
     too_long("namespace", namespace.unwrap_or(""), MAX_NAMESPACE_BYTES)?;
-    too_long("name", name.unwrap_or(""), MAX_NAME_BYTES)?;
+    too_long("name", name.unwrap_or(""), MAX_OBJECT_NAME_BYTES)?;
     too_long("label selector", selector.unwrap_or(""), MAX_SELECTOR_BYTES)
 }
 

@@ -35,7 +35,7 @@ mod wit;
 pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
 pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError, WasmError};
-pub use imports::{MAX_NAME_BYTES, MAX_NAMESPACE_BYTES};
+pub use imports::{MAX_NAMESPACE_BYTES, MAX_OBJECT_NAME_BYTES};
 pub use limits::{
     CallBound, CallLimitOverrides, CallLimits, DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS, LimitError,
     Limits, MAX_ACTIONS, MAX_MEMORY_MIB, MAX_TIMEOUT_MS,
