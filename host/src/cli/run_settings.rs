@@ -6,7 +6,8 @@ use super::run::RunArgs;
 use crate::app::HostConfig;
 use crate::controller::ControllerConfig;
 use crate::coordination::{
-    CoordinationConfig, LeaseTimings, Mode, check_identity, default_identity,
+    CoordinationConfig, LeaseTimings, Mode, check_identity, check_member_lease_name,
+    default_identity,
 };
 use crate::plugin::Limits;
 use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
@@ -175,6 +176,11 @@ fn coordination(args: &RunArgs) -> Result<Option<CoordinationConfig>, SettingsEr
         }
         None => default_identity(&hostname()),
     };
+    // A sharding member's Lease is named `<lease-name>-<identity>`: it must fit a name too.
+    if mode == Mode::Sharding {
+        let member = format!("{}-{identity}", args.lease_name);
+        check_member_lease_name(&member).map_err(|r| name_error("identity", r))?;
+    }
     let lease_namespace = match &args.lease_namespace {
         Some(ns) => ns.clone(),
         None => pod_namespace().unwrap_or_else(|| "default".into()),
@@ -322,6 +328,13 @@ mod tests {
             "--sharding",
         ]);
         assert!(cli.is_err(), "the two modes exclude each other");
+        // Each part fits alone, the member Lease name they make does not.
+        let long = "a".repeat(128);
+        let err = parse(&["--sharding", "--lease-name", &long, "--identity", &long])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("257 bytes"), "{err}");
+        parse(&["--leader-elect", "--lease-name", &long, "--identity", &long]).unwrap();
     }
 
     #[test]

@@ -97,6 +97,19 @@ pub fn check_identity(identity: &str) -> Result<(), String> {
     }
 }
 
+/// Checks that a sharding member's Lease name (`<lease-name>-<identity>`) is a name the API
+/// server accepts: each part may be up to [`MAX_IDENTITY_LEN`] bytes, their sum not.
+pub fn check_member_lease_name(name: &str) -> Result<(), String> {
+    match names::is_dns_subdomain(name) {
+        true => Ok(()),
+        false => Err(format!(
+            "the member Lease name {:?} ({} bytes) must be a DNS-1123 subdomain of at most 253 bytes: shorten --lease-name or --identity",
+            crate::contract::text::shown_max(name, 64),
+            name.len()
+        )),
+    }
+}
+
 /// The default identity: the hostname (a pod's name), lowercased, plus a random suffix so
 /// a restarted process never mistakes the previous one's Lease for its own.
 pub fn default_identity(hostname: &str) -> String {

@@ -16,7 +16,7 @@ mod store;
 
 pub use config::{
     APPLIED_RING_ANNOTATION, CoordinationConfig, LeaseTimings, Mode, RING_LABEL, check_identity,
-    default_identity,
+    check_member_lease_name, default_identity,
 };
 pub use election::{Attempt, Elector, WallClock, system_clock};
 pub use gate::{Gate, GateView, Pass, Scope, ShardView, Stamp};
