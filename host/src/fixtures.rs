@@ -1,8 +1,8 @@
 //! Objects from manifest files, readable by plugins through the `get`/`list` imports: what
 //! `kubeplug eval --cache DIR` gives a plugin instead of the live cluster cache.
 
-use crate::cluster::selector::LabelSelector;
 use crate::contract::KindRef;
+use crate::contract::selector::LabelSelector;
 use crate::manifest::{self, ManifestError};
 use crate::plugin::ObjectSource;
 use serde_json::Value;
@@ -47,7 +47,7 @@ impl FixtureObjects {
 
     /// Adds one object (managedFields stripped).
     pub fn insert(&mut self, mut object: Value) {
-        manifest::strip_managed_fields(&mut object);
+        crate::cluster::strip_managed_fields(&mut object);
         let s = |p: &str| {
             object
                 .pointer(p)

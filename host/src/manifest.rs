@@ -85,14 +85,6 @@ pub fn read_file(path: &Path) -> Result<Vec<Value>, ManifestError> {
     parse_documents(&text, &origin)
 }
 
-/// Removes `metadata.managedFields`: bookkeeping of server-side apply that controllers do
-/// not need and that often makes up half of an object's size.
-pub fn strip_managed_fields(object: &mut Value) {
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,13 +117,6 @@ mod tests {
             err.to_string(),
             "x.yaml: document 2 is not an object with apiVersion, kind and metadata.name"
         );
-    }
-
-    #[test]
-    fn strips_managed_fields_only() {
-        let mut o = serde_json::json!({"metadata": {"name": "a", "managedFields": [{}]}});
-        strip_managed_fields(&mut o);
-        assert_eq!(o, serde_json::json!({"metadata": {"name": "a"}}));
     }
 }
 

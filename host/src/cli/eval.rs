@@ -59,7 +59,7 @@ fn read_object(path: &Path) -> anyhow::Result<Value> {
         );
     }
     let mut object = docs.remove(0);
-    manifest::strip_managed_fields(&mut object);
+    crate::cluster::strip_managed_fields(&mut object);
     Ok(object)
 }
 

@@ -6,8 +6,8 @@
 //! only read. A relist replaces the whole content under one lock, so a reader sees the old
 //! list or the new one, never half of each.
 
-use crate::cluster::selector::LabelSelector;
 use crate::contract::KindRef;
+use crate::contract::selector::LabelSelector;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, RwLock};
@@ -70,7 +70,7 @@ impl CachedObject {
     pub fn from_object(object: &kube::api::DynamicObject) -> Self {
         let meta = &object.metadata;
         let mut value = serde_json::to_value(object).unwrap_or_default();
-        crate::manifest::strip_managed_fields(&mut value);
+        strip_managed_fields(&mut value);
         let controller = meta
             .owner_references
             .iter()
@@ -282,6 +282,17 @@ impl KindCache {
     }
 }
 
+/// Removes `metadata.managedFields`: bookkeeping of server-side apply that controllers do
+/// not need and that often makes up half of an object's size.
+pub fn strip_managed_fields(object: &mut serde_json::Value) {
+    if let Some(meta) = object
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        meta.remove("managedFields");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +400,12 @@ mod tests {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(watcher.join().expect("no torn relist seen") >= 100);
+    }
+
+    #[test]
+    fn strips_managed_fields_only() {
+        let mut o = serde_json::json!({"metadata": {"name": "a", "managedFields": [{}]}});
+        strip_managed_fields(&mut o);
+        assert_eq!(o, serde_json::json!({"metadata": {"name": "a"}}));
     }
 }

@@ -6,31 +6,34 @@
 //! remembering what the call read and at which resourceVersion: its writes to those objects
 //! are fenced with the versions it saw.
 
-use super::selector::LabelSelector;
 use super::{CachedObject, KindCache, ObjKey};
+use crate::contract::ObjectSource;
+use crate::contract::selector::LabelSelector;
 use crate::contract::text::shown_max;
 use crate::contract::{KindRef, ObjectRef};
-use crate::plugin::ObjectSource;
-use crate::policy::Namespaces;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+
+/// Which namespaces' objects may be read (`None`: cluster-scoped objects); the policy's
+/// namespace grant, given by whoever scopes the access, so the caches need not know policies.
+pub type NamespaceFilter = Arc<dyn Fn(Option<&str>) -> bool + Send + Sync>;
 
 /// Read access to some kinds' caches.
 pub struct CacheObjects {
     caches: HashMap<KindRef, Arc<KindCache>>,
-    namespaces: Namespaces,
+    namespaces: NamespaceFilter,
 }
 
 impl CacheObjects {
     /// Access to exactly these caches, in every namespace.
     pub fn new(caches: impl IntoIterator<Item = Arc<KindCache>>) -> Self {
-        Self::scoped(caches, Namespaces::All)
+        Self::scoped(caches, Arc::new(|_| true))
     }
 
-    /// Access to these caches, only to objects in `namespaces`.
+    /// Access to these caches, only to objects in the namespaces `namespaces` allows.
     pub fn scoped(
         caches: impl IntoIterator<Item = Arc<KindCache>>,
-        namespaces: Namespaces,
+        namespaces: NamespaceFilter,
     ) -> Self {
         CacheObjects {
             caches: caches.into_iter().map(|c| (c.kind().clone(), c)).collect(),
@@ -38,9 +41,13 @@ impl CacheObjects {
         }
     }
 
+    fn allows(&self, namespace: Option<&str>) -> bool {
+        (self.namespaces)(namespace)
+    }
+
     fn check_namespace(&self, namespace: Option<&str>) -> Result<(), String> {
         match namespace {
-            Some(ns) if !self.namespaces.allows(Some(ns)) => Err(format!(
+            Some(ns) if !self.allows(Some(ns)) => Err(format!(
                 "namespace {} is not granted to this plugin",
                 shown_max(ns, 64)
             )),
@@ -66,7 +73,7 @@ impl CacheObjects {
     ) -> Result<Option<Arc<CachedObject>>, String> {
         let cache = self.cache(kind)?;
         self.check_namespace(namespace)?;
-        if !self.namespaces.allows(namespace) {
+        if !self.allows(namespace) {
             return Ok(None);
         }
         Ok(cache.get(&ObjKey::new(namespace, name)))
@@ -84,7 +91,7 @@ impl CacheObjects {
         let cache = self.cache(kind)?;
         self.check_namespace(namespace)?;
         let mut items = cache.list(namespace, &selector);
-        items.retain(|o| self.namespaces.allows(o.key.namespace.as_deref()));
+        items.retain(|o| self.allows(o.key.namespace.as_deref()));
         Ok(items)
     }
 }

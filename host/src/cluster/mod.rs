@@ -6,12 +6,14 @@ pub mod cache;
 mod cache_objects;
 pub mod connect;
 pub mod kinds;
-pub mod selector;
 pub mod watch;
 mod watches;
 
-pub use cache::{CacheWriter, CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef};
-pub use cache_objects::{CacheObjects, CallObjects};
+pub use cache::{
+    CacheWriter, CachedObject, Change, ChangeType, KindCache, ObjKey, OwnerRef,
+    strip_managed_fields,
+};
+pub use cache_objects::{CacheObjects, CallObjects, NamespaceFilter};
 pub use connect::{ClusterArgs, connect, connect_as};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use watch::{WatchHandle, spawn_watch};

@@ -8,7 +8,9 @@ mod frozen;
 mod metadata;
 pub mod names;
 mod object_ref;
+mod objects;
 mod request;
+pub mod selector;
 pub mod text;
 pub(crate) mod validate;
 
@@ -18,6 +20,7 @@ pub use metadata::{
     MAX_VERSION_BYTES, PluginMetadata,
 };
 pub use object_ref::{KindRef, ObjectRef, Scope};
+pub use objects::{NoObjects, ObjectSource};
 pub use request::{Reason, ReconcileRequest};
 pub use validate::{OutputLimits, OutputViolation, validate_actions};
 

@@ -6,10 +6,10 @@
 
 use super::error::CallError;
 use super::limits::Limits;
-use super::objects::ObjectSource;
 use super::sandbox::{CallIdentity, PluginLog, SandboxState};
 use super::trap;
 use super::wit::{ContractInstance, ContractPre};
+use crate::contract::ObjectSource;
 use crate::contract::text::shown_max;
 use crate::contract::{Action, OutputLimits, PluginMetadata, ReconcileRequest};
 use std::sync::Arc;
@@ -229,7 +229,7 @@ fn settle<R>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::objects::NoObjects;
+    use crate::contract::NoObjects;
     use crate::plugin::test_support::{ctx_ms, hostile, hostile_meta, request, runtime};
 
     /// What each hostile mode must be classified as.

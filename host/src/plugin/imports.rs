@@ -6,7 +6,7 @@
 //! hold the call past it), and bounds the bytes the reads return per call.
 
 use super::sandbox::{LogSource, SandboxState};
-use crate::cluster::selector::MAX_SELECTOR_BYTES;
+use crate::contract::selector::MAX_SELECTOR_BYTES;
 use crate::contract::text::shown_max;
 use crate::contract::{KindRef, LogLevel};
 use crate::contract::{MAX_API_VERSION_BYTES, MAX_KIND_BYTES};
@@ -156,9 +156,9 @@ impl SandboxState {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::contract::ObjectSource;
     use crate::plugin::limits::Limits;
     use crate::plugin::log_gate::{LogRate, LogRateConfig};
-    use crate::plugin::objects::ObjectSource;
     use crate::plugin::sandbox::CallIdentity;
     use std::sync::Arc;
     use std::time::Duration;

@@ -21,7 +21,6 @@ mod imports;
 mod limits;
 mod loaded;
 mod log_gate;
-mod objects;
 mod output;
 mod reply;
 mod sandbox;
@@ -32,6 +31,9 @@ mod trap;
 mod warm;
 mod wit;
 
+/// Where the `get` and `list` imports read (defined with the contract, so the caches need
+/// not know the runtime).
+pub use crate::contract::{NoObjects, ObjectSource};
 pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
 pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError, WasmError};
@@ -42,7 +44,6 @@ pub use limits::{
 };
 pub use loaded::{CallContext, CallReport, Plugin};
 pub use log_gate::{LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
-pub use objects::{NoObjects, ObjectSource};
 pub use reply::MAX_ERROR_BYTES;
 pub use sandbox::{LogSource, PluginLog};
 pub use warm::WarmInstance;

@@ -4,9 +4,9 @@
 
 use super::limits::Limits;
 use super::log_gate::{LogGate, LogRate, cap_line};
-use super::objects::ObjectSource;
 use super::output::CapturedOutput;
 use crate::contract::LogLevel;
+use crate::contract::ObjectSource;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 use super::engine::{PluginRuntime, RuntimeConfig};
 use super::limits::Limits;
 use super::loaded::{CallContext, Plugin};
-use super::objects::NoObjects;
+use crate::contract::NoObjects;
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -3,7 +3,6 @@
 
 use super::document::{NamespacesSpec, PolicySpec, Verb};
 use super::paths::FieldPattern;
-use crate::cluster::{KindCache, ObjKey};
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -27,6 +26,13 @@ pub enum Namespaces {
     },
 }
 
+/// Where a namespace's labels are looked up: the host's `v1 Namespace` cache, seen through
+/// this trait so that policies need not know the caches.
+pub trait NamespaceLabels: Send + Sync {
+    /// Whether `namespace` exists and carries every label of `match_labels`.
+    fn has_labels(&self, namespace: &str, match_labels: &BTreeMap<String, String>) -> bool;
+}
+
 /// Namespaces whose labels match, looked up in the host's Namespace cache. A policy read
 /// from a file has no cache yet (and matches nothing by labels: `kubeplug eval` has no
 /// cluster); the controller binds a copy to its Namespace cache when it builds the plugin's
@@ -34,7 +40,7 @@ pub enum Namespaces {
 /// is complete and never changes after it is built.
 pub struct NamespaceSelector {
     match_labels: BTreeMap<String, String>,
-    namespaces: Option<Arc<KindCache>>,
+    namespaces: Option<Arc<dyn NamespaceLabels>>,
 }
 
 impl fmt::Debug for NamespaceSelector {
@@ -56,7 +62,7 @@ impl NamespaceSelector {
     }
 
     /// The same selector looking labels up in `namespaces` (the cache of `v1 Namespace`).
-    pub fn bound(&self, namespaces: Arc<KindCache>) -> Self {
+    pub fn bound(&self, namespaces: Arc<dyn NamespaceLabels>) -> Self {
         NamespaceSelector {
             match_labels: self.match_labels.clone(),
             namespaces: Some(namespaces),
@@ -64,14 +70,9 @@ impl NamespaceSelector {
     }
 
     fn matches(&self, namespace: &str) -> bool {
-        let Some(cache) = &self.namespaces else {
-            return false;
-        };
-        cache.get(&ObjKey::new(None, namespace)).is_some_and(|ns| {
-            self.match_labels
-                .iter()
-                .all(|(k, v)| ns.labels.get(k) == Some(v))
-        })
+        self.namespaces
+            .as_ref()
+            .is_some_and(|labels| labels.has_labels(namespace, &self.match_labels))
     }
 }
 
@@ -101,7 +102,7 @@ impl Namespaces {
     }
 
     /// The same grant with its label selector (if any) bound to `namespaces`.
-    pub fn bound(&self, namespaces: Arc<KindCache>) -> Self {
+    pub fn bound(&self, namespaces: Arc<dyn NamespaceLabels>) -> Self {
         match self {
             Namespaces::Only {
                 names,
@@ -290,19 +291,18 @@ mod tests {
             !grant.allows(Some("team-a")),
             "bound to no cache: nothing matches by labels"
         );
-        let mut cache = crate::cluster::CacheWriter::new(KindRef::new("v1", "Namespace"));
-        let ns = |name: &str, tenant: &str| {
-            let object: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-                "apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": name, "labels": {"tenant": tenant}}
-            }))
-            .unwrap();
-            crate::cluster::CachedObject::from_object(&object)
-        };
-        cache.upsert(ns("team-a", "a"));
-        cache.upsert(ns("team-b", "b"));
+        /// Namespaces and their `tenant` label, as the Namespace cache would hold them.
+        struct Tenants(BTreeMap<&'static str, &'static str>);
+        impl NamespaceLabels for Tenants {
+            fn has_labels(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+                self.0
+                    .get(namespace)
+                    .is_some_and(|tenant| labels.iter().all(|(k, v)| k == "tenant" && v == tenant))
+            }
+        }
+        let cache = Tenants(BTreeMap::from([("team-a", "a"), ("team-b", "b")]));
         let unbound = grant;
-        let grant = unbound.bound(cache.reader());
+        let grant = unbound.bound(Arc::new(cache));
         assert!(!unbound.allows(Some("team-a")), "binding makes a copy");
         assert!(grant.allows(Some("team-a")));
         assert!(!grant.allows(Some("team-b")));

@@ -30,7 +30,7 @@ pub use document::{
     API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
     PluginSpec, PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,
 };
-pub use grants::{Grants, NamespaceSelector, Namespaces, Rule, Rules};
+pub use grants::{Grants, NamespaceLabels, NamespaceSelector, Namespaces, Rule, Rules};
 pub use limits::{LimitsFieldError, PolicyLimits};
 pub use paths::{
     FieldPath, FieldPattern, PathError, apply_paths, create_paths, json_patch_paths,
@@ -62,7 +62,7 @@ pub struct Policy {
 impl Policy {
     /// This policy with its namespace label selector (if any) looking labels up in
     /// `namespaces`, the host's `v1 Namespace` cache: what the controller runs.
-    pub fn bind_namespaces(&self, namespaces: Arc<crate::cluster::KindCache>) -> Policy {
+    pub fn bind_namespaces(&self, namespaces: Arc<dyn NamespaceLabels>) -> Policy {
         let mut bound = self.clone();
         bound.grants.namespaces = self.grants.namespaces.bound(namespaces);
         bound

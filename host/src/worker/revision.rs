@@ -7,7 +7,8 @@ use crate::cluster::{CacheObjects, KindCache, ObjKey, Watches};
 use crate::contract::KindRef;
 use crate::controller::{ControllerError, PluginInstance, validate_instance_name};
 use crate::plugin::{CallContext, Limits, Plugin};
-use crate::policy::{PluginIdentity, Policy, WriteBudget};
+use crate::policy::{NamespaceLabels, PluginIdentity, Policy, WriteBudget};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What one revision of a running plugin runs with.
@@ -78,12 +79,13 @@ impl Revision {
         }
         // Owned kinds are watched to route a child's change to its owner's key; the plugin
         // reads only what it reconciles and what its policy grants.
+        let namespaces = policy.grants.namespaces.clone();
         let objects = Arc::new(CacheObjects::scoped(
             caches
                 .iter()
                 .filter(|c| readable.contains(c.kind()))
                 .cloned(),
-            policy.grants.namespaces.clone(),
+            Arc::new(move |namespace| namespaces.allows(namespace)),
         ));
         let ctx = CallContext::new(policy.call_limits(host_limits), objects.clone())
             .for_instance(&instance.name);
@@ -178,4 +180,46 @@ fn policy_name(instance: &PluginInstance) -> String {
 
 fn namespace_kind() -> KindRef {
     KindRef::new("v1", "Namespace")
+}
+
+/// A policy's namespace label selector looks labels up in the `v1 Namespace` cache.
+impl NamespaceLabels for KindCache {
+    fn has_labels(&self, namespace: &str, match_labels: &BTreeMap<String, String>) -> bool {
+        self.get(&ObjKey::new(None, namespace)).is_some_and(|ns| {
+            match_labels
+                .iter()
+                .all(|(k, v)| ns.labels.get(k) == Some(v))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{CacheWriter, CachedObject};
+
+    #[test]
+    fn namespace_labels_follow_the_namespace_cache() {
+        let mut cache = CacheWriter::new(namespace_kind());
+        let ns = |name: &str, tenant: &str| {
+            let object: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "resourceVersion": tenant,
+                             "labels": {"tenant": tenant, "team": name}}
+            }))
+            .unwrap();
+            CachedObject::from_object(&object)
+        };
+        let reader = cache.reader();
+        let tenant_a = BTreeMap::from([("tenant".to_string(), "a".to_string())]);
+        assert!(!reader.has_labels("team-a", &tenant_a), "not cached yet");
+        cache.upsert(ns("team-a", "a"));
+        cache.upsert(ns("team-b", "b"));
+        assert!(reader.has_labels("team-a", &tenant_a));
+        assert!(reader.has_labels("team-a", &BTreeMap::new()));
+        assert!(!reader.has_labels("team-b", &tenant_a));
+        assert!(!reader.has_labels("unknown", &BTreeMap::new()));
+        cache.upsert(ns("team-a", "c"));
+        assert!(!reader.has_labels("team-a", &tenant_a), "relabelled");
+    }
 }

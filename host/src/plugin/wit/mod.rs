@@ -162,6 +162,7 @@ impl ContractInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::NoObjects;
     use crate::contract::SUPPORTED_VERSIONS;
     use crate::plugin::call::{self, Metadata};
     use crate::plugin::contract_version;
@@ -169,7 +170,6 @@ mod tests {
     use crate::plugin::error::LoadError;
     use crate::plugin::limits::Limits;
     use crate::plugin::log_gate::{LogRate, LogRateConfig};
-    use crate::plugin::objects::NoObjects;
     use crate::plugin::sandbox::CallIdentity;
     use crate::plugin::test_support::test_plugin;
     use std::sync::Arc;
