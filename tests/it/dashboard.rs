@@ -8,7 +8,7 @@
 //! (no Debian packages) the test says so and skips. Without a browser, the policy itself is
 //! checked as the server sends it.
 
-mod common;
+use crate::common;
 
 use common::host_process::HostProcess;
 use common::plugin;

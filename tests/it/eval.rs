@@ -1,6 +1,6 @@
 //! `kubeplug eval` end to end: the real binary, the built plugins, fixture manifests.
 
-mod common;
+use crate::common;
 
 use common::{fixture, plugin, test_plugin};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! client that never reads while 100,000 records flow; clients that never read are
 //! disconnected after the send timeout, over SSE as over WebSocket).
 
-mod common;
+use crate::common;
 
 use common::host_process::HostProcess;
 use common::{plugin, test_plugin};
