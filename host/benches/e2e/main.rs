@@ -15,10 +15,13 @@
 //! 5. ten controllers on `KUBEPLUG_E2E_TEN_OBJECTS` (default 1,000): one kubeplug with ten
 //!    copies of the plugin against ten kube-rs processes: RSS and CPU summed, list and watch
 //!    requests the API server saw;
-//! 6. RSS per extra loaded plugin: kubeplug with 100 copies against one, on 10 objects.
+//! 6. RSS per extra loaded plugin: kubeplug with 100 copies against one, on 10 objects;
+//! 7. write conflicts: the controller's Deployment writes of phases 1 and 3 that the API
+//!    server refused with 409 Conflict, per 10,000 writes (kubeplug fences each write with
+//!    the resourceVersion the plugin decided on; kube-rs's patches carry none).
 //!
 //! It ends with `e2e: throughput X x kube-rs, memory Y x ten kube-rs controllers, p99 Z ms,
-//! noop N/s`. `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs. Run with
+//! noop N/s, conflicts C per 10,000 writes`. `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs. Run with
 //! `cargo bench -p kubeplug --bench e2e` after `make plugins`.
 
 mod baseline;
@@ -245,6 +248,39 @@ struct Single {
     loaded: Vec<Duration>,
     load_rate: f64,
     noop_rate: f64,
+    writes: Writes,
+}
+
+/// The controller's Deployment writes in the request log, and those refused with 409.
+#[derive(Default)]
+struct Writes {
+    sent: usize,
+    conflicts: usize,
+}
+
+impl Writes {
+    /// Counts the writes of every record but the bench's own.
+    fn of(records: &[serde_json::Value]) -> Writes {
+        let mut writes = Writes::default();
+        for r in records {
+            let write = matches!(
+                r["verb"].as_str(),
+                Some("patch" | "update" | "create" | "delete")
+            );
+            if write && r["resource"] == "deployments" && r["userAgent"] != harness::BENCH_AGENT {
+                writes.sent += 1;
+                if r["status"] == 409 {
+                    writes.conflicts += 1;
+                }
+            }
+        }
+        writes
+    }
+
+    /// Conflicts per 10,000 writes.
+    fn per_10k(&self) -> f64 {
+        self.conflicts as f64 * 10_000.0 / self.sent.max(1) as f64
+    }
 }
 
 fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
@@ -276,6 +312,15 @@ fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
         harness::percentile_ms(&loaded, 0.5),
         harness::percentile_ms(&loaded, 0.99),
     );
+    // Every write of the phases above, from the whole log (a 100,000-record ring: enough for
+    // the default 10,000 objects).
+    let writes = Writes::of(&sim.log_from_start().next());
+    println!(
+        "{who:?}: {} Deployment writes, {} refused with 409 Conflict ({:.1} per 10,000 writes)",
+        writes.sent,
+        writes.conflicts,
+        writes.per_10k()
+    );
     drop(controller);
     let noop_rate = noop_rate(dir, &sim, n, who);
     println!("{who:?}: {noop_rate:.0} no-op reconciles/s");
@@ -291,6 +336,7 @@ fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
         loaded,
         load_rate,
         noop_rate,
+        writes,
     }
 }
 
@@ -577,6 +623,12 @@ fn report(
         "",
     );
     row(
+        "conflicts (409) per 10,000 writes",
+        kp.writes.per_10k(),
+        kr.map(|s| s.writes.per_10k()),
+        "",
+    );
+    row(
         "no-op reconciles per second",
         kp.noop_rate,
         kr.map(|s| s.noop_rate),
@@ -663,10 +715,13 @@ fn report(
     );
     let ratio = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
     println!(
-        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s",
+        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s, conflicts {:.1} per 10,000 writes ({} of {})",
         ratio(kr.map(|s| s.wall.as_secs_f64() / kp.wall.as_secs_f64())),
         ratio(kr10.map(|t| kp10.rss_mib / t.rss_mib)),
         harness::percentile_ms(&kp.idle, 0.99),
-        kp.noop_rate
+        kp.noop_rate,
+        kp.writes.per_10k(),
+        kp.writes.conflicts,
+        kp.writes.sent
     );
 }
