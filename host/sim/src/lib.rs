@@ -11,10 +11,10 @@
 //!
 //! It is a product of its own, not a test double: `kubeplug sim` serves it, `kubeplug run
 //! --embedded` and the demo start it in-process, and the integration tests run against it.
-//! It is its own crate so that it builds, tests and benchmarks on its own. Dependencies point
-//! one way, host → sim: what both sides use and what belongs to the Kubernetes API, the
-//! label selector syntax ([`selector`]) and the patch types ([`PatchType`]), is defined here
-//! and re-exported by the host; this crate never depends on `kubeplug`.
+//! It is its own crate so that it builds, tests and benchmarks on its own, and the host's
+//! library builds without it. What both sides use and what belongs to the Kubernetes API,
+//! the label selector syntax ([`selector`]), the patch types ([`PatchType`]) and DNS names,
+//! lives in the crate below both, `kubeplug_vocab`; this crate never depends on `kubeplug`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kubeplug_sim::SimError> {
@@ -44,7 +44,6 @@ mod pod_status;
 mod protobuf;
 pub mod request_log;
 mod scale;
-pub mod selector;
 pub mod selectors;
 mod server;
 mod server_side_apply;
@@ -58,6 +57,7 @@ mod watch;
 pub use errors::ApiError;
 pub use faults::{ErrorFault, FaultRequest, FaultState, Faults, HoldFault};
 pub use kinds::{Registry, ResourceKind};
+pub use kubeplug_vocab::selector;
 pub use load::LoadError;
 pub use patch::PatchType;
 pub use request_log::{RequestLog, RequestRecord};

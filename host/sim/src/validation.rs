@@ -130,13 +130,7 @@ pub(super) fn set_defaults(kind: &ResourceKind, object: &mut Value) {
     }
 }
 
-/// RFC 1123 subdomain check of object names.
+/// RFC 1123 subdomain check of object names, the host's own rule.
 pub(super) fn valid_name(name: &str) -> bool {
-    name.len() <= 253
-        && !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+    kubeplug_vocab::names::is_dns_subdomain(name)
 }

@@ -9,6 +9,12 @@ pub mod sim;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// What `kubeplug sim` and `kubeplug run --embedded` say in a build without the embedded API
+/// server (the `embedded` feature, on by default).
+#[cfg(not(feature = "embedded"))]
+const NOT_EMBEDDED: &str =
+    "this kubeplug was built without the embedded API server (cargo feature `embedded`)";
+
 /// kubeplug: many small Kubernetes controllers as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
 #[command(name = "kubeplug", version, about)]

@@ -151,31 +151,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .map_or(config.controller.instance.as_str(), |c| c.identity.as_str())
     );
     let mut signals = ShutdownSignals::install()?;
-    let (client, _sim) = if args.embedded {
-        let sim = SAMPLE_CUSTOM_RESOURCES
-            .iter()
-            .fold(kubeplug_sim::Sim::builder(), |b, m| b.manifest(*m))
-            .port(args.embedded_port)
-            .auto_create_namespaces(true)
-            .manifest(SAMPLE_MANIFESTS)
-            .start()
-            .await
-            .context("cannot start the embedded API server")?;
-        sim.write_kubeconfig(&args.kubeconfig_out)?;
-        let kc = args.kubeconfig_out.display();
-        eprintln!("embedded API server at {} — try:", sim.url());
-        eprintln!("  kubectl --kubeconfig {kc} get deployments -A");
-        eprintln!("  kubectl --kubeconfig {kc} -n demo scale deploy web --replicas=3");
-        eprintln!("  kubectl --kubeconfig {kc} -n demo set image deploy/web app=alpine");
-        eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get foos,deployments");
-        eprintln!(
-            "  kubectl --kubeconfig {kc} -n crd-demo patch foo example-foo --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'"
-        );
-        eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get customclusters,pods");
-        eprintln!(
-            "  kubectl --kubeconfig {kc} -n crd-demo patch customcluster example-cluster --type merge -p '{{\"spec\":{{\"count\":1,\"message\":\"bonjour\"}}}}'"
-        );
-        (sim.client()?, Some(sim))
+    let (client, _embedded) = if args.embedded {
+        embedded(&args).await?
     } else {
         (connect_as(&args.cluster, &user_agent).await?, None)
     };
@@ -242,4 +219,42 @@ impl ShutdownSignals {
             Signal::Stop
         }
     }
+}
+
+/// Keeps the embedded API server serving while held.
+type Embedded = Option<Box<dyn std::any::Any>>;
+
+/// Starts the embedded API server with the sample objects; a client of it.
+#[cfg(feature = "embedded")]
+async fn embedded(args: &RunArgs) -> anyhow::Result<(kube::Client, Embedded)> {
+    let sim = SAMPLE_CUSTOM_RESOURCES
+        .iter()
+        .fold(kubeplug_sim::Sim::builder(), |b, m| b.manifest(*m))
+        .port(args.embedded_port)
+        .auto_create_namespaces(true)
+        .manifest(SAMPLE_MANIFESTS)
+        .start()
+        .await
+        .context("cannot start the embedded API server")?;
+    sim.write_kubeconfig(&args.kubeconfig_out)?;
+    let kc = args.kubeconfig_out.display();
+    eprintln!("embedded API server at {} — try:", sim.url());
+    eprintln!("  kubectl --kubeconfig {kc} get deployments -A");
+    eprintln!("  kubectl --kubeconfig {kc} -n demo scale deploy web --replicas=3");
+    eprintln!("  kubectl --kubeconfig {kc} -n demo set image deploy/web app=alpine");
+    eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get foos,deployments");
+    eprintln!(
+        "  kubectl --kubeconfig {kc} -n crd-demo patch foo example-foo --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'"
+    );
+    eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get customclusters,pods");
+    eprintln!(
+        "  kubectl --kubeconfig {kc} -n crd-demo patch customcluster example-cluster --type merge -p '{{\"spec\":{{\"count\":1,\"message\":\"bonjour\"}}}}'"
+    );
+    Ok((sim.client()?, Some(Box::new(sim))))
+}
+
+/// This build has no embedded API server.
+#[cfg(not(feature = "embedded"))]
+async fn embedded(_: &RunArgs) -> anyhow::Result<(kube::Client, Embedded)> {
+    anyhow::bail!("{}", super::NOT_EMBEDDED)
 }

@@ -1,11 +1,8 @@
 //! `kubeplug sim`: serve the embedded API server on its own.
 
-use anyhow::Context;
 use clap::Args;
-use kubeplug_sim::Sim;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Options of `kubeplug sim`.
 #[derive(Debug, Args)]
@@ -40,8 +37,18 @@ pub struct SimArgs {
     pub auto_create_namespaces: bool,
 }
 
+/// This build has no embedded API server.
+#[cfg(not(feature = "embedded"))]
+pub async fn run(_: SimArgs) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("{}", super::NOT_EMBEDDED)
+}
+
 /// Serves the embedded API server until SIGINT or SIGTERM.
+#[cfg(feature = "embedded")]
 pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    use kubeplug_sim::Sim;
+    use std::time::Duration;
     let mut builder = Sim::builder()
         .port(args.port)
         .status_delay(Duration::from_millis(args.status_delay))
@@ -76,7 +83,9 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(feature = "embedded")]
 async fn wait_for_signal() -> anyhow::Result<()> {
+    use anyhow::Context;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     tokio::select! {

@@ -3,7 +3,7 @@
 use super::ObjectRef;
 /// How a patch body is interpreted: the Kubernetes API's patch types, defined with the
 /// embedded API server (which parses them from requests) and named here by patch actions.
-pub use kubeplug_sim::PatchType;
+pub use kubeplug_vocab::PatchType;
 use serde::Serialize;
 use serde_json::Value;
 

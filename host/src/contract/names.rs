@@ -2,17 +2,17 @@
 //! from them: namespaces, names, generateName prefixes, subresources, apiVersions and kinds.
 //! Each check returns why a value is refused, with the value shown capped and escaped.
 //!
-//! This is the host's one DNS-name module: plugin and instance names, Lease names and
+//! This is the host's one DNS-name module (the predicates come from `kubeplug_vocab::names`,
+//! which the embedded API server shares): plugin and instance names, Lease names and
 //! namespaces are checked with [`is_dns_label`], [`label_fault`] and [`is_dns_subdomain`]
 //! too. A DNS-1123 label (a namespace, an instance name) is at most [`MAX_LABEL`] = 63
 //! bytes; a subdomain (an object name, an API group) at most [`MAX_SUBDOMAIN`] = 253.
 
 use super::text::shown;
+pub use kubeplug_vocab::names::{
+    LabelFault, MAX_LABEL, MAX_SUBDOMAIN, is_dns_label, is_dns_subdomain, label_fault, lower_alnum,
+};
 
-/// The most bytes of a DNS-1123 label (namespaces, version parts).
-pub const MAX_LABEL: usize = 63;
-/// The most bytes of a DNS-1123 subdomain (object names, API groups).
-pub const MAX_SUBDOMAIN: usize = 253;
 /// The most bytes of a kind name.
 pub const MAX_KIND: usize = 63;
 /// Characters the API server appends to a `generateName` prefix.
@@ -29,42 +29,6 @@ const PATH_SEGMENT_NAMED: &[(&str, &str)] = &[
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
 ];
 
-fn lower_alnum(c: char) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit()
-}
-
-/// What keeps a value from being a DNS-1123 label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LabelFault {
-    /// It is empty or longer than [`MAX_LABEL`] bytes.
-    Length,
-    /// It holds this character, which is not `a-z`, `0-9` or `-`.
-    Char(char),
-    /// It starts or ends with `-`.
-    Edge,
-}
-
-/// The first thing (length, then characters, then its ends) that keeps `value` from being a
-/// DNS-1123 label, or `None` when it is one.
-pub fn label_fault(value: &str) -> Option<LabelFault> {
-    if value.is_empty() || value.len() > MAX_LABEL {
-        return Some(LabelFault::Length);
-    }
-    if let Some(bad) = value.chars().find(|&c| !(lower_alnum(c) || c == '-')) {
-        return Some(LabelFault::Char(bad));
-    }
-    if value.starts_with('-') || value.ends_with('-') {
-        return Some(LabelFault::Edge);
-    }
-    None
-}
-
-/// Whether `value` is a DNS-1123 label: lowercase letters, digits and `-`, starting and ending
-/// with a letter or digit, at most 63 bytes.
-pub fn is_dns_label(value: &str) -> bool {
-    label_fault(value).is_none()
-}
-
 /// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or
 /// digit, at most 63 bytes.
 pub fn dns_label(what: &str, value: &str) -> Result<(), String> {
@@ -76,20 +40,6 @@ pub fn dns_label(what: &str, value: &str) -> Result<(), String> {
             shown(value)
         ))
     }
-}
-
-/// Whether `value` is a DNS-1123 subdomain: dot-separated parts of lowercase letters, digits
-/// and `-`, each starting and ending with a letter or digit, at most 253 bytes in all (the
-/// API server's rule, which bounds the whole, not each part).
-pub fn is_dns_subdomain(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= MAX_SUBDOMAIN
-        && value.split('.').all(|part| {
-            !part.is_empty()
-                && part.chars().all(|c| lower_alnum(c) || c == '-')
-                && part.starts_with(lower_alnum)
-                && part.ends_with(lower_alnum)
-        })
 }
 
 /// A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 bytes.

@@ -4,13 +4,12 @@
 pub mod apply;
 pub mod fields;
 pub mod keys;
-mod patch_type;
 pub mod strategic;
 
 use super::errors::ApiError;
 use serde_json::Value;
 
-pub use patch_type::PatchType;
+pub use kubeplug_vocab::PatchType;
 
 /// Applies a merge, JSON or strategic patch to a copy of `current`.
 pub fn patch(

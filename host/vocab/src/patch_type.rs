@@ -1,7 +1,7 @@
 //! The patch types of the Kubernetes API (`PATCH` with a Content-Type naming one). They are
-//! the API's, not kubeplug's: the sim parses them from requests and the host's contract
-//! (`kubeplug::contract::PatchType`, a re-export) names them in a plugin's patch actions, so
-//! they live here, below both, and the host depends on this crate rather than the reverse.
+//! the API's, not kubeplug's: the embedded API server parses them from requests and the
+//! host's contract (`kubeplug::contract::PatchType`, a re-export) names them in a plugin's
+//! patch actions, so they live here, below both.
 
 use serde::Serialize;
 

@@ -1,7 +1,7 @@
 //! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`): parsed once, matched
-//! against an object's labels. The syntax is the Kubernetes API's, so it lives with the API
-//! server; the host's cache `list` import uses the same parser through its re-export
-//! `kubeplug::cluster::selector`, so a plugin and `kubectl -l` get one meaning.
+//! against an object's labels. The syntax is the Kubernetes API's: the embedded API server
+//! and the host's cache `list` import (through its re-export `kubeplug::contract::selector`)
+//! use this one parser, so a plugin and `kubectl -l` get one meaning.
 //!
 //! The selector may be a plugin's text: a term that does not parse is kept capped
 //! ([`MAX_TERM_SHOWN_BYTES`]) and shown with Rust's `{:?}` escaping, which writes control
