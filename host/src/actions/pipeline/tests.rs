@@ -568,3 +568,46 @@ spec:
     assert_eq!(f.decisions(), ["denied"]);
     assert_eq!(f.writer.received().len(), 1, "nothing more sent");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_write_released_by_the_budget_after_the_key_was_lost_is_not_sent() {
+    let mut f = fixture(vec![Answer::Ok("7")]);
+    let policy = Policy::trusted();
+    // One write at once, the next a second later: the replica loses the key meanwhile.
+    let budget = WriteBudget::new(1.0, 1);
+    let held = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    tokio::spawn({
+        let held = held.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            held.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let holds = {
+        let held = held.clone();
+        move || held.load(std::sync::atomic::Ordering::SeqCst)
+    };
+    let call = Call {
+        plugin: "probe",
+        key: "team-a/web",
+        identity: &f.identity,
+        policy: &policy,
+        budget: &budget,
+        admit_log: &|_| true,
+        stopped: f.stop.subscribe(),
+        holds: &holds,
+        fence: Fence::default(),
+    };
+    let outcome = f.pipeline.run(call, &[patch("a"), patch("b"), log()]).await;
+    assert_eq!(
+        f.writer.count(Method::Patch),
+        1,
+        "only the write sent in time"
+    );
+    assert_eq!(f.decisions(), ["executed", "not-held", "skipped"]);
+    assert!(matches!(outcome.failure, Some(CallFailure::NotHeld)));
+    assert!(
+        !outcome.failure.unwrap().is_transient(),
+        "left to the new holder"
+    );
+}
