@@ -4,7 +4,8 @@
 //! The modules follow the data flow of one change:
 //!
 //! `cluster` (list+watch per kind → cache) → `router` (a change becomes keys) → `queue`
-//! (rate-limited workqueues) → `worker` (a running plugin's workers and per-key state) →
+//! (rate-limited workqueues) → `worker` (a running plugin: its lifecycle, workers and
+//! per-key state) →
 //! `plugin` (the sandboxed call) → `policy` (what it may do) → `actions` (check, dry-run,
 //! budget, execute, audit).
 //!
@@ -13,7 +14,31 @@
 //! the plugin contract as the host sees it; `cli` the commands; `coordination` lets several replicas share
 //! the work through Leases (leader election, key sharding). The embedded API server is
 //! its own crate, `kubeplug_sim` (`host/sim`), used by `kubeplug sim`, `kubeplug run
-//! --embedded` and the tests.
+//! --embedded` (the default-on `embedded` feature; the library builds without it) and the
+//! tests; the Kubernetes vocabulary both share (label selectors, patch types, DNS names) is
+//! the crate below both, `kubeplug_vocab` (`host/vocab`).
+//!
+//! Imports point down this order: `cli` → `app` → `server` → `reload` → `controller` →
+//! `router` → `worker` → `actions` → `policy` → `plugin` → `queue`, `coordination` →
+//! `cluster` → `contract` (`stream`, `telemetry`, `metrics` beside). Where it differs from the
+//! data flow above, a later stage defines what an earlier one uses: the worker pulls from its
+//! queue, the actions pipeline runs policy checks, a policy carries call limits.
+//!
+//! # Glossary
+//!
+//! - **plugin**: a compiled `.wasm` component ([`plugin::Plugin`]), with the name and
+//!   version it declares about itself.
+//! - **instance**: a plugin configured to run under a name the operator chose (the file
+//!   name), with its configuration and policy ([`controller::PluginInstance`],
+//!   [`controller::InstanceName`]). Never a wasm instance (a *sandbox*: one call's store) and
+//!   never this host's name in Events (its *reporting instance*).
+//! - **revision**: what one instance runs at a time: the plugin with its policy and the caches
+//!   it reads; a reload swaps in a new revision. Not the plugin's version, the contract
+//!   version, nor an object's `resourceVersion`.
+//! - **running plugin**: an instance the controller runs: its queue, workers and per-key
+//!   state, over the revision current now.
+//! - **key**: the namespace and name of an object a running plugin reconciles
+//!   ([`cluster::ObjKey`]); [`contract::ObjectRef`] adds the kind.
 
 pub mod actions;
 pub mod app;

@@ -28,18 +28,18 @@ pub(crate) fn route(meta: &PluginMetadata, change: &Change) -> Option<(ObjKey, R
 
 /// Routes every change to every plugin it concerns (the plugins running when the change
 /// arrives), until the watches stop.
-pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, units: RunningPlugins) {
+pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: RunningPlugins) {
     let namespace_kind = crate::contract::KindRef::new("v1", "Namespace");
     while let Some(change) = changes.recv().await {
-        let units = units.snapshot();
+        let running = running.snapshot();
         if change.kind == namespace_kind {
-            for unit in units.iter() {
-                unit.namespace_changed(&change.object.key.name);
+            for plugin in running.iter() {
+                plugin.namespace_changed(&change.object.key.name);
             }
         }
-        for unit in units.iter() {
-            if let Some((key, reason)) = route(unit.current().plugin.metadata(), &change) {
-                unit.enqueue(key, reason);
+        for plugin in running.iter() {
+            if let Some((key, reason)) = route(plugin.current().plugin.metadata(), &change) {
+                plugin.enqueue(key, reason);
             }
         }
     }

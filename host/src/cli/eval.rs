@@ -151,7 +151,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned());
     let name = stem.unwrap_or_default();
-    if let Err(why) = crate::controller::validate_instance_name(&name) {
+    if let Err(why) = crate::controller::InstanceName::parse(&name) {
         tracing::warn!("kubeplug run would not start this file: {why}");
     }
     if previous.is_some() && !meta.wants_previous {

@@ -16,7 +16,7 @@ use std::time::Duration;
 const RECOUNT: Duration = Duration::from_secs(5);
 
 /// Follows `gate` until the controller stops.
-pub(super) async fn follow(gate: Gate, units: RunningPlugins) {
+pub(super) async fn follow(gate: Gate, running: RunningPlugins) {
     let mut changes = gate.subscribe();
     let mut before = changes.borrow_and_update().clone();
     loop {
@@ -27,8 +27,8 @@ pub(super) async fn follow(gate: Gate, units: RunningPlugins) {
         let after = changes.borrow_and_update().clone();
         let moved = match after == before {
             // Nothing changed: only the owned-keys gauge is recounted.
-            true => count(&units, &after.scope),
-            false => hand_over(&units, &before.scope, &after.scope),
+            true => count(&running, &after.scope),
+            false => hand_over(&running, &before.scope, &after.scope),
         };
         let metrics = gate.metrics();
         metrics.keys_owned.set(moved.owned as i64);
@@ -56,20 +56,20 @@ struct Moved {
 
 /// Queues every cached key `after` allows (as added when `before` did not allow it, as a
 /// resync otherwise), for every running plugin; counts what moved.
-fn hand_over(units: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>) -> Moved {
-    tally(units, before, after, true)
+fn hand_over(running: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>) -> Moved {
+    tally(running, before, after, true)
 }
 
 /// Counts the keys `scope` allows, queueing nothing.
-fn count(units: &RunningPlugins, scope: &Arc<Scope>) -> Moved {
-    tally(units, scope, scope, false)
+fn count(running: &RunningPlugins, scope: &Arc<Scope>) -> Moved {
+    tally(running, scope, scope, false)
 }
 
-fn tally(units: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>, queue: bool) -> Moved {
+fn tally(running: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>, queue: bool) -> Moved {
     let mut moved = Moved::default();
     let mut owned = HashSet::new();
-    for unit in units.snapshot().iter() {
-        for key in unit.current().primary.keys() {
+    for plugin in running.snapshot().iter() {
+        for key in plugin.current().primary.keys() {
             let (was, is) = (before.allows(&key), after.allows(&key));
             if is && !was {
                 moved.gained += 1;
@@ -79,7 +79,7 @@ fn tally(units: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>, queue:
             if is {
                 if queue {
                     let reason = if was { Reason::Resync } else { Reason::Added };
-                    unit.enqueue(key.clone(), reason);
+                    plugin.enqueue(key.clone(), reason);
                 }
                 owned.insert(key);
             }

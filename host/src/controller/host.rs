@@ -3,8 +3,6 @@
 //! Plugins can be added, updated and removed while it runs (see [`Controller::upsert`]).
 
 use super::config::ControllerConfig;
-use super::error::ControllerError;
-use super::instance::PluginInstance;
 use crate::actions::{ApiWriter, Executor, KubeWriter, Pipeline};
 use crate::cluster::KindRegistry;
 use crate::cluster::Watches;
@@ -12,9 +10,12 @@ use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::Plugin;
 use crate::policy::{AuditRecord, AuditSink, Policy};
-use crate::queue::{QueueMetrics, WorkQueue};
+use crate::queue::QueueMetrics;
 use crate::router;
-use crate::worker::{ReconcileCounts, ReconcileMetrics, Revision, RunningPlugin, RunningPlugins};
+use crate::worker::{
+    Drain, InstanceName, PluginInstance, ReconcileCounts, ReconcileMetrics, Revision,
+    RunningPlugin, RunningPlugins, Shared, StartError,
+};
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -29,25 +30,14 @@ pub struct Controller {
 
 struct Inner {
     config: ControllerConfig,
-    /// Runs every plugin's calls' actions against the API server.
-    pipeline: Arc<Pipeline>,
     watches: Watches,
-    units: RunningPlugins,
-    tasks: Mutex<HashMap<String, UnitTasks>>,
+    running: RunningPlugins,
+    /// What each running plugin is started with.
+    shared: Shared,
     background: Mutex<Vec<JoinHandle<()>>>,
-    queue_metrics: QueueMetrics,
-    reconcile_metrics: ReconcileMetrics,
     audit: AuditSink,
     /// Serialises changes to the set of plugins; `true` once shutting down.
     changing: tokio::sync::Mutex<bool>,
-}
-
-/// The tasks of one running plugin.
-#[derive(Default)]
-struct UnitTasks {
-    workers: Vec<JoinHandle<()>>,
-    /// Queues every cached key once the running plugin's caches have synced.
-    enqueue_all: Option<JoinHandle<()>>,
 }
 
 /// What [`Controller::upsert`] did.
@@ -55,7 +45,7 @@ struct UnitTasks {
 pub enum Applied {
     /// A new plugin: queue and workers started, every cached key queued.
     Started,
-    /// A running plugin got a new version; its queue was kept and every key re-queued.
+    /// A running plugin got a new revision; its queue was kept and every key re-queued.
     Updated,
     /// A running plugin now reconciles another kind: its old queue was stopped and a new one
     /// started.
@@ -89,29 +79,34 @@ impl Controller {
         let (queue_metrics, reconcile_metrics) = metrics.expect("register runs its closure");
         let kinds = Arc::new(KindRegistry::new(client));
         let writer = writer(kinds.clone());
-        let units = RunningPlugins::default();
-        let mut background = vec![tokio::spawn(router::run(rx, units.clone()))];
+        let running = RunningPlugins::default();
+        let mut background = vec![tokio::spawn(router::run(rx, running.clone()))];
         if let Some(period) = config.resync {
-            background.push(tokio::spawn(resync(units.clone(), period)));
+            background.push(tokio::spawn(resync(running.clone(), period)));
         }
         if config.gate.is_coordinated() {
             background.push(tokio::spawn(super::handover::follow(
                 config.gate.clone(),
-                units.clone(),
+                running.clone(),
             )));
         }
+        let shared = Shared {
+            pipeline: Arc::new(Pipeline::new(
+                Executor::new(writer, config.instance.clone()),
+                audit.clone(),
+            )),
+            metrics: reconcile_metrics,
+            queue: config.queue.clone(),
+            queue_metrics,
+            gate: config.gate.clone(),
+            workers: config.workers,
+        };
         Controller {
             inner: Arc::new(Inner {
-                pipeline: Arc::new(Pipeline::new(
-                    Executor::new(writer, config.instance.clone()),
-                    audit.clone(),
-                )),
                 watches: Watches::new(kinds, config.namespace.clone(), tx),
-                units,
-                tasks: Mutex::default(),
+                running,
+                shared,
                 background: Mutex::new(background),
-                queue_metrics,
-                reconcile_metrics,
                 audit,
                 changing: tokio::sync::Mutex::new(false),
                 config,
@@ -136,68 +131,64 @@ impl Controller {
     }
 
     /// Starts a plugin that is not running yet.
-    pub async fn add(&self, instance: PluginInstance) -> Result<Applied, ControllerError> {
-        if self.inner.units.get(&instance.name).is_some() {
-            return Err(ControllerError::DuplicateName(instance.name));
+    pub async fn add(&self, instance: PluginInstance) -> Result<Applied, StartError> {
+        let name = checked_name(&instance)?;
+        if self.inner.running.get(name).is_some() {
+            return Err(StartError::DuplicateName(name.clone()));
         }
         self.upsert(instance).await
     }
 
-    /// Starts `instance`, or, when a plugin of that name runs, swaps in the new version:
+    /// Starts `instance`, or, when a plugin of that name runs, swaps in the new revision:
     /// calls in flight finish on the old one, queued keys stay and run on the new one, and
-    /// every cached key is queued again. Watches the new version needs are started first;
-    /// watches no plugin needs any more are stopped. On error the running version (if any)
+    /// every cached key is queued again. Watches the new revision needs are started first;
+    /// watches no plugin needs any more are stopped. On error the running revision (if any)
     /// keeps running.
-    pub async fn upsert(&self, instance: PluginInstance) -> Result<Applied, ControllerError> {
+    pub async fn upsert(&self, instance: PluginInstance) -> Result<Applied, StartError> {
+        let name = checked_name(&instance)?.clone();
         let changing = self.inner.changing.lock().await;
         if *changing {
-            return Err(ControllerError::ShuttingDown);
+            return Err(StartError::ShuttingDown);
         }
-        let result = self.apply(instance).await;
+        let result = self.apply(&name, instance).await;
         self.retain_watches();
         result
     }
 
-    async fn apply(&self, instance: PluginInstance) -> Result<Applied, ControllerError> {
-        let Some(unit) = self.inner.units.get(&instance.name) else {
-            self.start_unit(instance).await?;
+    async fn apply(
+        &self,
+        name: &InstanceName,
+        instance: PluginInstance,
+    ) -> Result<Applied, StartError> {
+        let Some(running) = self.inner.running.get(name) else {
+            let revision = self.build(name, &instance, None).await?;
+            self.start_running(name, &instance, revision)?;
             return Ok(Applied::Started);
         };
-        let old = unit.current();
+        let old = running.current();
         let meta = instance.plugin.metadata();
         if old.plugin.metadata().reconciles != meta.reconciles {
             // Its keys name objects of another kind: nothing queued carries over.
-            let version = self.build(&instance, None).await?;
-            self.stop_unit(&instance.name).await;
-            self.start_unit_with(instance, version)?;
+            let revision = self.build(name, &instance, None).await?;
+            self.stop(name).await;
+            self.start_running(name, &instance, revision)?;
             return Ok(Applied::Restarted);
         }
-        let version = self.build(&instance, Some(&old)).await?;
-        unit.swap(version);
-        tracing::info!(record = "reload", result = "updated", plugin = %instance.name, declared = %shown(&meta.name), from = %old.identity.version, to = %meta.version, digest = %instance.plugin.digest(), policy = policy_source(&instance), "plugin updated");
-        let enqueue = tokio::spawn({
-            let unit = unit.clone();
-            async move { unit.enqueue_all(Reason::Resync).await }
-        });
-        let mut tasks = lock(&self.inner.tasks);
-        if let Some(previous) = tasks
-            .entry(instance.name.clone())
-            .or_default()
-            .enqueue_all
-            .replace(enqueue)
-        {
-            previous.abort();
-        }
+        let revision = self.build(name, &instance, Some(&old)).await?;
+        running.update(revision);
+        tracing::info!(record = "reload", result = "updated", plugin = %name, declared = %shown(&meta.name), from = %old.identity.version, to = %meta.version, digest = %instance.plugin.digest(), policy = policy_source(&instance), "plugin updated");
         Ok(Applied::Updated)
     }
 
     async fn build(
         &self,
+        name: &InstanceName,
         instance: &PluginInstance,
         previous: Option<&Revision>,
-    ) -> Result<Revision, ControllerError> {
+    ) -> Result<Revision, StartError> {
         Revision::build(
             &self.inner.watches,
+            name,
             instance,
             self.inner.config.limits,
             previous,
@@ -205,50 +196,16 @@ impl Controller {
         .await
     }
 
-    async fn start_unit(&self, instance: PluginInstance) -> Result<(), ControllerError> {
-        let version = self.build(&instance, None).await?;
-        self.start_unit_with(instance, version)
-    }
-
-    fn start_unit_with(
+    fn start_running(
         &self,
-        instance: PluginInstance,
-        version: Revision,
-    ) -> Result<(), ControllerError> {
-        let inner = &self.inner;
-        let name = instance.name.as_str();
-        let queue =
-            WorkQueue::new(name, &inner.config.queue, &inner.queue_metrics).map_err(|source| {
-                ControllerError::Queue {
-                    plugin: name.to_string(),
-                    source,
-                }
-            })?;
-        let unit = Arc::new(RunningPlugin::new(
-            name.into(),
-            queue,
-            version,
-            inner.pipeline.clone(),
-            inner.reconcile_metrics.clone(),
-            inner.config.gate.clone(),
-        ));
-        inner.units.insert(unit.clone());
-        let workers = (0..inner.config.workers.max(1))
-            .map(|_| tokio::spawn(unit.clone().work()))
-            .collect();
-        let enqueue_all = Some(tokio::spawn({
-            let unit = unit.clone();
-            async move { unit.enqueue_all(Reason::Added).await }
-        }));
-        lock(&inner.tasks).insert(
-            name.to_string(),
-            UnitTasks {
-                workers,
-                enqueue_all,
-            },
-        );
+        name: &InstanceName,
+        instance: &PluginInstance,
+        revision: Revision,
+    ) -> Result<(), StartError> {
+        let running = RunningPlugin::start(name.clone(), revision, &self.inner.shared)?;
+        self.inner.running.insert(running);
         let meta = instance.plugin.metadata();
-        tracing::info!(record = "reload", result = "started", plugin = name, declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(&instance), "plugin started");
+        tracing::info!(record = "reload", result = "started", plugin = name.as_str(), declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(instance), "plugin started");
         Ok(())
     }
 
@@ -256,25 +213,19 @@ impl Controller {
     /// watches are stopped unless another plugin needs them. Returns whether it ran.
     pub async fn remove(&self, name: &str) -> bool {
         let _changing = self.inner.changing.lock().await;
-        let removed = self.stop_unit(name).await;
+        let removed = self.stop(name).await;
         self.retain_watches();
         removed
     }
 
-    async fn stop_unit(&self, name: &str) -> bool {
-        let Some(unit) = self.inner.units.remove(name) else {
+    async fn stop(&self, name: &str) -> bool {
+        let Some(running) = self.inner.running.remove(name) else {
             return false;
         };
-        unit.stop();
-        let tasks = lock(&self.inner.tasks).remove(name).unwrap_or_default();
-        if let Some(task) = tasks.enqueue_all {
-            task.abort();
-        }
-        for worker in tasks.workers {
-            let _ = worker.await;
-        }
-        self.inner.queue_metrics.remove_queue(name);
-        self.inner.reconcile_metrics.remove_plugin(name);
+        running.halt();
+        running.join(None).await;
+        self.inner.shared.queue_metrics.remove_queue(name);
+        self.inner.shared.metrics.remove_plugin(name);
         tracing::info!(
             record = "reload",
             result = "removed",
@@ -287,7 +238,7 @@ impl Controller {
     fn retain_watches(&self) {
         let needed: BTreeSet<KindRef> = self
             .inner
-            .units
+            .running
             .snapshot()
             .iter()
             .flat_map(|u| u.current().kinds().cloned().collect::<Vec<_>>())
@@ -303,24 +254,25 @@ impl Controller {
 
     /// Names of the plugins that are running.
     pub fn plugins(&self) -> Vec<String> {
-        let units = self.inner.units.snapshot();
-        units.iter().map(|u| u.name.to_string()).collect()
+        let running = self.inner.running.snapshot();
+        running.iter().map(|p| p.name.to_string()).collect()
     }
 
-    /// The version of plugin `name` that new calls run, if it runs.
+    /// The plugin that new calls of the running plugin `name` run (its current revision's), if
+    /// it runs.
     pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
         self.inner
-            .units
+            .running
             .get(name)
-            .map(|u| u.current().plugin.clone())
+            .map(|p| p.current().plugin.clone())
     }
 
     /// The policy plugin `name` runs under, if it runs.
     pub fn policy(&self, name: &str) -> Option<Arc<Policy>> {
         self.inner
-            .units
+            .running
             .get(name)
-            .map(|u| u.current().policy.clone())
+            .map(|p| p.current().policy.clone())
     }
 
     /// The kinds being watched.
@@ -335,10 +287,10 @@ impl Controller {
 
     /// Keys waiting per plugin.
     pub fn queue_depths(&self) -> HashMap<String, usize> {
-        let units = self.inner.units.snapshot();
-        units
+        let running = self.inner.running.snapshot();
+        running
             .iter()
-            .map(|u| (u.name.to_string(), u.queue.len()))
+            .map(|p| (p.name.to_string(), p.queue.len()))
             .collect()
     }
 
@@ -346,7 +298,7 @@ impl Controller {
     /// was registered with [`register_metrics`](Self::register_metrics)) in the Prometheus
     /// text format.
     pub fn metrics_text(&self) -> String {
-        self.inner.reconcile_metrics.set_cache_objects(
+        self.inner.shared.metrics.set_cache_objects(
             self.inner
                 .watches
                 .object_counts()
@@ -359,7 +311,7 @@ impl Controller {
     /// How many reconciles plugin `name` has run and how many did not succeed (zero for a
     /// plugin not running).
     pub fn reconcile_counts(&self, name: &str) -> ReconcileCounts {
-        self.inner.reconcile_metrics.counts(name)
+        self.inner.shared.metrics.counts(name)
     }
 
     /// Registers more metrics beside the controller's own (in the registry of its
@@ -388,27 +340,18 @@ impl Controller {
                 tracing::warn!("a plugin change is still in progress at the shutdown deadline")
             }
         }
-        for unit in self.inner.units.snapshot().iter() {
-            unit.stop();
+        let running = self.inner.running.snapshot();
+        for plugin in running.iter() {
+            plugin.halt();
         }
-        let tasks: Vec<(String, UnitTasks)> = lock(&self.inner.tasks).drain().collect();
         let mut drain = Drain::default();
-        for (name, t) in tasks {
-            if let Some(task) = t.enqueue_all {
-                task.abort();
+        for plugin in running.iter() {
+            let joined = plugin.join(Some(deadline)).await;
+            for _ in 0..joined.abandoned {
+                tracing::warn!(plugin = %plugin.name, timeout_ms = timeout.as_millis() as u64, "worker still busy at the shutdown deadline: abandoned");
             }
-            for mut worker in t.workers {
-                if tokio::time::timeout_at(deadline, &mut worker)
-                    .await
-                    .is_err()
-                {
-                    worker.abort();
-                    drain.abandoned += 1;
-                    tracing::warn!(plugin = %name, timeout_ms = timeout.as_millis() as u64, "worker still busy at the shutdown deadline: abandoned");
-                } else {
-                    drain.finished += 1;
-                }
-            }
+            drain.finished += joined.finished;
+            drain.abandoned += joined.abandoned;
         }
         for task in lock(&self.inner.background).drain(..) {
             task.abort();
@@ -421,15 +364,6 @@ impl Controller {
 /// How long a drain waits for busy workers unless told otherwise (`--shutdown-timeout`).
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a shutdown came to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Drain {
-    /// Workers that finished their call (or were idle) before the deadline.
-    pub finished: usize,
-    /// Workers still busy at the deadline, stopped where they were.
-    pub abandoned: usize,
-}
-
 fn policy_source(instance: &PluginInstance) -> String {
     match &instance.policy.source {
         Some(p) => p.display().to_string(),
@@ -438,16 +372,23 @@ fn policy_source(instance: &PluginInstance) -> String {
 }
 
 /// Re-enqueues every cached key of every plugin's kind each `period`.
-async fn resync(units: RunningPlugins, period: std::time::Duration) {
+async fn resync(running: RunningPlugins, period: std::time::Duration) {
     let mut tick = tokio::time::interval(period);
     tick.tick().await;
     loop {
         tick.tick().await;
-        for unit in units.snapshot().iter() {
-            unit.enqueue_cached(Reason::Resync);
+        for plugin in running.snapshot().iter() {
+            plugin.enqueue_cached(Reason::Resync);
         }
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+/// The name of `instance`, or why the controller refuses it.
+fn checked_name(instance: &PluginInstance) -> Result<&InstanceName, StartError> {
+    instance
+        .name()
+        .map_err(|invalid| StartError::InvalidName(invalid.clone()))
+}

@@ -1,16 +1,20 @@
 //! The wiring of the client-go controller architecture around plugins: shared watches feed
-//! per-kind caches; the router turns changes into keys on each plugin's workqueue; workers
-//! call the plugin in a fresh sandbox off the async runtime and execute its actions.
-//! Plugins can be added, swapped and removed while the controller runs.
+//! per-kind caches; the router turns changes into keys on each running plugin's workqueue;
+//! workers call the plugin in a fresh sandbox off the async runtime and execute its actions.
+//! The controller orchestrates the set of running plugins (added, given new revisions and
+//! removed while it runs); each running plugin's own lifecycle lives with it (`worker`).
 
 mod config;
-mod error;
 mod handover;
 mod host;
-mod instance;
 
 pub use crate::actions::MIN_REQUEUE_AFTER;
+pub use crate::worker::{
+    Drain, InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance, StartError,
+};
 pub use config::{ControllerConfig, DEFAULT_WORKERS};
-pub use error::ControllerError;
-pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT, Drain};
-pub use instance::{MAX_INSTANCE_NAME, PluginInstance, validate_instance_name};
+
+/// Why the controller did not start or update a plugin: the running plugin's own error
+/// (the name the integration tests under `tests/` match on).
+pub type ControllerError = StartError;
+pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT};

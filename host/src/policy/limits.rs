@@ -21,11 +21,9 @@ pub struct LimitsFieldError {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PolicyLimits {
     call: CallLimitOverrides,
-    /// The sustained rate of the policy's [`WriteRate`] (kept as its two numbers, which the
-    /// worker compares to carry a budget over to a new version).
-    pub(crate) writes_per_second: f64,
-    /// The burst of the policy's [`WriteRate`].
-    pub(crate) write_burst: u32,
+    /// The budget of the policy's writes (a new revision with the same rate keeps the
+    /// running one's budget).
+    rate: WriteRate,
 }
 
 impl Default for PolicyLimits {
@@ -37,11 +35,7 @@ impl Default for PolicyLimits {
 
 impl PolicyLimits {
     fn new(call: CallLimitOverrides, rate: WriteRate) -> Self {
-        PolicyLimits {
-            call,
-            writes_per_second: rate.per_second,
-            write_burst: rate.burst,
-        }
+        PolicyLimits { call, rate }
     }
 
     /// The host's call limits and no write budget.
@@ -88,10 +82,7 @@ impl PolicyLimits {
 
     /// The policy's write rate.
     pub fn write_rate(&self) -> WriteRate {
-        WriteRate {
-            per_second: self.writes_per_second,
-            burst: self.write_burst,
-        }
+        self.rate
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::error::ReloadError;
 use crate::contract::text::shown_max;
-use crate::controller::validate_instance_name;
+use crate::controller::InstanceName;
 use sha2::{Digest, Sha256};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -34,19 +34,18 @@ fn is_plugin_name(name: Option<&OsStr>) -> bool {
 /// The instance a plugin file runs as: its name without `.wasm`, which must be a DNS-1123
 /// label. The name the plugin declares has no say, so a file cannot choose the policy, queue
 /// or field manager it gets.
-pub(crate) fn instance_name(path: &Path) -> Result<String, String> {
+pub(crate) fn instance_name(path: &Path) -> Result<InstanceName, String> {
     let file = path.file_name().map(|n| n.to_string_lossy());
     let stem = file.as_deref().and_then(|n| n.strip_suffix(".wasm"));
     let Some(stem) = stem else {
         return Err(format!("{} is not a .wasm file", path.display()));
     };
-    validate_instance_name(stem).map_err(|why| {
+    InstanceName::parse(stem).map_err(|why| {
         format!(
             "file name {}: the instance name is the file's name without .wasm, and {why}; the file is not started",
             shown_max(file.as_deref().unwrap_or_default(), 256)
         )
-    })?;
-    Ok(stem.to_string())
+    })
 }
 
 /// The policy file of plugin instance `name`.

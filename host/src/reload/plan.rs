@@ -2,6 +2,7 @@
 //! and which to stop. Pure, so every case is a table row.
 
 use super::state::{FailedStart, Runnable, Running, Target};
+use crate::controller::InstanceName;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Start {
     /// The instance.
-    pub name: String,
+    pub name: InstanceName,
     /// The plugin file it runs from.
     pub file: PathBuf,
     /// The version to run.
@@ -43,7 +44,7 @@ pub(crate) fn plan<'a>(
 ) -> Plan {
     let mut plan = Plan::default();
     for file in runnable {
-        plan.keep.insert(file.name.clone());
+        plan.keep.insert(file.name.to_string());
         let Some(policy) = file.policy else {
             continue;
         };
@@ -51,11 +52,14 @@ pub(crate) fn plan<'a>(
             plugin: file.plugin.to_string(),
             policy: policy.clone(),
         };
-        if running.get(&file.name).is_some_and(|r| r.target == target) {
+        if running
+            .get(file.name.as_str())
+            .is_some_and(|r| r.target == target)
+        {
             continue;
         }
         let failed_before = failed_starts
-            .get(&file.name)
+            .get(file.name.as_str())
             .is_some_and(|f| f.target == target);
         if failed_before && !force {
             continue;
@@ -92,7 +96,7 @@ mod tests {
         policy: Option<&'static PolicyContent>,
     ) -> Runnable<'static> {
         Runnable {
-            name: name.to_string(),
+            name: InstanceName::parse(name).unwrap(),
             file: Path::new(match name {
                 "a" => "/p/a.wasm",
                 _ => "/p/b.wasm",
@@ -120,7 +124,7 @@ mod tests {
 
     fn start(name: &str, t: Target) -> Start {
         Start {
-            name: name.into(),
+            name: InstanceName::parse(name).unwrap(),
             file: PathBuf::from(format!("/p/{name}.wasm")),
             target: t,
         }
@@ -171,7 +175,7 @@ mod tests {
         #[case] want_start: Vec<Start>,
         #[case] want_stop: Vec<&str>,
     ) {
-        let keep: BTreeSet<String> = files.iter().map(|f| f.name.clone()).collect();
+        let keep: BTreeSet<String> = files.iter().map(|f| f.name.to_string()).collect();
         let got = plan(
             files,
             &running.into_iter().collect(),

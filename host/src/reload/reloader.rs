@@ -153,14 +153,19 @@ impl Reloader {
         let shared = &*self.shared;
         let mut summary = ScanSummary::default();
         for start in plan.start {
-            let Start { name, file, target } = start;
+            let Start {
+                name: instance_name,
+                file,
+                target,
+            } = start;
+            let name = instance_name.to_string();
             let plugin = state.files.get(&file).and_then(|f| f.good.clone());
             let policy = state.policies.get(&name).and_then(|p| p.good.clone());
             let (Some(plugin), Some(policy)) = (plugin, policy) else {
                 continue;
             };
             let instance = match policy.policy(&name) {
-                Ok(policy) => PluginInstance::named(plugin, &name, None).with_policy(policy),
+                Ok(policy) => PluginInstance::new(plugin, instance_name, None).with_policy(policy),
                 Err(err) => {
                     let error = err.to_string();
                     state

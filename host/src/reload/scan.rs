@@ -27,7 +27,7 @@ impl Scan<'_> {
         let paths = plugin_files(self.plugins)?;
         state.files.retain(|p, _| paths.contains(p));
         self.load_changed(state, &paths, runtime).await;
-        let names: Vec<String> = state.runnable().map(|r| r.name).collect();
+        let names: Vec<String> = state.runnable().map(|r| r.name.to_string()).collect();
         for name in names {
             let file = policy_file(self.policies, &name);
             if !(self.is_busy)(&file) {

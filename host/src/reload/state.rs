@@ -5,6 +5,7 @@
 
 use super::files::instance_name;
 use super::policies::PolicyEntry;
+use crate::controller::InstanceName;
 use crate::plugin::Plugin;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ pub(crate) struct State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Runnable<'a> {
     /// The instance it runs as (the file's name).
-    pub name: String,
+    pub name: InstanceName,
     /// The file.
     pub file: &'a Path,
     /// SHA-256 of the version that loaded last.
@@ -97,7 +98,7 @@ impl State {
             let plugin = file.good.as_ref()?;
             let policy = self
                 .policies
-                .get(&name)
+                .get(name.as_str())
                 .and_then(|p| p.good.as_ref())
                 .map(|g| &g.content);
             Some(Runnable {

@@ -1,13 +1,23 @@
-//! The workers of each running plugin: its workqueue, the workers that take keys off it and
-//! call the plugin on the revision that runs now, and what they remember per key (why it was
-//! queued, the object version last reconciled, writes the cache has not shown yet).
+//! The running plugin and its lifecycle: an instance (a plugin under a name, with its
+//! configuration and policy) is checked and built into a revision (the compiled plugin with
+//! its policy and the caches it reads), and started as a running plugin: its workqueue, the
+//! workers that take keys off it and call the plugin on the revision that runs now, and what
+//! they remember per key (why it was queued, the object version last reconciled, writes the
+//! cache has not shown yet). New revisions are swapped in while it runs.
 
+mod error;
 mod expectations;
+mod instance;
+mod lifecycle;
 mod metrics;
 mod revision;
 mod running;
 mod set;
 
+pub use error::StartError;
+pub use instance::{InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance};
+pub use lifecycle::Drain;
+pub(crate) use lifecycle::Shared;
 pub use metrics::{ReconcileCounts, ReconcileMetrics};
 pub(crate) use revision::Revision;
 pub(crate) use running::RunningPlugin;

@@ -2,10 +2,11 @@
 //! the caches it reads. A reload builds a new revision and swaps it in; calls in flight keep
 //! the revision they started with.
 
+use super::error::StartError;
 use super::expectations::Cached;
+use super::instance::{InstanceName, PluginInstance};
 use crate::cluster::{CacheObjects, KindCache, ObjKey, Watches};
 use crate::contract::KindRef;
-use crate::controller::{ControllerError, PluginInstance, validate_instance_name};
 use crate::plugin::{CallContext, Limits, Plugin};
 use crate::policy::{NamespaceLabels, PluginIdentity, Policy, WriteBudget};
 use std::collections::BTreeMap;
@@ -29,23 +30,24 @@ pub(crate) struct Revision {
     pub config: Option<Arc<str>>,
     /// What the operator granted it.
     pub policy: Arc<Policy>,
-    /// Its write budget, awaited before each API write (kept across versions while the
+    /// Its write budget, awaited before each API write (kept across revisions while the
     /// policy's write limits stay the same, so a reload does not refill it).
     pub budget: Arc<WriteBudget>,
     pub identity: Arc<PluginIdentity>,
 }
 
 impl Revision {
-    /// Checks the instance (its name, its policy's digest pin), starts (or reuses) the
-    /// watches it needs and wires a version from them. `previous` lends its write budget
-    /// when the write limits did not change.
+    /// Checks instance `name` (its policy's grant of the kind it reconciles, its digest pin),
+    /// starts (or reuses) the watches it needs and wires a revision from them. `previous`
+    /// lends its write budget when the write rate did not change.
     pub async fn build(
         watches: &Watches,
+        name: &InstanceName,
         instance: &PluginInstance,
         host_limits: Limits,
         previous: Option<&Revision>,
-    ) -> Result<Revision, ControllerError> {
-        check(instance)?;
+    ) -> Result<Revision, StartError> {
+        check(name, instance)?;
         let meta = instance.plugin.metadata();
         let mut policy = instance.policy.clone();
         let readable = readable_kinds(instance);
@@ -54,23 +56,22 @@ impl Revision {
             if caches.iter().any(|c: &Arc<KindCache>| c.kind() == kind) {
                 continue;
             }
-            let cache =
-                watches
-                    .ensure(kind)
-                    .await
-                    .map_err(|source| ControllerError::KindNotServed {
-                        plugin: instance.name.clone(),
-                        kind: kind.clone(),
-                        source: Box::new(source),
-                    })?;
+            let cache = watches
+                .ensure(kind)
+                .await
+                .map_err(|source| StartError::KindNotServed {
+                    plugin: name.clone(),
+                    kind: kind.clone(),
+                    source: Box::new(source),
+                })?;
             caches.push(cache);
         }
         if policy.grants.namespaces.selector().is_some() {
             // Namespaces granted by label: looked up in the shared Namespace watch, which the
-            // plugin itself cannot read. The version runs a copy of the policy bound to it.
+            // plugin itself cannot read. The revision runs a copy of the policy bound to it.
             let cache = watches.ensure(&namespace_kind()).await.map_err(|source| {
-                ControllerError::NamespacesUnwatchable {
-                    plugin: instance.name.clone(),
+                StartError::NamespacesUnwatchable {
+                    plugin: name.clone(),
                     source: Box::new(source),
                 }
             })?;
@@ -87,20 +88,17 @@ impl Revision {
                 .cloned(),
             Arc::new(move |namespace| namespaces.allows(namespace)),
         ));
-        let ctx = CallContext::new(policy.call_limits(host_limits), objects.clone())
-            .for_instance(&instance.name);
+        let ctx =
+            CallContext::new(policy.call_limits(host_limits), objects.clone()).for_instance(name);
         let budget = match previous {
-            Some(p)
-                if p.policy.limits.writes_per_second == policy.limits.writes_per_second
-                    && p.policy.limits.write_burst == policy.limits.write_burst =>
-            {
+            Some(p) if p.policy.limits.write_rate() == policy.limits.write_rate() => {
                 p.budget.clone()
             }
             _ => Arc::new(policy.write_budget()),
         };
         Ok(Revision {
             identity: Arc::new(PluginIdentity {
-                name: instance.name.clone(),
+                name: name.to_string(),
                 declared: meta.name.clone(),
                 version: meta.version.clone(),
                 digest: instance.plugin.digest().to_string(),
@@ -116,12 +114,12 @@ impl Revision {
         })
     }
 
-    /// The kinds this version keeps watched.
+    /// The kinds this revision keeps watched.
     pub fn kinds(&self) -> impl Iterator<Item = &KindRef> {
         self.caches.iter().map(|c| c.kind())
     }
 
-    /// What this version's caches hold of one object (for expectations: any cache it
+    /// What this revision's caches hold of one object (for expectations: any cache it
     /// depends on, readable by the plugin or not).
     pub fn cached(&self, kind: &KindRef, object: &ObjKey) -> Cached {
         match self.caches.iter().find(|c| c.kind() == kind) {
@@ -145,22 +143,21 @@ fn readable_kinds(instance: &PluginInstance) -> Vec<KindRef> {
         .readable(&meta.reconciles, &meta.owns)
 }
 
-/// What must hold before an instance runs: a usable name, and the file its policy pins.
-fn check(instance: &PluginInstance) -> Result<(), ControllerError> {
-    validate_instance_name(&instance.name)
-        .map_err(|message| ControllerError::InvalidName { message })?;
+/// What must hold before an instance runs: its policy grants the kind it reconciles, and
+/// the file is the one its policy pins.
+fn check(name: &InstanceName, instance: &PluginInstance) -> Result<(), StartError> {
     let reconciles = &instance.plugin.metadata().reconciles;
     if !instance.policy.grants.allows_reconciling(reconciles) {
-        return Err(ControllerError::KindNotGranted {
-            plugin: instance.name.clone(),
+        return Err(StartError::KindNotGranted {
+            plugin: name.clone(),
             kind: reconciles.clone(),
             policy: policy_name(instance),
         });
     }
     let actual = instance.plugin.digest();
     match &instance.policy.plugin_sha256 {
-        Some(pinned) if pinned != actual => Err(ControllerError::DigestMismatch {
-            plugin: instance.name.clone(),
+        Some(pinned) if pinned != actual => Err(StartError::DigestMismatch {
+            plugin: name.clone(),
             policy: policy_name(instance),
             pinned: pinned.clone(),
             actual: actual.to_string(),

@@ -1,6 +1,8 @@
 //! A running plugin: its workqueue, its workers, and what they remember per key.
 
 use super::expectations::{Expectations, Expected};
+use super::instance::InstanceName;
+use super::lifecycle::Tasks;
 use super::metrics::{ReconcileMetrics, ReconcileResult};
 use super::revision::Revision;
 use crate::actions::{Call, CallFailure, CallOutcome, Fence, Pipeline};
@@ -14,13 +16,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A plugin instance the controller runs: its queue and the state its workers share. Its
-/// [`Revision`] (plugin, policy, caches) can be swapped while it runs; the queue and the
-/// per-key state stay.
+/// A running plugin: an instance the controller runs, with its queue, its workers' tasks and
+/// the state they share. Its [`Revision`] (plugin, policy, caches) can be swapped while it
+/// runs; the queue and the per-key state stay.
 pub(crate) struct RunningPlugin {
-    pub name: Arc<str>,
+    pub name: InstanceName,
     pub queue: WorkQueue<ObjKey>,
-    version: RwLock<Arc<Revision>>,
+    revision: RwLock<Arc<Revision>>,
+    /// Its workers and the task queueing every cached key ([`lifecycle`](super::lifecycle)).
+    pub(super) tasks: Mutex<Tasks>,
     /// Runs each call's actions: policy, dry-run, budget, execution, audit.
     pipeline: Arc<Pipeline>,
     /// Set when the plugin is removed: queued keys are dropped, not processed, and writes
@@ -51,10 +55,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl RunningPlugin {
-    pub(crate) fn new(
-        name: Arc<str>,
+    pub(super) fn new(
+        name: InstanceName,
         queue: WorkQueue<ObjKey>,
-        version: Revision,
+        revision: Revision,
         pipeline: Arc<Pipeline>,
         metrics: ReconcileMetrics,
         gate: Gate,
@@ -62,7 +66,8 @@ impl RunningPlugin {
         RunningPlugin {
             name,
             queue,
-            version: RwLock::new(Arc::new(version)),
+            revision: RwLock::new(Arc::new(revision)),
+            tasks: Mutex::default(),
             pipeline,
             stopped: tokio::sync::watch::Sender::new(false),
             reasons: Mutex::default(),
@@ -73,24 +78,24 @@ impl RunningPlugin {
         }
     }
 
-    /// The version new calls run.
+    /// The revision new calls run.
     pub(crate) fn current(&self) -> Arc<Revision> {
-        self.version
+        self.revision
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    /// Makes `version` the one new calls run; calls in flight finish on the old one.
-    pub(crate) fn swap(&self, version: Revision) -> Arc<Revision> {
-        let mut current = self.version.write().unwrap_or_else(|p| p.into_inner());
-        std::mem::replace(&mut *current, Arc::new(version))
+    /// Makes `revision` the one new calls run; calls in flight finish on the old one.
+    pub(super) fn swap(&self, revision: Revision) -> Arc<Revision> {
+        let mut current = self.revision.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *current, Arc::new(revision))
     }
 
     /// Stops taking keys: queued ones are dropped, calls in flight finish, and their writes
     /// still waiting for the write budget are skipped (a removal must not wait out a slow
     /// budget).
-    pub(crate) fn stop(&self) {
+    pub(super) fn stop(&self) {
         self.stopped.send_replace(true);
         self.queue.shut_down();
     }
@@ -99,8 +104,8 @@ impl RunningPlugin {
         *self.stopped.borrow()
     }
 
-    /// Once the current version's caches have synced, queues every cached key of the kind
-    /// it reconciles (a new plugin, or a new version that should look at everything again).
+    /// Once the current revision's caches have synced, queues every cached key of the kind
+    /// it reconciles (a new plugin, or a new revision that should look at everything again).
     pub(crate) async fn enqueue_all(&self, reason: Reason) {
         for cache in &self.current().caches {
             cache.wait_synced().await;
@@ -134,11 +139,11 @@ impl RunningPlugin {
     /// Queues this plugin's keys in `namespace` (its labels changed: a label selector in the
     /// policy may now grant or refuse it).
     pub(crate) fn namespace_changed(&self, namespace: &str) {
-        let version = self.current();
-        if version.policy.grants.namespaces.selector().is_none() {
+        let revision = self.current();
+        if revision.policy.grants.namespaces.selector().is_none() {
             return;
         }
-        for key in version.primary.keys() {
+        for key in revision.primary.keys() {
             if key.namespace.as_deref() == Some(namespace) {
                 self.enqueue(key, Reason::Changed);
             }
@@ -172,7 +177,7 @@ impl RunningPlugin {
 
     fn request(
         &self,
-        version: &Revision,
+        revision: &Revision,
         key: &ObjKey,
         cached: Option<&CachedObject>,
     ) -> ReconcileRequest {
@@ -182,8 +187,8 @@ impl RunningPlugin {
         } else {
             Reason::Requeue
         });
-        let kind = &version.plugin.metadata().reconciles;
-        let previous = if version.plugin.metadata().wants_previous {
+        let kind = &revision.plugin.metadata().reconciles;
+        let previous = if revision.plugin.metadata().wants_previous {
             lock(&self.last_ok).get(key).cloned()
         } else {
             None
@@ -199,7 +204,7 @@ impl RunningPlugin {
             previous,
             reason,
             attempt: requeues + 1,
-            config: version.config.clone(),
+            config: revision.config.clone(),
         }
     }
 
@@ -207,15 +212,15 @@ impl RunningPlugin {
     /// the queue what to do with the key.
     async fn process(&self, key: &ObjKey, pass: &Pass) {
         let name = &*self.name;
-        // This call runs on the version current now, whatever is swapped in meanwhile.
-        let version = self.current();
-        for cache in &version.caches {
+        // This call runs on the revision current now, whatever is swapped in meanwhile.
+        let revision = self.current();
+        for cache in &revision.caches {
             cache.wait_synced().await;
         }
         if !self
             .expectations
             .satisfied(key, Instant::now(), |kind, object| {
-                version.cached(kind, object)
+                revision.cached(kind, object)
             })
         {
             // Our last write, or the version our refused write was fenced on, is not in the
@@ -223,16 +228,16 @@ impl RunningPlugin {
             self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
             return;
         }
-        let cached = version.primary.get(key);
-        let request = self.request(&version, key, cached.as_deref());
+        let cached = revision.primary.get(key);
+        let request = self.request(&revision, key, cached.as_deref());
         // The call reads through a record of its own: its writes to what it read are fenced
         // with the versions it saw.
-        let reads = Arc::new(CallObjects::new(version.objects.clone()));
+        let reads = Arc::new(CallObjects::new(revision.objects.clone()));
         let ctx = CallContext {
             objects: reads.clone(),
-            ..version.ctx.clone()
+            ..revision.ctx.clone()
         };
-        let (plugin, req) = (version.plugin.clone(), request.clone());
+        let (plugin, req) = (revision.plugin.clone(), request.clone());
         let handle = tokio::runtime::Handle::current();
         let report = match tokio::task::spawn_blocking(move || {
             handle.block_on(plugin.reconcile(&req, &ctx))
@@ -267,10 +272,10 @@ impl RunningPlugin {
         let call = Call {
             plugin: name,
             key: &key.to_string(),
-            identity: &version.identity,
-            policy: &version.policy,
-            budget: &version.budget,
-            admit_log: &|len| version.plugin.admit_log_action(len),
+            identity: &revision.identity,
+            policy: &revision.policy,
+            budget: &revision.budget,
+            admit_log: &|len| revision.plugin.admit_log_action(len),
             stopped: self.stopped.subscribe(),
             holds: &|| pass.holds(),
             fence: Fence::decided_on(
@@ -293,7 +298,7 @@ impl RunningPlugin {
                 self.queue.forget(key);
                 // Wait for our own patch of this object before reconciling it again.
                 self.expect_own_patch(key, &request, &outcome);
-                if version.plugin.metadata().wants_previous {
+                if revision.plugin.metadata().wants_previous {
                     let mut last = lock(&self.last_ok);
                     match &request.object {
                         Some(o) => last.insert(key.clone(), o.clone()),

@@ -16,20 +16,23 @@ impl RunningPlugins {
 
     /// The running plugin named `name`, if any.
     pub fn get(&self, name: &str) -> Option<Arc<RunningPlugin>> {
-        self.snapshot().iter().find(|u| &*u.name == name).cloned()
+        self.snapshot()
+            .iter()
+            .find(|p| p.name.as_str() == name)
+            .cloned()
     }
 
     /// Adds a running plugin (the caller ensures its name is free).
-    pub fn insert(&self, unit: Arc<RunningPlugin>) {
-        self.update(|units| units.push(unit));
+    pub fn insert(&self, plugin: Arc<RunningPlugin>) {
+        self.update(|running| running.push(plugin));
     }
 
     /// Takes the running plugin named `name` out of the set.
     pub fn remove(&self, name: &str) -> Option<Arc<RunningPlugin>> {
         let mut removed = None;
-        self.update(|units| {
-            if let Some(i) = units.iter().position(|u| &*u.name == name) {
-                removed = Some(units.remove(i));
+        self.update(|running| {
+            if let Some(i) = running.iter().position(|p| p.name.as_str() == name) {
+                removed = Some(running.remove(i));
             }
         });
         removed
@@ -37,8 +40,8 @@ impl RunningPlugins {
 
     fn update(&self, change: impl FnOnce(&mut Vec<Arc<RunningPlugin>>)) {
         let mut set = self.0.write().unwrap_or_else(|p| p.into_inner());
-        let mut units = Vec::clone(&set);
-        change(&mut units);
-        *set = Arc::new(units);
+        let mut running = Vec::clone(&set);
+        change(&mut running);
+        *set = Arc::new(running);
     }
 }

@@ -26,7 +26,7 @@ struct Harness {
     controller: Controller,
     writer: Arc<FakeWriter>,
     audit: Receiver<Arc<AuditRecord>>,
-    unit: Arc<RunningPlugin>,
+    running: Arc<RunningPlugin>,
     /// The cache's writer, as the watch task holds it.
     cache: std::sync::Mutex<CacheWriter>,
     /// Kept for the plugin's engine (compile cache, instance pool).
@@ -84,7 +84,7 @@ async fn harness(
     let instance = PluginInstance::named(plugin.clone(), "hostile", Some(&config))
         .with_policy(Policy::trusted());
     let meta = plugin.metadata();
-    let version = Revision {
+    let revision = Revision {
         identity: Arc::new(PluginIdentity {
             name: "hostile".into(),
             declared: meta.name.clone(),
@@ -110,13 +110,16 @@ async fn harness(
         budget: Arc::new(instance.policy.write_budget()),
         policy: instance.policy.clone(),
     };
-    controller.start_unit_with(instance, version).unwrap();
-    let unit = controller.inner.units.get("hostile").unwrap();
+    let name = instance.name().unwrap().clone();
+    controller
+        .start_running(&name, &instance, revision)
+        .unwrap();
+    let running = controller.inner.running.get("hostile").unwrap();
     Harness {
         controller,
         writer,
         audit,
-        unit,
+        running,
         cache: std::sync::Mutex::new(writer_of_cache),
         _runtime: runtime,
     }
@@ -155,7 +158,7 @@ impl Harness {
     /// router does on a watch event.
     fn change(&self, name: &str, rv: &str) {
         self.cache.lock().unwrap().upsert(object(name, rv));
-        self.unit
+        self.running
             .enqueue(ObjKey::new(Some("team-a"), name), Reason::Changed);
     }
 }
@@ -361,7 +364,7 @@ async fn a_conflict_waits_for_the_cache_to_show_a_newer_version() {
     // A retry with backoff would come within milliseconds, and a re-queue of the version the
     // write was refused on must not bring the key back either.
     sleep(Duration::from_millis(1500)).await;
-    h.unit
+    h.running
         .enqueue(ObjKey::new(Some("team-a"), "web"), Reason::Changed);
     sleep(Duration::from_millis(200)).await;
     assert_eq!(

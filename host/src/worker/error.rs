@@ -1,15 +1,17 @@
-//! Why a plugin could not be started or updated in the controller.
+//! Why an instance could not start, or could not get a new revision.
 
+use super::instance::{InstanceName, InvalidName};
 use crate::contract::KindRef;
 
-/// A plugin the controller could not (re)start; the plugins already running are unaffected.
+/// An instance that could not start or get a new revision; a revision already running keeps
+/// running, and other running plugins are unaffected.
 #[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
+pub enum StartError {
     /// The API server does not serve a kind the plugin reconciles, owns or may read.
     #[error("plugin {plugin}: the API server does not serve {kind}: {source}")]
     KindNotServed {
         /// The instance.
-        plugin: String,
+        plugin: InstanceName,
         /// The kind its watch could not start for.
         kind: KindRef,
         /// What discovery or the list said.
@@ -22,27 +24,25 @@ pub enum ControllerError {
     )]
     NamespacesUnwatchable {
         /// The instance.
-        plugin: String,
+        plugin: InstanceName,
         /// Why the Namespace watch could not start.
         #[source]
         source: Box<kube::Error>,
     },
-    /// An instance with this name already runs ([`Controller::add`](super::Controller::add)).
+    /// An instance with this name already runs
+    /// ([`Controller::add`](crate::controller::Controller::add)).
     #[error("plugin {0}: another plugin with the same name is running")]
-    DuplicateName(String),
+    DuplicateName(InstanceName),
     /// Its instance name cannot name a queue, a field manager and a policy file.
-    #[error("plugin instance name {message}")]
-    InvalidName {
-        /// Which rule the name breaks (the name shown escaped).
-        message: String,
-    },
+    #[error("plugin instance name {0}")]
+    InvalidName(#[from] InvalidName),
     /// Its policy pins a digest (`spec.plugin.sha256`) the plugin file does not have.
     #[error(
         "plugin {plugin}: the file's sha256 is {actual}, but its policy {policy} pins {pinned} (spec.plugin.sha256); not started (a running version keeps running)"
     )]
     DigestMismatch {
         /// The instance.
-        plugin: String,
+        plugin: InstanceName,
         /// The policy file.
         policy: String,
         /// The digest the policy pins.
@@ -57,7 +57,7 @@ pub enum ControllerError {
     )]
     KindNotGranted {
         /// The instance.
-        plugin: String,
+        plugin: InstanceName,
         /// The kind it reconciles.
         kind: KindRef,
         /// The policy file.
@@ -67,7 +67,7 @@ pub enum ControllerError {
     #[error("plugin {plugin}: cannot build its workqueue: {source}")]
     Queue {
         /// The instance.
-        plugin: String,
+        plugin: InstanceName,
         /// Why the queue could not be built.
         #[source]
         source: crate::queue::QueueError,

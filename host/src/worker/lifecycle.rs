@@ -1,0 +1,139 @@
+//! A running plugin's life: started from its first revision (its queue built, its workers
+//! spawned, every cached key queued once the caches sync), given new revisions while it runs,
+//! halted, and its workers joined. The task handles live here, with the running plugin.
+
+use super::error::StartError;
+use super::instance::InstanceName;
+use super::metrics::ReconcileMetrics;
+use super::revision::Revision;
+use super::running::RunningPlugin;
+use crate::actions::Pipeline;
+use crate::contract::Reason;
+use crate::coordination::Gate;
+use crate::queue::{QueueConfig, QueueMetrics, WorkQueue};
+use std::sync::{Arc, Mutex};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// What every running plugin of a controller is started with.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// Runs each call's actions: policy, dry-run, budget, execution, audit.
+    pub pipeline: Arc<Pipeline>,
+    /// Call durations and reconcile results.
+    pub metrics: ReconcileMetrics,
+    /// Workqueue rate limiting.
+    pub queue: QueueConfig,
+    /// Workqueue metrics, labelled by plugin.
+    pub queue_metrics: QueueMetrics,
+    /// Which keys this replica may reconcile.
+    pub gate: Gate,
+    /// Workers per running plugin (at least one runs).
+    pub workers: usize,
+}
+
+/// The tasks of one running plugin.
+#[derive(Default)]
+pub(super) struct Tasks {
+    workers: Vec<JoinHandle<()>>,
+    /// Queues every cached key once the current revision's caches have synced.
+    enqueue_all: Option<JoinHandle<()>>,
+}
+
+/// What joining a running plugin's workers came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drain {
+    /// Workers that finished their call (or were idle) before the deadline.
+    pub finished: usize,
+    /// Workers still busy at the deadline, stopped where they were.
+    pub abandoned: usize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl RunningPlugin {
+    /// Starts instance `name` on `revision`: builds its queue, spawns its workers and queues
+    /// every cached key (as added) once the caches have synced.
+    pub(crate) fn start(
+        name: InstanceName,
+        revision: Revision,
+        shared: &Shared,
+    ) -> Result<Arc<Self>, StartError> {
+        let queue = WorkQueue::new(name.as_str(), &shared.queue, &shared.queue_metrics).map_err(
+            |source| StartError::Queue {
+                plugin: name.clone(),
+                source,
+            },
+        )?;
+        let running = Arc::new(RunningPlugin::new(
+            name,
+            queue,
+            revision,
+            shared.pipeline.clone(),
+            shared.metrics.clone(),
+            shared.gate.clone(),
+        ));
+        let workers = (0..shared.workers.max(1))
+            .map(|_| tokio::spawn(running.clone().work()))
+            .collect();
+        lock(&running.tasks).workers = workers;
+        running.enqueue_all_later(Reason::Added);
+        Ok(running)
+    }
+
+    /// Makes `revision` the one new calls run (calls in flight finish on the old one) and
+    /// queues every cached key again (as a resync) once its caches have synced. Returns the
+    /// revision replaced.
+    pub(crate) fn update(self: &Arc<Self>, revision: Revision) -> Arc<Revision> {
+        let old = self.swap(revision);
+        self.enqueue_all_later(Reason::Resync);
+        old
+    }
+
+    /// Queues every cached key once the current revision's caches have synced, replacing
+    /// (aborting) a queueing still waiting for an older revision's.
+    fn enqueue_all_later(self: &Arc<Self>, reason: Reason) {
+        let task = tokio::spawn({
+            let running = self.clone();
+            async move { running.enqueue_all(reason).await }
+        });
+        if let Some(previous) = lock(&self.tasks).enqueue_all.replace(task) {
+            previous.abort();
+        }
+    }
+
+    /// Stops taking keys ([`RunningPlugin::stop`]) and stops queueing cached keys; the
+    /// workers finish their calls in flight ([`RunningPlugin::join`]).
+    pub(crate) fn halt(&self) {
+        self.stop();
+        if let Some(task) = lock(&self.tasks).enqueue_all.take() {
+            task.abort();
+        }
+    }
+
+    /// Waits for the workers of a halted plugin to end; those still busy at `deadline` (if
+    /// any) are abandoned where they are.
+    pub(crate) async fn join(&self, deadline: Option<Instant>) -> Drain {
+        let workers = std::mem::take(&mut lock(&self.tasks).workers);
+        let mut drain = Drain::default();
+        for mut worker in workers {
+            let Some(deadline) = deadline else {
+                let _ = worker.await;
+                drain.finished += 1;
+                continue;
+            };
+            if tokio::time::timeout_at(deadline, &mut worker)
+                .await
+                .is_err()
+            {
+                worker.abort();
+                drain.abandoned += 1;
+            } else {
+                drain.finished += 1;
+            }
+        }
+        drain
+    }
+}
