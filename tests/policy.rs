@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
-use kubeplug::controller::{Controller, ControllerError, PluginInstance};
+use kubeplug::controller::{Controller, PluginInstance, StartError};
 use kubeplug::policy::{AuditRecord, Decision, Grant, Mode};
 use kubeplug::reload::{ReloadConfig, Reloader};
 use kubeplug_sim::Sim;
@@ -896,10 +896,7 @@ rules:
         )
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, ControllerError::KindNotGranted { .. }),
-        "{err}"
-    );
+    assert!(matches!(err, StartError::KindNotGranted { .. }), "{err}");
     assert!(err.to_string().contains("apps/v1/Deployment"), "{err}");
     assert!(controller.plugins().is_empty());
     // Naming the kind, in reads or in a rule, lets it run.

@@ -14,7 +14,7 @@ use common::{plugin, test_plugin};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kubeplug::controller::{Controller, ControllerError, PluginInstance};
+use kubeplug::controller::{Controller, PluginInstance, StartError};
 use kubeplug::policy::{AuditRecord, Decision, Mode, Policy, PolicyDocument};
 use kubeplug::reload::{FileStatus, ReloadConfig, Reloader, WatchTask};
 use kubeplug_sim::{ResourceKind, Sim};
@@ -822,7 +822,7 @@ async fn the_controller_itself_refuses_bad_instance_names_and_unpinned_files() -
         .await
         .unwrap_err();
     assert!(
-        matches!(err, ControllerError::InvalidName { .. }) && err.to_string().contains("DNS-1123"),
+        matches!(err, StartError::InvalidName { .. }) && err.to_string().contains("DNS-1123"),
         "{err}"
     );
     let file = Path::new("pinner.policy.yaml");
@@ -1006,13 +1006,14 @@ fn a_directory_that_cannot_be_watched_is_reported_and_the_host_keeps_serving() {
     assert!(seen.contains("plugin started"), "{seen}");
 }
 
-/// GET `path` from `addr`: status code and body.
+/// GET `path` from `addr` (named as the Host, as the status server requires): status code
+/// and body.
 fn http_get(addr: &str, path: &str) -> (u16, String) {
     use std::io::Read;
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: kubeplug\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();

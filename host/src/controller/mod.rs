@@ -14,7 +14,4 @@ pub use crate::worker::{
 };
 pub use config::{ControllerConfig, DEFAULT_WORKERS};
 
-/// Why the controller did not start or update a plugin: the running plugin's own error
-/// (the name the integration tests under `tests/` match on).
-pub type ControllerError = StartError;
 pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT};
