@@ -66,16 +66,6 @@ impl FixtureObjects {
         let text: Arc<str> = object.to_string().into();
         self.objects.insert(key, (object, text));
     }
-
-    /// How many objects are loaded.
-    pub fn len(&self) -> usize {
-        self.objects.len()
-    }
-
-    /// Whether no objects are loaded.
-    pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
-    }
 }
 
 impl ObjectSource for FixtureObjects {
