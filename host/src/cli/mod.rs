@@ -6,6 +6,9 @@ pub mod run;
 pub mod run_settings;
 pub mod sim;
 
+#[cfg(test)]
+mod deploy_manifests;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
