@@ -1006,25 +1006,9 @@ fn a_directory_that_cannot_be_watched_is_reported_and_the_host_keeps_serving() {
     assert!(seen.contains("plugin started"), "{seen}");
 }
 
-/// GET `path` from `addr` (named as the Host, as the status server requires): status code
-/// and body.
+/// GET `path` from `addr`: status code and body.
 fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::Read;
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
+    common::http(addr, "GET", path, &[], "")
 }
 
 #[test]

@@ -241,22 +241,9 @@ impl Replica {
             .and_then(|v| v["fields"]["addr"].as_str().map(str::to_string))
             .expect("the status server's address");
         let path = path.to_string();
-        tokio::task::spawn_blocking(move || {
-            use std::io::{Read, Write};
-            let mut stream = std::net::TcpStream::connect(&addr).unwrap();
-            write!(
-                stream,
-                "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let mut response = String::new();
-            stream.read_to_string(&mut response).unwrap();
-            let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-            let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
-            (status.unwrap_or(0), body.to_string())
-        })
-        .await
-        .unwrap()
+        tokio::task::spawn_blocking(move || common::http(&addr, "GET", &path, &[], ""))
+            .await
+            .unwrap()
     }
 
     /// A metric's value from `/metrics`.

@@ -44,17 +44,14 @@ fn logged(host: &HostProcess, needle: &str, marker: &str) -> String {
 }
 
 fn patch_replicas(api: &str, replicas: u32) {
-    let body = format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#);
-    let mut stream = std::net::TcpStream::connect(api).unwrap();
-    write!(
-        stream,
-        "PATCH /apis/apps/v1/namespaces/demo/deployments/web HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\nContent-Type: application/merge-patch+json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let (status, body) = common::http(
+        api,
+        "PATCH",
+        "/apis/apps/v1/namespaces/demo/deployments/web",
+        &["Content-Type: application/merge-patch+json"],
+        &format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#),
+    );
+    assert_eq!(status, 200, "{body}");
 }
 
 /// The DOM after the page ran for a few seconds of virtual time, and the browser's log

@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::host_process::HostProcess;
-use common::{plugin, test_plugin};
+use common::{http, plugin, test_plugin};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -78,34 +78,6 @@ fn start(dir: &Path, args: &[&str]) -> (HostProcess, String, String) {
         .trim_start_matches("http://")
         .to_string();
     (host, status, api)
-}
-
-/// One HTTP/1.1 request over a fresh connection: status and body. `Host` is `addr` unless
-/// `headers` name one.
-fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
-    if !headers
-        .iter()
-        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
-    {
-        request.push_str(&format!("Host: {addr}\r\n"));
-    }
-    for h in headers {
-        request.push_str(h);
-        request.push_str("\r\n");
-    }
-    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
 }
 
 fn scale(api: &str, replicas: u32) {
