@@ -112,6 +112,19 @@ impl HostProcess {
         Some((status.success(), std::mem::take(&mut self.seen)))
     }
 
+    /// The value after `marker` in the first line seen holding `needle` (trailing `.` and
+    /// `,` trimmed): an address the host logged, say.
+    pub fn logged(&self, needle: &str, marker: &str) -> String {
+        self.seen
+            .lines()
+            .find(|l| l.contains(needle))
+            .and_then(|l| l.split(marker).nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {marker} in a line with {needle:?}: {}", self.seen))
+            .trim_end_matches(['.', ','])
+            .to_string()
+    }
+
     /// SIGTERMs it, asserts it exited 0, and returns all its stderr.
     pub fn stop(self) -> String {
         let (ok, seen) = self.terminate();

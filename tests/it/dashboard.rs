@@ -33,16 +33,6 @@ fn chromium() -> Option<PathBuf> {
         })
 }
 
-fn logged(host: &HostProcess, needle: &str, marker: &str) -> String {
-    host.seen
-        .lines()
-        .find(|l| l.contains(needle))
-        .and_then(|l| l.split(marker).nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {marker} in a line with {needle:?}: {}", host.seen))
-        .to_string()
-}
-
 fn patch_replicas(api: &str, replicas: u32) {
     let (status, body) = common::http(
         api,
@@ -112,7 +102,7 @@ fn the_page_runs_only_its_own_script_and_connects_only_to_its_own_origin() {
     .unwrap();
     let mut host = HostProcess::start(dir.path(), &["--listen", "127.0.0.1:0"]);
     assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
-    let status = logged(&host, "serving /metrics", "addr=");
+    let status = host.logged("serving /metrics", "addr=");
     let (head, page) = get(&status, "/");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let policy = header(&head, "content-security-policy").expect("a content security policy");
@@ -166,8 +156,9 @@ fn the_dashboard_shows_the_plugins_and_a_live_change_in_chromium() {
         ],
     );
     assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
-    let status = logged(&host, "serving /metrics", "addr=");
-    let api = logged(&host, "embedded API server at", "at ")
+    let status = host.logged("serving /metrics", "addr=");
+    let api = host
+        .logged("embedded API server at", "at ")
         .trim_start_matches("http://")
         .to_string();
     // change-logger must have seen web at one replica first, or the scale is its first sight

@@ -55,26 +55,15 @@ fn plugins_dir() -> tempfile::TempDir {
     dir
 }
 
-/// The value after `marker` in the first log line holding `needle`.
-fn logged(host: &HostProcess, needle: &str, marker: &str) -> String {
-    host.seen
-        .lines()
-        .find(|l| l.contains(needle))
-        .and_then(|l| l.split(marker).nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {marker} in a line with {needle:?}: {}", host.seen))
-        .trim_end_matches(['.', ','])
-        .to_string()
-}
-
 /// A running host: its status address and the embedded API server's.
 fn start(dir: &Path, args: &[&str]) -> (HostProcess, String, String) {
     let mut all = vec!["--listen", "127.0.0.1:0"];
     all.extend_from_slice(args);
     let mut host = HostProcess::start(dir, &all);
     assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
-    let status = logged(&host, "serving /metrics", "addr=");
-    let api = logged(&host, "embedded API server at", "at ")
+    let status = host.logged("serving /metrics", "addr=");
+    let api = host
+        .logged("embedded API server at", "at ")
         .trim_start_matches("http://")
         .to_string();
     (host, status, api)
