@@ -24,9 +24,11 @@ plugins: setup
 	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(KUBEPLUG_TEST_PLUGIN_DIR)/$$p.wasm; done
 
 ## test-deps: what the tests need besides Rust, when missing: Chromium for the dashboard test
-## (Debian's package; where it cannot be installed, that test skips and says why)
+## (Debian's package; where it cannot be installed, that test skips and says why, except
+## under CI=true, where a missing dependency fails)
 test-deps:
-	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed: the dashboard test will skip"
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+		{ echo "chromium could not be installed: the dashboard test will skip (and fail under CI=true)"; [ "$$CI" != true ]; }
 
 ## test: build the plugins, then run every test of the workspace
 test: plugins test-deps

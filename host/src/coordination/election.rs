@@ -100,7 +100,7 @@ impl Observed {
             && !already
         {
             tracing::warn!(
-                lease = lease.metadata.name.as_deref().unwrap_or_default(),
+                lease = %crate::contract::text::shown_max(lease.metadata.name.as_deref().unwrap_or_default(), 253),
                 holder = %crate::contract::text::shown_max(holder.as_deref().unwrap_or_default(), 128),
                 lease_duration_seconds = value,
                 taken_as_s = duration.as_secs_f64(),
