@@ -1,5 +1,7 @@
 //! Discovery documents (`/version`, `/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) in
-//! the legacy (non-aggregated) format, which kubectl and kube-rs fall back to.
+//! the legacy (non-aggregated) format, which kubectl and kube-rs fall back to; and OpenAPI v3
+//! documents that describe operations only (no schemas), enough for kubectl's default
+//! `--validate=strict` to see that the server does field validation itself.
 
 use super::kinds::Registry;
 use serde_json::{Value, json};
@@ -106,4 +108,82 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
     )
+}
+
+/// `/openapi/v3`: one document per served group version, its URL carrying a hash of what it
+/// lists (kubectl caches the documents by that URL).
+pub fn openapi_root(registry: &Registry) -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut versions: Vec<(String, String)> = vec![(String::new(), "v1".into())];
+    for (group, vs) in registry.groups() {
+        versions.extend(vs.into_iter().map(|v| (group.clone(), v)));
+    }
+    for (group, version) in versions {
+        let Some(doc) = openapi(registry, &group, &version) else {
+            continue;
+        };
+        let key = if group.is_empty() {
+            format!("api/{version}")
+        } else {
+            format!("apis/{group}/{version}")
+        };
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            doc.to_string().hash(&mut h);
+            format!("{:016X}", h.finish())
+        };
+        paths.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/api/v1` or `/openapi/v3/apis/<group>/<version>`: for each kind, its object
+/// path with a PATCH operation that names the kind and accepts `fieldValidation` (the sim
+/// accepts and ignores it: see README), and no request body types or schemas, so kubectl
+/// neither validates on the client nor builds strategic merge patches from it.
+pub fn openapi(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    for k in registry
+        .all()
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+    {
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let path = if k.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", k.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", k.plural)
+        };
+        let gvk = json!({"group": group, "version": version, "kind": k.kind});
+        let parameter =
+            |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string"}});
+        paths.insert(
+            path,
+            json!({"patch": {
+                "operationId": format!("patch{}", k.kind),
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [parameter("dryRun"), parameter("fieldManager"),
+                    parameter("fieldValidation"), parameter("force")],
+                "responses": {"200": {"description": "OK"}},
+            }}),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.35.0-kubeplug-sim"},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
 }

@@ -32,6 +32,43 @@ pub struct ResourceKind {
     pub short_names: Vec<String>,
     /// Where its objects are stored.
     pub storage: Storage,
+    /// The columns of `kubectl get` beyond NAME (a CRD's `additionalPrinterColumns`; empty
+    /// for built-in kinds, whose columns the table module knows).
+    pub printer_columns: Vec<PrinterColumn>,
+    /// The CRD version's `openAPIV3Schema`: objects are pruned, defaulted and validated
+    /// against it (the schema module); `None` stores them as sent.
+    pub schema: Option<Arc<Value>>,
+}
+
+/// One `additionalPrinterColumns` entry of a CRD version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The header, e.g. `Ready`.
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: String,
+    /// OpenAPI format hint (`name`, `date-time`, ...), usually empty.
+    pub format: String,
+    /// Shown by `kubectl explain`-like tools.
+    pub description: String,
+    /// 0: always shown; higher: only with `-o wide`.
+    pub priority: i64,
+    /// The JSONPath evaluated against each object, e.g. `.status.mode`.
+    pub json_path: String,
+}
+
+impl PrinterColumn {
+    /// The `Age` column a CRD gets when it declares none.
+    pub fn age() -> Self {
+        Self {
+            name: "Age".into(),
+            type_: "date".into(),
+            format: String::new(),
+            description: String::new(),
+            priority: 0,
+            json_path: ".metadata.creationTimestamp".into(),
+        }
+    }
 }
 
 /// Where a kind's objects are stored.
@@ -61,6 +98,8 @@ impl ResourceKind {
             builtin: false,
             short_names: Vec::new(),
             storage: Storage::Own,
+            printer_columns: Vec::new(),
+            schema: None,
         }
     }
 
@@ -141,7 +180,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in kinds: Deployments, Pods, Namespaces, Events (both groups), Leases.
+    /// The built-in kinds: Deployments, Pods, Namespaces, ConfigMaps, Secrets, Events (both
+    /// groups), Leases and CRDs.
     pub fn builtin() -> Self {
         let deployments = ResourceKind {
             status_subresource: true,
@@ -161,6 +201,11 @@ impl Registry {
             short_names: vec!["ns".into()],
             ..ResourceKind::builtin_kind("", "v1", "Namespace", "namespaces", false)
         };
+        let config_maps = ResourceKind {
+            short_names: vec!["cm".into()],
+            ..ResourceKind::builtin_kind("", "v1", "ConfigMap", "configmaps", true)
+        };
+        let secrets = ResourceKind::builtin_kind("", "v1", "Secret", "secrets", true);
         let events = ResourceKind {
             short_names: vec!["ev".into()],
             ..ResourceKind::builtin_kind("", "v1", "Event", "events", true)
@@ -189,6 +234,8 @@ impl Registry {
                 deployments,
                 pods,
                 namespaces,
+                config_maps,
+                secrets,
                 events,
                 events_k8s,
                 leases,
@@ -333,6 +380,11 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, ApiError> {
             k.singular = s.clone();
         }
         k.short_names = short_names.clone();
+        k.printer_columns = printer_columns(v)?;
+        k.schema = v
+            .pointer("/schema/openAPIV3Schema")
+            .filter(|s| s.is_object())
+            .map(|s| Arc::new(s.clone()));
         kinds.push(k);
     }
     if kinds.is_empty() {
@@ -341,6 +393,43 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, ApiError> {
         ));
     }
     Ok(kinds)
+}
+
+/// A CRD version's `additionalPrinterColumns` (the real server's default, `Age`, when it
+/// declares none).
+fn printer_columns(version: &Value) -> Result<Vec<PrinterColumn>, ApiError> {
+    let Some(columns) = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+    else {
+        return Ok(vec![PrinterColumn::age()]);
+    };
+    let text = |c: &Value, f: &str| c.get(f).and_then(Value::as_str).map(str::to_string);
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let missing = |f: &str| {
+                ApiError::invalid(format!(
+                    "CustomResourceDefinition: additionalPrinterColumns[{i}].{f}: Required value"
+                ))
+            };
+            let json_path = text(c, "jsonPath").ok_or_else(|| missing("jsonPath"))?;
+            if let Err(e) = super::jsonpath::JsonPath::parse(&json_path) {
+                return Err(ApiError::invalid(format!(
+                    "CustomResourceDefinition: additionalPrinterColumns[{i}].jsonPath: Invalid value: {json_path:?}: {e}"
+                )));
+            }
+            Ok(PrinterColumn {
+                name: text(c, "name").ok_or_else(|| missing("name"))?,
+                type_: text(c, "type").ok_or_else(|| missing("type"))?,
+                format: text(c, "format").unwrap_or_default(),
+                description: text(c, "description").unwrap_or_default(),
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                json_path,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod errors;
 mod events;
 pub mod faults;
 mod gc;
+mod jsonpath;
 pub mod kinds;
 pub mod kubeconfig;
 mod list;
@@ -44,6 +45,7 @@ mod pod_status;
 mod protobuf;
 pub mod request_log;
 mod scale;
+mod schema;
 pub mod selectors;
 mod server;
 mod server_side_apply;
@@ -56,7 +58,7 @@ mod watch;
 
 pub use errors::ApiError;
 pub use faults::{ErrorFault, FaultRequest, FaultState, Faults, HoldFault};
-pub use kinds::{Registry, ResourceKind};
+pub use kinds::{PrinterColumn, Registry, ResourceKind};
 pub use kubeplug_vocab::selector;
 pub use load::LoadError;
 pub use patch::PatchType;
@@ -342,21 +344,40 @@ fn seed(shared: &Shared, mut object: Value) -> Result<Arc<Value>, ApiError> {
         .as_str()
         .unwrap_or_default()
         .to_string();
+    let crd = kind.group == "apiextensions.k8s.io" && kind.kind == "CustomResourceDefinition";
+    if crd {
+        kinds::kinds_from_crd(&object)?;
+    }
+    let stored = seed_object(shared, &kind, &ns, &name, object)?;
+    if crd {
+        server::register_crd(shared, &stored);
+    }
+    Ok(stored)
+}
+
+/// Creates or replaces one object of `kind` in `ns` (its namespace created as needed).
+fn seed_object(
+    shared: &Shared,
+    kind: &ResourceKind,
+    ns: &str,
+    name: &str,
+    mut object: Value,
+) -> Result<Arc<Value>, ApiError> {
     const MANAGER: &str = "kubeplug-sim";
-    if !name.is_empty() && shared.store.get(&kind.storage_name(), &ns, &name).is_some() {
+    if !name.is_empty() && shared.store.get(&kind.storage_name(), ns, name).is_some() {
         if let Some(meta) = object["metadata"].as_object_mut() {
             meta.remove("resourceVersion");
         }
-        return shared.update(&kind, &ns, &name, object, objects::Sub::Main, MANAGER);
+        return shared.update(kind, ns, name, object, objects::Sub::Main, MANAGER);
     }
-    let namespace = kind.namespaced.then_some(ns.as_str());
-    if kind.namespaced && shared.store.get("namespaces", "", &ns).is_none() {
+    let namespace = kind.namespaced.then_some(ns);
+    if kind.namespaced && shared.store.get("namespaces", "", ns).is_none() {
         let namespace =
             serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         let ns_kind = shared.kind("namespaces")?;
         shared.create(&ns_kind, None, namespace, MANAGER, false)?;
     }
-    shared.create(&kind, namespace, object, MANAGER, false)
+    shared.create(kind, namespace, object, MANAGER, false)
 }
 
 /// A running embedded API server. Dropping it stops the server, ends every watch and the

@@ -262,6 +262,7 @@ impl Shared {
                 "",
             );
         }
+        super::schema::normalize(kind, &mut body)?;
         validate(kind, &body)?;
         set_defaults(kind, &mut body);
         self.commit(kind, &ns, &name, Precondition::Absent, Some(body))
@@ -352,6 +353,7 @@ impl Shared {
                 new
             }
         };
+        super::schema::normalize(kind, &mut next)?;
         let meta = next["metadata"]
             .as_object_mut()
             .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;

@@ -59,10 +59,39 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
             ))
         })?
         .map_err(|e| bad(format!("invalid {kind} message: {e}")))?;
+    // A ConfigMap's and Secret's maps hold user data: empty values stay (api_json would drop
+    // them), and bytes are base64 in JSON.
+    let mut object = object;
+    let user_maps: &[&str] = match (api_version.as_str(), kind.as_str()) {
+        ("v1", "ConfigMap" | "Secret") => &["data", "binaryData", "stringData"],
+        _ => &[],
+    };
+    let maps: Vec<(&str, Value)> = user_maps
+        .iter()
+        .filter_map(|f| Some((*f, object.as_object_mut()?.remove(*f)?)))
+        .collect();
     let mut object = match api_json(object) {
         Some(Value::Object(map)) => map,
         _ => Map::new(),
     };
+    // Empty maps are unset in protobuf; the crate writes them as `{}`.
+    if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+        meta.retain(|k, v| {
+            !(matches!(k.as_str(), "labels" | "annotations")
+                && v.as_object().is_some_and(Map::is_empty))
+        });
+    }
+    for (field, map) in maps {
+        if let Value::Object(entries) = map
+            && !entries.is_empty()
+        {
+            let entries = entries
+                .into_iter()
+                .map(|(k, v)| (k, data_value(v)))
+                .collect();
+            object.insert(field.into(), Value::Object(entries));
+        }
+    }
     object.insert("apiVersion".into(), Value::String(api_version));
     object.insert("kind".into(), Value::String(kind));
     Ok(Value::Object(object))
@@ -82,6 +111,8 @@ fn typed_json(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result<Value,
         ("v1", "Namespace") => parse::<core::v1::Namespace>(raw),
         ("v1", "Pod") => parse::<core::v1::Pod>(raw),
         ("v1", "Event") => parse::<core::v1::Event>(raw),
+        ("v1", "ConfigMap") => parse::<core::v1::ConfigMap>(raw),
+        ("v1", "Secret") => parse::<core::v1::Secret>(raw),
         ("apps/v1", "Deployment") => parse::<apps::v1::Deployment>(raw),
         ("autoscaling/v1", "Scale") => parse::<k8s_rs_pb::api::autoscaling::v1::Scale>(raw),
         ("coordination.k8s.io/v1", "Lease") => parse::<coordination::v1::Lease>(raw),
@@ -92,6 +123,22 @@ fn typed_json(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result<Value,
         (_, "DeleteOptions") => parse::<meta::v1::DeleteOptions>(raw),
         _ => return None,
     })
+}
+
+/// A value of a ConfigMap's or Secret's map: a string stays, bytes (the crate writes them as
+/// a list of numbers) become base64, as in the API server's JSON.
+fn data_value(value: Value) -> Value {
+    use base64::Engine;
+    match value {
+        Value::Array(bytes) => {
+            let bytes: Vec<u8> = bytes
+                .iter()
+                .filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+                .collect();
+            Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+        }
+        other => other,
+    }
 }
 
 /// The crate's JSON as the API server's: unset fields out (`None` for the value itself), raw
@@ -108,9 +155,14 @@ fn api_json(value: Value) -> Option<Value> {
             if let Some(raw) = raw_bytes(&map) {
                 return serde_json::from_slice(&raw).ok();
             }
+            // rust-protobuf names the proto field `type` `type_`; no Kubernetes field is
+            // called that.
             Some(Value::Object(
                 map.into_iter()
-                    .filter_map(|(k, v)| api_json(v).map(|v| (k, v)))
+                    .filter_map(|(k, v)| {
+                        let k = if k == "type_" { "type".to_string() } else { k };
+                        api_json(v).map(|v| (k, v))
+                    })
                     .collect(),
             ))
         }
@@ -264,6 +316,31 @@ mod tests {
             truncated.message.contains("Namespace"),
             "{}",
             truncated.message
+        );
+    }
+
+    #[test]
+    fn config_map_bytes_become_base64_and_user_data_stays_as_sent() {
+        let mut cm = k8s_rs_pb::api::core::v1::ConfigMap::new();
+        cm.metadata.mut_or_insert_default().name = Some("pinner".into());
+        // One key named `raw`: not mistaken for a raw JSON field.
+        cm.binaryData
+            .insert("raw".into(), vec![0, 0x61, 0x73, 0x6d, 0xff]);
+        cm.data.insert("empty".into(), String::new());
+        let object = decode(&envelope("v1", "ConfigMap", cm.write_to_bytes().unwrap())).unwrap();
+        assert_eq!(object["binaryData"], json!({"raw": "AGFzbf8="}), "{object}");
+        assert_eq!(object["data"], json!({"empty": ""}), "{object}");
+        let mut secret = k8s_rs_pb::api::core::v1::Secret::new();
+        secret.metadata.mut_or_insert_default().name = Some("s".into());
+        secret.data.insert("k".into(), b"v".to_vec());
+        secret.type_ = Some("Opaque".into());
+        let object = decode(&envelope("v1", "Secret", secret.write_to_bytes().unwrap())).unwrap();
+        assert_eq!(object["data"], json!({"k": "dg=="}), "{object}");
+        assert_eq!(object["type"], "Opaque", "{object}");
+        assert_eq!(
+            object["metadata"],
+            json!({"name": "s"}),
+            "no empty maps: {object}"
         );
     }
 

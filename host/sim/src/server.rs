@@ -100,6 +100,8 @@ enum Target {
     Groups,
     Group(String),
     Resources(String, String),
+    OpenApiRoot,
+    OpenApi(String, String),
     Resource(ResourceRequest),
 }
 
@@ -120,6 +122,11 @@ fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
         ["apis", g] => return Ok(Target::Group(g.to_string())),
         ["api", v] => return Ok(Target::Resources(String::new(), v.to_string())),
         ["apis", g, v] => return Ok(Target::Resources(g.to_string(), v.to_string())),
+        ["openapi", "v3"] => return Ok(Target::OpenApiRoot),
+        ["openapi", "v3", "api", v] => return Ok(Target::OpenApi(String::new(), v.to_string())),
+        ["openapi", "v3", "apis", g, v] => {
+            return Ok(Target::OpenApi(g.to_string(), v.to_string()));
+        }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(ApiError::no_route(path)),
@@ -405,8 +412,13 @@ async fn dispatch(
                 ));
             }
             let body = parse_body(headers, &body)?;
+            if is_crd(&kind) {
+                // A CRD whose kinds cannot be served is refused, as the real server's
+                // validation refuses it, instead of being stored and ignored.
+                kinds_from_crd(&body)?;
+            }
             let created = shared.create(&kind, req.namespace.as_deref(), body, &manager, false)?;
-            if kind.group == "apiextensions.k8s.io" && kind.kind == "CustomResourceDefinition" {
+            if is_crd(&kind) {
                 register_crd(shared, &created);
             }
             Ok(json_response(StatusCode::CREATED, render(&kind, &created)))
@@ -419,7 +431,13 @@ async fn dispatch(
                     &scale::update(shared, &kind, &ns, &name, &body, &manager)?,
                 ));
             }
+            if is_crd(&kind) && sub == Sub::Main {
+                kinds_from_crd(&body)?;
+            }
             let updated = shared.update(&kind, &ns, &name, body, sub, &manager)?;
+            if is_crd(&kind) {
+                register_crd(shared, &updated);
+            }
             Ok(json_response(StatusCode::OK, render(&kind, &updated)))
         }
         "patch" => {
@@ -448,6 +466,9 @@ async fn dispatch(
             let force = flag(query, "force");
             let (object, created) =
                 shared.patch(&kind, &ns, &name, &body, patch_type, sub, &manager, force)?;
+            if is_crd(&kind) {
+                register_crd(shared, &object);
+            }
             let code = if created {
                 StatusCode::CREATED
             } else {
@@ -521,6 +542,10 @@ fn discovery_response(
         Target::Resources(g, v) => {
             discovery::resources(&shared.registry(), &g, &v).ok_or_else(not_found)?
         }
+        Target::OpenApiRoot => discovery::openapi_root(&shared.registry()),
+        Target::OpenApi(g, v) => {
+            discovery::openapi(&shared.registry(), &g, &v).ok_or_else(not_found)?
+        }
         Target::Resource(_) => return Err(not_found()),
     };
     Ok(value_response(StatusCode::OK, &value))
@@ -570,9 +595,14 @@ fn delete_options(
     Ok(opts)
 }
 
-/// A CRD created over the API registers its kinds at once (the real server also sets
+fn is_crd(kind: &ResourceKind) -> bool {
+    kind.group == "apiextensions.k8s.io" && kind.kind == "CustomResourceDefinition"
+}
+
+/// A CRD created or changed over the API (or loaded by the library) registers its kinds at
+/// once, with its current printer columns and schema (the real server also sets
 /// Established; the sim does not maintain CRD conditions).
-fn register_crd(shared: &Shared, crd: &Value) {
+pub(crate) fn register_crd(shared: &Shared, crd: &Value) {
     match kinds_from_crd(crd) {
         Ok(kinds) => {
             let mut registry = shared.registry.write().unwrap_or_else(|p| p.into_inner());

@@ -1,7 +1,9 @@
 //! `as=Table` answers (meta.k8s.io/v1 `Table`) so `kubectl get` prints the familiar columns
-//! (READY, UP-TO-DATE, AVAILABLE for Deployments; READY, STATUS for Pods).
+//! (READY, UP-TO-DATE, AVAILABLE for Deployments; READY, STATUS for Pods; DATA for
+//! ConfigMaps; a CRD's `additionalPrinterColumns` for its kinds).
 
-use super::kinds::ResourceKind;
+use super::jsonpath::JsonPath;
+use super::kinds::{PrinterColumn, ResourceKind};
 use axum::http::{HeaderMap, header};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -91,11 +93,62 @@ fn event_cells(o: &Value) -> Vec<Value> {
     ]
 }
 
+/// A CRD's printer column as the real server describes it in `columnDefinitions`.
+fn custom_column(c: &PrinterColumn) -> Value {
+    json!({"name": c.name, "type": c.type_, "format": c.format,
+        "description": c.description, "priority": c.priority})
+}
+
+/// One cell of a CRD printer column, as the real server's table convertor computes it: the
+/// first value the path reaches; a string column prints it as JSONPath prints (text for
+/// scalars, compact JSON for lists and maps); a date column is an age; typed columns keep a
+/// value of their type; anything else (missing, wrong type, no match) is `null`.
+fn custom_cell(c: &PrinterColumn, object: &Value) -> Value {
+    let Ok(path) = JsonPath::parse(&c.json_path) else {
+        return Value::Null;
+    };
+    let Some(value) = path.find(object).into_iter().next() else {
+        return Value::Null;
+    };
+    match (c.type_.as_str(), value) {
+        (_, Value::Null) => Value::Null,
+        ("string", Value::String(s)) => json!(s),
+        ("string", Value::Number(_) | Value::Bool(_)) => json!(value.to_string()),
+        ("string", v) => json!(v.to_string()),
+        ("integer", Value::Number(n)) => match n.as_i64() {
+            Some(i) => json!(i),
+            None => n.as_f64().map_or(Value::Null, |f| json!(f as i64)),
+        },
+        ("number", Value::Number(n)) => json!(n),
+        ("boolean", Value::Bool(b)) => json!(b),
+        ("date", Value::String(s)) => match s.parse::<jiff::Timestamp>() {
+            Ok(t) => json!(human_age(
+                jiff::Timestamp::now().as_second() - t.as_second()
+            )),
+            Err(_) => json!("<invalid>"),
+        },
+        _ => Value::Null,
+    }
+}
+
+/// How many keys a ConfigMap or Secret holds (`kubectl get`'s DATA).
+fn data_count(o: &Value) -> usize {
+    ["data", "binaryData"]
+        .iter()
+        .filter_map(|f| o[*f].as_object())
+        .map(|m| m.len())
+        .sum()
+}
+
 fn columns(kind: &ResourceKind) -> Vec<Value> {
     if kind.builtin && kind.kind == "Event" {
         return event_columns();
     }
     let mut cols = vec![column("Name", "string")];
+    if !kind.builtin {
+        cols.extend(kind.printer_columns.iter().map(custom_column));
+        return cols;
+    }
     match (kind.builtin, kind.kind.as_str()) {
         (true, "Deployment") => cols.extend([
             column("Ready", "string"),
@@ -108,6 +161,8 @@ fn columns(kind: &ResourceKind) -> Vec<Value> {
             column("Restarts", "integer"),
         ]),
         (true, "Namespace") => cols.push(column("Status", "string")),
+        (true, "ConfigMap") => cols.push(column("Data", "string")),
+        (true, "Secret") => cols.extend([column("Type", "string"), column("Data", "string")]),
         _ => {}
     }
     cols.push(column("Age", "string"));
@@ -119,6 +174,10 @@ fn cells(kind: &ResourceKind, o: &Value) -> Vec<Value> {
         return event_cells(o);
     }
     let mut cells = vec![o["metadata"]["name"].clone()];
+    if !kind.builtin {
+        cells.extend(kind.printer_columns.iter().map(|c| custom_cell(c, o)));
+        return cells;
+    }
     let int = |v: &Value| v.as_i64().unwrap_or(0);
     match (kind.builtin, kind.kind.as_str()) {
         (true, "Deployment") => {
@@ -141,6 +200,11 @@ fn cells(kind: &ResourceKind, o: &Value) -> Vec<Value> {
             cells.push(json!(0));
         }
         (true, "Namespace") => cells.push(o["status"]["phase"].clone()),
+        (true, "ConfigMap") => cells.push(json!(data_count(o))),
+        (true, "Secret") => {
+            cells.push(o["type"].clone());
+            cells.push(json!(data_count(o)));
+        }
         _ => {}
     }
     cells.push(json!(age(o)));
@@ -194,5 +258,63 @@ mod tests {
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 5);
         assert_eq!(t["rows"][0]["cells"][1], "2/3");
         assert_eq!(t["rows"][0]["object"]["metadata"]["name"], "web");
+    }
+
+    #[test]
+    fn custom_kinds_print_their_crd_columns() {
+        let crd: Value =
+            serde_saphyr::from_str(include_str!("../../deploy/crds/plugins.yaml")).unwrap();
+        let kind = super::super::kinds::kinds_from_crd(&crd).unwrap().remove(0);
+        let created = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(300);
+        let p = json!({"metadata": {"name": "pinner", "creationTimestamp": created.to_string()},
+            "status": {"mode": "enforce", "shortDigest": "0123456789ab", "conditions": [
+                {"type": "Reconciling", "status": "False", "reason": "Done"},
+                {"type": "Ready", "status": "True", "reason": "Running"}]}});
+        let t = table(&kind, &[Arc::new(p)], json!({}));
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Name", "Mode", "Ready", "Reason", "Digest", "Age"]);
+        assert_eq!(t["columnDefinitions"][5]["type"], "date");
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!(["pinner", "enforce", "True", "Running", "0123456789ab", "5m"])
+        );
+        // Nothing there yet: empty cells, as the real server sends them.
+        let fresh = json!({"metadata": {"name": "new", "creationTimestamp": created.to_string()}});
+        let t = table(&kind, &[Arc::new(fresh)], json!({}));
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!(["new", null, null, null, null, "5m"])
+        );
+    }
+
+    #[test]
+    fn typed_columns_and_lists() {
+        let mut kind = ResourceKind::custom("example.com", "v1", "W", "ws", false);
+        let col = |name: &str, type_: &str, path: &str| PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: path.into(),
+            ..PrinterColumn::age()
+        };
+        kind.printer_columns = vec![
+            col("Names", "string", ".spec.names"),
+            col("N", "integer", ".spec.n"),
+            col("Wrong", "integer", ".spec.s"),
+            col("On", "boolean", ".spec.on"),
+            col("Count", "string", ".spec.n"),
+            col("When", "date", ".spec.s"),
+        ];
+        let w = json!({"metadata": {"name": "w"},
+            "spec": {"names": ["a", "b"], "n": 3, "s": "x", "on": true}});
+        let t = table(&kind, &[Arc::new(w)], json!({}));
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!(["w", "[\"a\",\"b\"]", 3, null, true, "3", "<invalid>"])
+        );
     }
 }

@@ -103,7 +103,7 @@ pub(super) fn validate(kind: &ResourceKind, object: &Value) -> Result<(), ApiErr
             _ => return Err(invalid("spec.replicas", "must be a non-negative integer")),
         }
     }
-    Ok(())
+    super::schema::validate(kind, object)
 }
 
 pub(super) fn set_defaults(kind: &ResourceKind, object: &mut Value) {
