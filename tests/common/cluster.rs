@@ -1,5 +1,5 @@
-//! The harness of the controller-level end-to-end tests: log capture, plugin loading, a fast
-//! queue configuration and the embedded API server with a few builders.
+//! The harness of the controller-level end-to-end tests: log capture (per test), plugin
+//! loading, a fast queue configuration and the embedded API server with a few builders.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
@@ -9,25 +9,60 @@ use kubeplug::plugin::{Plugin, PluginRuntime, RuntimeConfig};
 use kubeplug::queue::{QueueConfig, RateLimitConfig};
 use kubeplug_sim::Sim;
 use serde_json::json;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub type Result<T = ()> = anyhow::Result<T>;
 
-/// Log lines written through tracing by every test in this binary.
-pub fn captured_logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+/// Log lines written through tracing, kept apart by the tokio runtime that wrote them.
+///
+/// Every `#[tokio::test]` builds a runtime of its own, and everything its controller does
+/// runs on that runtime: the test's own code (inside `block_on`), the tasks it spawns, and the
+/// blocking calls into plugins (the runtime's blocking threads are inside it too). So a test
+/// reads the lines of its own controller only ([`log_lines_with`]), even while the other
+/// tests of this binary write theirs: counts and absences stay the test's own.
+type LogsByRuntime = Mutex<HashMap<Option<tokio::runtime::Id>, Vec<u8>>>;
+
+fn logs_by_runtime() -> &'static LogsByRuntime {
+    static LOGS: OnceLock<LogsByRuntime> = OnceLock::new();
     LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let writer = buf.clone();
         let _ = tracing_subscriber::fmt()
             .with_env_filter("info")
             .with_ansi(false)
-            .with_writer(move || Capture(writer.clone()))
+            .with_writer(|| RuntimeLog(current_runtime()))
             .try_init();
-        buf
+        Mutex::new(HashMap::new())
     })
+}
+
+fn current_runtime() -> Option<tokio::runtime::Id> {
+    tokio::runtime::Handle::try_current().ok().map(|h| h.id())
+}
+
+/// Installs the log capture (once per process) that [`log_lines_with`] reads.
+pub fn capture_logs() {
+    logs_by_runtime();
+}
+
+/// A log writer into the lines of one runtime (`None`: written outside any).
+struct RuntimeLog(Option<tokio::runtime::Id>);
+
+impl std::io::Write for RuntimeLog {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        logs_by_runtime()
+            .lock()
+            .unwrap()
+            .entry(self.0)
+            .or_default()
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A log writer into shared bytes.
@@ -45,9 +80,16 @@ impl std::io::Write for Capture {
     }
 }
 
+/// The log lines holding `needle` that the calling test wrote: those written on its tokio
+/// runtime since the capture was installed ([`capture_logs`], which [`sim`] calls).
 pub fn log_lines_with(needle: &str) -> Vec<String> {
-    let buf = captured_logs().lock().unwrap();
-    String::from_utf8_lossy(&buf)
+    let runtime = current_runtime()
+        .expect("log_lines_with reads the lines of the calling test's runtime: call it in one");
+    let logs = logs_by_runtime().lock().unwrap();
+    let Some(buf) = logs.get(&Some(runtime)) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(buf)
         .lines()
         .filter(|l| l.contains(needle))
         .map(str::to_string)
@@ -92,7 +134,7 @@ pub fn fast_config() -> ControllerConfig {
 
 /// An embedded API server with fast Deployment status and namespaces created on demand.
 pub async fn sim() -> Result<Sim> {
-    captured_logs();
+    capture_logs();
     Ok(Sim::builder()
         .status_delay(Duration::from_millis(20))
         .auto_create_namespaces(true)

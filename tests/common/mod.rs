@@ -42,6 +42,31 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Runs the ignored test `name` (its path in this test binary, `module::test`) alone, in a
+/// new process of this same binary, and fails with that run's output unless it ran and
+/// passed. For tests that measure their process (its resident set), which the other tests
+/// running beside them in one process would move; they stay in the one binary (linked once)
+/// and still get a process of their own.
+pub fn run_alone(name: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            name,
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name}, run alone:\n{stdout}\n{stderr}"
+    );
+    print!("{stdout}");
+}
+
 /// One HTTP/1.1 request over a fresh connection to `addr`: status and body. `Host` is `addr`
 /// (what the status server's Host allow-list accepts) unless `headers` name one.
 pub fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {

@@ -1,8 +1,8 @@
 //! The live stream at `/api/wds/logs`: through the real binary against the embedded API
 //! server (what a viewer sees when a Deployment changes, denials, replay, filters, token,
 //! Origin, the Host allow-list against DNS rebinding, Server-Sent Events), and in process (a
-//! client that never reads while 100,000 records flow; clients that never read are
-//! disconnected after the send timeout, over SSE as over WebSocket).
+//! client that never reads while 100,000 records flow, in a process of its own; clients that
+//! never read are disconnected after the send timeout, over SSE as over WebSocket).
 
 use crate::common;
 
@@ -621,8 +621,17 @@ fn rss_kib() -> u64 {
         .unwrap()
 }
 
+/// [`a_stalled_client_costs_bounded_memory_and_slows_nobody`] in a process of its own: it
+/// measures the resident set, which the other tests of this binary (compiling plugins,
+/// caching thousands of objects) would move.
+#[test]
+fn a_stalled_client_costs_bounded_memory_and_slows_nobody_alone() {
+    common::run_alone("stream::a_stalled_client_costs_bounded_memory_and_slows_nobody");
+}
+
 /// A client that never reads while 100,000 records flow through the real server: a reading
 /// client gets every one, the stalled one is told how many it missed, memory stays flat.
+#[ignore = "measures the process's resident set: run alone by the test of the same name + _alone"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_client_costs_bounded_memory_and_slows_nobody() -> Result {
     const RECORDS: usize = 100_000;

@@ -3,7 +3,7 @@
 //! `count`), `"big-log"` (with `bytes`), `"bad-patch"`, `"files"`, `"env"`, `"socket"` (with
 //! `addr`), `"stdout"`, `"host-list"` (with `apiVersion`, `kind`), or `"behave"`.
 //!
-//! Policy probes (tests/policy.rs): `"label"` (merge-patch a label on its target),
+//! Policy probes (tests/it/policy.rs): `"label"` (merge-patch a label on its target),
 //! `"patch-other-namespace"` (with `namespace`), `"patch-field"` (`spec.replicas`, with
 //! `patchType`: `merge`, `json`, `json-move`, `strategic`, `strategic-replace`, `apply`),
 //! `"delete"`, `"create-in"` (a Lease, with `namespace`) and `"write-burst"` (`count`
@@ -15,7 +15,7 @@
 //! (asks for 60 s and 1.5 s in one call), `"log-actions"`
 //! (`count` log actions of `bytes` bytes each).
 //!
-//! Scope and URL probes (tests/policy.rs, cluster-scoped kinds and names): `"patch-cluster"`,
+//! Scope and URL probes (tests/it/policy.rs, cluster-scoped kinds and names): `"patch-cluster"`,
 //! `"delete-cluster"`, `"event-cluster"` (a label patch, delete or event of the object
 //! `apiVersion`/`kind`/`name`, default `v1 Namespace`, with `namespace` when set),
 //! `"create-cluster"` (a manifest of that kind with `name` and, when set, `namespace`), and

@@ -1,7 +1,7 @@
 //! The controller end to end: the host's controller, the built plugins and the embedded API
 //! server over HTTP, with the sim's request log as the record of what was done.
 
-mod common;
+use crate::common;
 
 use common::cluster::{
     Result, create_namespace, deployment, eventually, fast_config, image_of, load, log_lines_with,
@@ -852,7 +852,7 @@ fn rv_of(object: &serde_json::Value) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_decided_on_a_stale_object_is_refused_and_the_key_converges_on_the_new_one()
 -> Result {
-    common::cluster::captured_logs();
+    common::cluster::capture_logs();
     // No simulated status updates: the only changes are the test's and the plugin's.
     let sim = Sim::builder()
         .status_delay(Duration::from_secs(3600))

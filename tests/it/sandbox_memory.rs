@@ -1,7 +1,8 @@
-//! The host's memory after a guest exhausts its own: measured in a process of its own, so that
-//! no other test (compiling plugins, say) moves the resident set meanwhile.
+//! The host's memory after a guest exhausts its own: measured in a process of its own
+//! ([`common::run_alone`]), so that no other test (compiling plugins, say) moves the resident
+//! set meanwhile.
 
-mod common;
+use crate::common;
 
 use common::sandbox::{call, hostile, runtime, still_behaves};
 use kubeplug::plugin::CallError;
@@ -12,6 +13,15 @@ fn rss_bytes() -> usize {
     pages * 4096
 }
 
+/// [`unbounded_allocation_is_out_of_memory_and_memory_comes_back`] in a process of its own.
+#[test]
+fn unbounded_allocation_is_out_of_memory_and_memory_comes_back_alone() {
+    common::run_alone(
+        "sandbox_memory::unbounded_allocation_is_out_of_memory_and_memory_comes_back",
+    );
+}
+
+#[ignore = "measures the process's resident set: run alone by the test of the same name + _alone"]
 #[tokio::test]
 async fn unbounded_allocation_is_out_of_memory_and_memory_comes_back() {
     let rt = runtime(None);

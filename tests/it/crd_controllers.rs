@@ -3,9 +3,11 @@
 //! from `host/samples/policies`, in the host's controller against the embedded API server
 //! over HTTP with the plugins' CRDs loaded. The sim simulates Deployment and Pod status.
 
-mod common;
+use crate::common;
 
-use common::cluster::{Result, deployment, eventually, fast_config, load, policy_from_spec, sim};
+use common::cluster::{
+    Result, capture_logs, deployment, eventually, fast_config, load, policy_from_spec,
+};
 use common::plugin;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
@@ -30,7 +32,7 @@ fn repo(path: &str) -> PathBuf {
 /// The embedded API server with both CRDs, namespaces on demand, and a status delay long
 /// enough that Pods are seen Pending first.
 async fn crd_sim() -> Result<Sim> {
-    sim().await?; // installs the log capture
+    capture_logs();
     Ok(Sim::builder()
         .crd_file(repo("plugins/sample-controller/crd.yaml"))
         .crd_file(repo("plugins/customcluster/crd.yaml"))

@@ -3,10 +3,10 @@
 //! plain overwrite, partial write, write-to-temp-then-rename, a ConfigMap volume's `..data`
 //! swap, breakage and removal.
 
-mod common;
+use crate::common;
 
 use common::cluster::{
-    Result, captured_logs, deployment, eventually, fast_config, image_of, load, log_lines_with,
+    Result, capture_logs, deployment, eventually, fast_config, image_of, load, log_lines_with,
     runtime, sim,
 };
 use common::host_process::HostProcess;
@@ -34,7 +34,7 @@ const V2: &str = "example.com/app:v2";
 const WAIT: Duration = Duration::from_secs(30);
 
 /// `pinner` may patch container images of Deployments and Pods anywhere, fast.
-const PINNER_POLICY: &str = include_str!("fixtures/pinner.policy.yaml");
+const PINNER_POLICY: &str = include_str!("../fixtures/pinner.policy.yaml");
 
 fn pinner(version: u8) -> Vec<u8> {
     std::fs::read(test_plugin(&format!("pinner-v{version}"))).unwrap()
@@ -63,7 +63,7 @@ impl Host {
 
     /// Like [`Host::start`], against `sim`.
     async fn start_on(tmp: TempDir, sim: Sim) -> Result<Host> {
-        captured_logs();
+        capture_logs();
         let client = sim.client()?;
         let config = fast_config();
         let mut records = config.audit.subscribe();
@@ -1081,7 +1081,7 @@ fn the_status_endpoints_show_a_broken_file_beside_the_version_still_running() {
 /// the configuration receives the plugins' decisions, and shutdown drains.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_host_wires_every_part_to_one_registry_and_one_audit_sink() -> Result {
-    captured_logs();
+    capture_logs();
     let tmp = plugins_dir(1)?;
     let sim = sim().await?;
     let config = kubeplug::app::HostConfig {

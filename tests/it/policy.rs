@@ -1,11 +1,11 @@
 //! Multi-tenant policy end to end: the controller, built plugins and the embedded API server
 //! over HTTP. The sim's request log is the proof of what was (and was not) sent.
 
-mod common;
+use crate::common;
 
 use common::cluster::policy_from_spec as policy;
 use common::cluster::{
-    Result, captured_logs, create_namespace, deployment, eventually, fast_config, image_of, load,
+    Result, capture_logs, create_namespace, deployment, eventually, fast_config, image_of, load,
     log_lines_with, runtime, sim,
 };
 use common::{plugin, test_plugin};
@@ -405,7 +405,7 @@ async fn namespaces_and_kinds_scope_the_queue_and_cache_reads() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_policy_stops_only_its_plugin() -> Result {
-    captured_logs();
+    capture_logs();
     let dir = tempfile::tempdir()?;
     std::fs::write(
         dir.path().join("image-pinner.policy.yaml"),
@@ -752,7 +752,7 @@ const CLIMBING_NAME: &str = "x/../../../demo/deployments/web";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_names_and_subresources_never_reach_a_url() -> Result {
-    captured_logs();
+    capture_logs();
     let sim = seeded_sim().await?;
     let client = sim.client()?;
     let hostile = load(&test_plugin("hostile")).await;
