@@ -1,7 +1,7 @@
 //! Discovery documents (`/version`, `/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) in
 //! the legacy (non-aggregated) format, which kubectl and kube-rs fall back to; and OpenAPI v3
-//! documents that describe operations only (no schemas), enough for kubectl's default
-//! `--validate=strict` to see that the server does field validation itself.
+//! documents that describe operations (and custom kinds' schemas), enough for kubectl's
+//! default `--validate=strict` to see that the server does field validation itself.
 
 use super::kinds::Registry;
 use serde_json::{Value, json};
@@ -143,15 +143,28 @@ pub fn openapi_root(registry: &Registry) -> Value {
 
 /// `/openapi/v3/api/v1` or `/openapi/v3/apis/<group>/<version>`: for each kind, its object
 /// path with a PATCH operation that names the kind and accepts `fieldValidation` (the sim
-/// accepts and ignores it: see README), and no request body types or schemas, so kubectl
-/// neither validates on the client nor builds strategic merge patches from it.
+/// accepts and ignores it: see README), and no request body types, so kubectl neither
+/// validates on the client nor builds strategic merge patches from it; custom kinds' schemas
+/// are published (for `kubectl explain`), built-in kinds have none.
 pub fn openapi(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
     for k in registry
         .all()
         .iter()
         .filter(|k| k.group == group && k.version == version)
     {
+        if let Some(schema) = &k.schema {
+            // A CRD's schema, as the real server publishes it (`kubectl explain` reads it).
+            let reversed: Vec<&str> = group.split('.').rev().collect();
+            let mut schema = (**schema).clone();
+            schema["x-kubernetes-group-version-kind"] =
+                json!([{"group": group, "version": version, "kind": k.kind}]);
+            schemas.insert(
+                format!("{}.{version}.{}", reversed.join("."), k.kind),
+                schema,
+            );
+        }
         let prefix = if group.is_empty() {
             format!("/api/{version}")
         } else {
@@ -184,6 +197,6 @@ pub fn openapi(registry: &Registry, group: &str, version: &str) -> Option<Value>
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.35.0-kubeplug-sim"},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }))
 }

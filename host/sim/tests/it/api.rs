@@ -1940,3 +1940,244 @@ async fn watch_one_is_chunked_json_lines_and_delete_returns_the_object() -> Resu
     assert_eq!(object.metadata.name.as_deref(), Some("a"));
     Ok(())
 }
+
+/// kubeplug's CRDs from one multi-document `--crd` file; their schema (defaults, pruning, 422
+/// with the field path) through a kube client; ConfigMaps and Secrets with binary data; a CRD
+/// changed or created at runtime (over HTTP or through the library) re-registers its kinds at
+/// once (printer columns included); a CRD that cannot be served is refused, not stored; the
+/// OpenAPI v3 documents tell kubectl the server validates fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_crds_configmaps_and_crd_changes_at_runtime() -> Result {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds");
+    let dir = tempfile::tempdir()?;
+    let both = dir.path().join("crds.yaml");
+    std::fs::write(
+        &both,
+        format!(
+            "{}\n---\n{}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: team-a}}\n",
+            std::fs::read_to_string(crds.join("plugins.yaml"))?,
+            std::fs::read_to_string(crds.join("pluginpolicies.yaml"))?
+        ),
+    )?;
+    let sim = Sim::builder().crd_file(&both).start().await?;
+    let (code, _, body) = raw(
+        &sim,
+        "GET",
+        "/apis/kubeplug.dev/v1alpha1",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 200);
+    for resource in [
+        "\"plugins\"",
+        "\"plugins/status\"",
+        "\"pluginpolicies\"",
+        "\"kpp\"",
+    ] {
+        assert!(body.contains(resource), "{resource}: {body}");
+    }
+    assert!(
+        sim.get("namespaces", None, "team-a").is_some(),
+        "other documents load too"
+    );
+
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeplug.dev", "v1alpha1", "Plugin"),
+        "plugins",
+    );
+    let plugins: Api<DynamicObject> = Api::namespaced_with(sim.client()?, "team-a", &resource);
+    let plugin = |spec: Value| -> Result<DynamicObject> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "kubeplug.dev/v1alpha1", "kind": "Plugin",
+            "metadata": {"name": "pinner"}, "spec": spec, "status": {"mode": "enforce"}
+        }))?)
+    };
+    let err = plugins
+        .create(
+            &PostParams::default(),
+            &plugin(json!({"module": {"configMap": {}}, "mode": "loud"}))?,
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert_eq!(status.reason, "Invalid");
+    assert!(
+        status
+            .message
+            .starts_with("Plugin.kubeplug.dev \"pinner\" is invalid: ["),
+        "{}",
+        status.message
+    );
+    assert!(
+        status
+            .message
+            .contains("spec.module.configMap.name: Required value"),
+        "{}",
+        status.message
+    );
+    let fields: Vec<String> = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.iter().map(|c| c.field.clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        fields,
+        ["spec.mode", "spec.module.configMap.name"],
+        "{status:?}"
+    );
+    assert_eq!(sim.count("plugins", Some("team-a")), 0, "nothing stored");
+
+    let created = plugins
+        .create(
+            &PostParams::default(),
+            &plugin(json!({"module": {"configMap": {"name": "pinner"}}, "unknown": 1}))?,
+        )
+        .await?;
+    assert_eq!(
+        created.data["spec"],
+        json!({"module": {"configMap": {"name": "pinner", "key": "plugin.wasm"}}, "mode": "enforce"}),
+        "defaulted and pruned"
+    );
+    assert!(
+        created.data.get("status").is_none(),
+        "status only through /status"
+    );
+
+    // ConfigMaps keep binary data byte for byte; Secrets fold stringData into data.
+    let config_maps: Api<ConfigMap> = Api::namespaced(sim.client()?, "team-a");
+    let bytes: Vec<u8> = (0..=255u8).collect();
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "pinner"}}))?;
+    let cm = ConfigMap {
+        binary_data: Some([("plugin.wasm".to_string(), ByteString(bytes.clone()))].into()),
+        ..cm
+    };
+    config_maps.create(&PostParams::default(), &cm).await?;
+    let read = config_maps.get("pinner").await?;
+    assert_eq!(read.binary_data.unwrap()["plugin.wasm"].0, bytes);
+    let (code, _, body) = raw(
+        &sim,
+        "POST",
+        "/api/v1/namespaces/team-a/configmaps",
+        "application/json",
+        r#"{"metadata": {"name": "bad"}, "binaryData": {"k": "%%%"}}"#,
+    )
+    .await?;
+    assert_eq!(code, 400, "{body}");
+    let secrets: Api<Secret> = Api::namespaced(sim.client()?, "team-a");
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "token"}, "stringData": {"token": "s3cret"}}),
+    )?;
+    let stored = secrets.create(&PostParams::default(), &secret).await?;
+    assert_eq!(stored.data.unwrap()["token"].0, b"s3cret");
+    assert!(stored.string_data.is_none());
+    assert_eq!(stored.type_.as_deref(), Some("Opaque"));
+
+    // A CRD changed over the API: its new printer column is in the next Table.
+    let table = |path: &'static str| {
+        let sim = &sim;
+        async move {
+            raw(
+                sim,
+                "GET",
+                path,
+                "application/json\r\nAccept: application/json;as=Table;v=v1;g=meta.k8s.io",
+                "",
+            )
+            .await
+        }
+    };
+    let (_, _, body) = table("/apis/kubeplug.dev/v1alpha1/namespaces/team-a/plugins").await?;
+    let before: Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        before["columnDefinitions"].as_array().map(Vec::len),
+        Some(6),
+        "{body}"
+    );
+    let crds_api: Api<DynamicObject> = Api::all_with(
+        sim.client()?,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    let mut crd = crds_api.get("plugins.kubeplug.dev").await?;
+    crd.data["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "Key", "type": "string", "jsonPath": ".spec.module.configMap.key"}));
+    crds_api
+        .replace("plugins.kubeplug.dev", &PostParams::default(), &crd)
+        .await?;
+    let (_, _, body) = table("/apis/kubeplug.dev/v1alpha1/namespaces/team-a/plugins").await?;
+    let after: Value = serde_json::from_str(&body)?;
+    assert_eq!(after["columnDefinitions"][6]["name"], "Key", "{body}");
+    assert_eq!(after["rows"][0]["cells"][6], "plugin.wasm", "{body}");
+
+    // A CRD that cannot be served is refused; one the library applies is served at once.
+    let (code, _, body) = raw(
+        &sim,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "gadgets.example.com"}, "spec": {"group": "example.com", "names": {"kind": "Gadget", "plural": "gadgets"}, "scope": "Namespaced", "versions": []}}"#,
+    )
+    .await?;
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        sim.get("customresourcedefinitions", None, "gadgets.example.com")
+            .is_none()
+    );
+    sim.apply_yaml(CRD)?;
+    let (code, _, _) = raw(
+        &sim,
+        "GET",
+        "/apis/example.com/v1/namespaces/default/widgets",
+        "application/json",
+        "",
+    )
+    .await?;
+    assert_eq!(code, 200, "registered by apply_yaml");
+
+    // OpenAPI v3: the PATCH operation of each kind accepts fieldValidation.
+    let (code, _, body) = raw(&sim, "GET", "/openapi/v3", "application/json", "").await?;
+    assert_eq!(code, 200);
+    let root: Value = serde_json::from_str(&body)?;
+    let url = root["paths"]["apis/kubeplug.dev/v1alpha1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_string();
+    assert!(root["paths"]["api/v1"].is_object(), "{body}");
+    let (code, _, body) = raw(&sim, "GET", &url, "application/json", "").await?;
+    assert_eq!(code, 200, "{url}");
+    let doc: Value = serde_json::from_str(&body)?;
+    let patch =
+        &doc["paths"]["/apis/kubeplug.dev/v1alpha1/namespaces/{namespace}/plugins/{name}"]["patch"];
+    assert_eq!(
+        patch["x-kubernetes-group-version-kind"]["kind"], "Plugin",
+        "{body}"
+    );
+    assert!(
+        patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation" && p["in"] == "query"),
+        "{body}"
+    );
+    let schema = &doc["components"]["schemas"]["dev.kubeplug.v1alpha1.Plugin"];
+    assert_eq!(
+        schema["x-kubernetes-group-version-kind"][0]["kind"],
+        "Plugin"
+    );
+    assert!(
+        schema["properties"]["spec"]["description"].is_string(),
+        "{schema}"
+    );
+    Ok(())
+}

@@ -276,6 +276,9 @@ async fn kubectl_plugins_configmaps_crds_status_and_wait() -> anyhow::Result<()>
     );
     let out = run(args("get plugins -A")).await??;
     assert_eq!(out, "", "served and empty");
+    let out = run(args("explain plugins.spec.module")).await??;
+    assert!(out.contains("exactly one of configMap or"), "{out}");
+    assert!(out.contains("configMap\t<Object>"), "{out}");
 
     // A ConfigMap from a file that is not UTF-8 (kubectl puts it in binaryData), byte-exact.
     run(args("create namespace team-a")).await??;
