@@ -30,8 +30,13 @@
 //!   version it declares about itself.
 //! - **instance**: a plugin configured to run under a name the operator chose (the file
 //!   name), with its configuration and policy ([`controller::PluginInstance`],
-//!   [`controller::InstanceName`]). Never a wasm instance (a *sandbox*: one call's store) and
-//!   never this host's name in Events (its *reporting instance*).
+//!   [`controller::InstanceName`]). Never a wasm instance (a *sandbox*) nor this host's name
+//!   (its *host name*).
+//! - **sandbox**: one store with its limits, WASI context and deadline, and the plugin
+//!   instantiated in it; every call gets a fresh one ([`plugin::WarmSandbox`], which serves
+//!   call after call, exists for benchmarks). wasmtime's own names keep its word, instance
+//!   (`InstancePre`, its pool's component instances), and so does
+//!   [`plugin::RuntimeConfig::max_instances`], which counts the sandboxes that pool holds.
 //! - **revision**: what one instance runs at a time: the plugin with its policy and the caches
 //!   it reads; a reload swaps in a new revision. Not the plugin's version, the contract
 //!   version, nor an object's `resourceVersion`.
@@ -39,6 +44,11 @@
 //!   state, over the revision current now.
 //! - **key**: the namespace and name of an object a running plugin reconciles
 //!   ([`cluster::ObjKey`]); [`contract::ObjectRef`] adds the kind.
+//! - **host**: one kubeplug process ([`app::Host`]). Its *host name* (the hostname: a pod's
+//!   name) reports the Events it sends (their `reportingInstance`,
+//!   [`controller::ControllerConfig::host_name`]); when replicas coordinate, its *identity*
+//!   (by default the host name and a random suffix) holds their Leases
+//!   ([`coordination::CoordinationConfig::identity`]).
 
 pub mod actions;
 pub mod app;

@@ -15,8 +15,8 @@ pub(crate) struct EventSpec<'a> {
     pub action: &'a str,
 }
 
-/// Builds the Event, reported by `kubeplug/<plugin>` from `instance`.
-pub(crate) fn build(spec: &EventSpec<'_>, plugin: &str, instance: &str) -> Event {
+/// Builds the Event, reported by `kubeplug/<plugin>` from the host named `host_name`.
+pub(crate) fn build(spec: &EventSpec<'_>, plugin: &str, host_name: &str) -> Event {
     let note = event_fields::note(spec.message).into_owned();
     let r = spec.regarding;
     Event {
@@ -33,7 +33,7 @@ pub(crate) fn build(spec: &EventSpec<'_>, plugin: &str, instance: &str) -> Event
         },
         event_time: Some(MicroTime(jiff::Timestamp::now())),
         reporting_controller: Some(format!("kubeplug/{plugin}")),
-        reporting_instance: Some(instance.to_string()),
+        reporting_instance: Some(host_name.to_string()),
         action: Some(spec.action.to_string()),
         reason: Some(spec.reason.to_string()),
         note: Some(note),

@@ -18,16 +18,16 @@ use std::sync::Arc;
 /// Sends write actions to the API server behind an [`ApiWriter`].
 pub struct Executor {
     writer: Arc<dyn ApiWriter>,
-    instance: String,
+    host_name: String,
 }
 
 impl Executor {
-    /// An executor writing through `writer`, reporting events as `instance` (for example
-    /// the host name).
-    pub fn new(writer: Arc<dyn ApiWriter>, instance: impl Into<String>) -> Self {
+    /// An executor writing through `writer`, reporting events from `host_name` (this host's
+    /// name, the Events' `reportingInstance`).
+    pub fn new(writer: Arc<dyn ApiWriter>, host_name: impl Into<String>) -> Self {
         Executor {
             writer,
-            instance: instance.into(),
+            host_name: host_name.into(),
         }
     }
 
@@ -198,7 +198,7 @@ impl Executor {
         target: &RequestTarget,
         spec: &EventSpec<'_>,
     ) -> Result<Sent, ActionError> {
-        let event = event::build(spec, plugin, &self.instance);
+        let event = event::build(spec, plugin, &self.host_name);
         if event.metadata.namespace != target.namespace {
             return Err(WriteError::Mismatch.into());
         }

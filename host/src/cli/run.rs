@@ -148,7 +148,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         config
             .coordination
             .as_ref()
-            .map_or(config.controller.instance.as_str(), |c| c.identity.as_str())
+            .map_or(config.controller.host_name.as_str(), |c| c.identity.as_str())
     );
     let mut signals = ShutdownSignals::install()?;
     let (client, _embedded) = if args.embedded {

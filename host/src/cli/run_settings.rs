@@ -116,7 +116,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         },
         limits: Limits::from(call_limits),
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
-        instance: hostname(),
+        host_name: hostname(),
         ..ControllerConfig::default()
     };
     Ok(HostConfig {

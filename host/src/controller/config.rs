@@ -20,8 +20,9 @@ pub struct ControllerConfig {
     pub limits: Limits,
     /// Re-enqueue every cached key this often; `None` disables resyncs.
     pub resync: Option<Duration>,
-    /// Names this host in Events it reports (`reportingInstance`).
-    pub instance: String,
+    /// This host's name (its hostname: a pod's name), which the Events it reports carry as
+    /// `reportingInstance`.
+    pub host_name: String,
     /// Where audit records go; subscribe before starting to see every record.
     pub audit: AuditSink,
     /// Where the controller registers its metrics (queues, audit decisions).
@@ -41,7 +42,7 @@ impl Default for ControllerConfig {
             queue: QueueConfig::default(),
             limits: Limits::default(),
             resync: None,
-            instance: "kubeplug".into(),
+            host_name: "kubeplug".into(),
             audit: AuditSink::default(),
             metrics: MetricsRegistry::default(),
             gate: Gate::default(),

@@ -92,7 +92,7 @@ impl Controller {
         }
         let shared = Shared {
             pipeline: Arc::new(Pipeline::new(
-                Executor::new(writer, config.instance.clone()),
+                Executor::new(writer, config.host_name.clone()),
                 audit.clone(),
             )),
             metrics: reconcile_metrics,

@@ -1,14 +1,14 @@
-//! The one bounded call every export goes through (reconcile, metadata, and calls on a warm
-//! instance): a store with the call's limits and deadline, the call under the wall-clock
+//! The one bounded call every export goes through (reconcile, metadata, and calls in a warm
+//! sandbox): a store with the call's limits and deadline, the call under the wall-clock
 //! deadline, the failure classified (timeout, trap, out of memory, ...), and the call's
 //! output and log accounting settled. Version-independent: the export is reached through
-//! [`ContractInstance`].
+//! [`ContractExports`].
 
 use super::error::CallError;
 use super::limits::Limits;
 use super::sandbox::{CallIdentity, PluginLog, SandboxState};
 use super::trap;
-use super::wit::{ContractInstance, ContractPre};
+use super::wit::{ContractExports, ContractPre};
 use crate::contract::ObjectSource;
 use crate::contract::text::shown_max;
 use crate::contract::{Action, OutputLimits, PluginMetadata, ReconcileRequest};
@@ -74,10 +74,10 @@ pub(super) trait Export {
     /// What the export returns once converted to the host's types.
     type Output;
 
-    /// Calls the export on `instance`.
+    /// Calls the export among `exports`.
     fn call(
         self,
-        instance: &ContractInstance,
+        exports: &ContractExports,
         store: &mut Store<SandboxState>,
     ) -> impl Future<Output = wasmtime::Result<Self::Output>> + Send;
 }
@@ -93,10 +93,10 @@ impl Export for Reconcile<'_> {
 
     async fn call(
         self,
-        instance: &ContractInstance,
+        exports: &ContractExports,
         store: &mut Store<SandboxState>,
     ) -> wasmtime::Result<Self::Output> {
-        instance.reconcile(store, self.request, self.output).await
+        exports.reconcile(store, self.request, self.output).await
     }
 }
 
@@ -108,19 +108,19 @@ impl Export for Metadata {
 
     async fn call(
         self,
-        instance: &ContractInstance,
+        exports: &ContractExports,
         store: &mut Store<SandboxState>,
     ) -> wasmtime::Result<PluginMetadata> {
-        instance.metadata(store).await
+        exports.metadata(store).await
     }
 }
 
-/// Which instance a call runs on.
+/// Which sandbox a call runs in.
 pub(super) enum Entry<'a> {
-    /// A fresh instance of the plugin, made in the call's store (under its deadline).
+    /// A fresh sandbox: the plugin instantiated in the call's store (under its deadline).
     Fresh(&'a ContractPre),
-    /// An instance that lives in the store already and serves call after call.
-    Warm(&'a ContractInstance),
+    /// A warm sandbox: the plugin instantiated in the store already, serving call after call.
+    Warm(&'a ContractExports),
 }
 
 /// What a call is about, for its deadline, limits and log attribution.
@@ -149,17 +149,17 @@ pub(super) async fn run<E: Export>(
     let result = tokio::time::timeout(remaining, async {
         match entry {
             Entry::Fresh(pre) => {
-                let instance = pre.instantiate(&mut *store).await?;
-                export.call(&instance, &mut *store).await
+                let exports = pre.instantiate(&mut *store).await?;
+                export.call(&exports, &mut *store).await
             }
-            Entry::Warm(instance) => export.call(instance, &mut *store).await,
+            Entry::Warm(exports) => export.call(exports, &mut *store).await,
         }
     })
     .await;
     settle(store, result, scope)
 }
 
-/// [`run`] on a fresh instance in a new store for `who`, under `clock`.
+/// [`run`] in a fresh sandbox: a new store for `who`, under `clock`.
 pub(super) async fn run_fresh<E: Export>(
     engine: &Engine,
     clock: CallClock,
@@ -262,7 +262,7 @@ mod tests {
                 Some(*kind),
                 "warm {mode}"
             );
-            // A failed call poisons the warm instance: it is never entered again.
+            // A failed call poisons the warm sandbox: it is never entered again.
             let again = warm.reconcile(&request(r#"{"mode": "behave"}"#)).await;
             assert_eq!(
                 again.outcome.unwrap_err().kind(),
@@ -270,7 +270,7 @@ mod tests {
                 "warm {mode}"
             );
         }
-        // Plugin-reported errors are answers, not failures of the call: the warm instance
+        // Plugin-reported errors are answers, not failures of the call: the warm sandbox
         // keeps serving.
         let mut warm = p.warm(&ctx).await.unwrap();
         let behave = request(r#"{"mode": "behave"}"#);

@@ -27,7 +27,8 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// How often the epoch advances: the granularity of call deadlines.
     pub epoch_tick: Duration,
-    /// Instances that may exist at once across all plugins (pooling allocator slots).
+    /// Sandboxes that may exist at once across all plugins (pooling allocator slots, which
+    /// wasmtime counts as component instances).
     pub max_instances: u32,
     /// The largest memory any plugin may be granted; per-call limits are at most this
     /// (by default [`MAX_MEMORY_MIB`](super::MAX_MEMORY_MIB), which checked limits never exceed).
@@ -68,20 +69,20 @@ fn start_epoch_ticker(engine: &Engine, tick: Duration) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Core module instances one plugin instance may create. Runtime components need several
+/// Core module instances one sandbox may create. Runtime components need several
 /// (image-pinner 4, its TypeScript port 5, its Python port 16: libc, CPython, its extension
 /// modules, adapters); the limit keeps headroom for them.
 pub const MAX_CORE_INSTANCES_PER_PLUGIN: u32 = 32;
-/// Linear memories one plugin instance may define.
+/// Linear memories one sandbox may define.
 pub const MAX_MEMORIES_PER_PLUGIN: u32 = 2;
-/// Tables one plugin instance may define.
+/// Tables one sandbox may define.
 pub const MAX_TABLES_PER_PLUGIN: u32 = 4;
 
 /// The engine every plugin of a runtime shares: Cranelift, the component model, epoch
-/// interruption and the pooling allocator sized by `config`. Each plugin instance is held
-/// to per-component limits and the pool's totals are `max_instances` times those limits, so
-/// `max_instances` plugin instances always fit: a plugin whose instances create many core
-/// instances, memories or tables cannot use up the slots other plugins' instances need (a
+/// interruption and the pooling allocator sized by `config`. Each sandbox is held to
+/// per-component limits and the pool's totals are `max_instances` times those limits, so
+/// `max_instances` sandboxes always fit: a plugin whose sandboxes create many core instances,
+/// memories or tables cannot use up the slots other plugins' sandboxes need (a
 /// component over a limit fails to instantiate, naming it).
 pub(super) fn build_engine(config: &RuntimeConfig) -> Result<Engine, LoadError> {
     let mut pool = PoolingAllocationConfig::default();
@@ -94,7 +95,7 @@ pub(super) fn build_engine(config: &RuntimeConfig) -> Result<Engine, LoadError> 
         .total_tables(config.max_instances * MAX_TABLES_PER_PLUGIN)
         .total_stacks(config.max_instances)
         .max_memory_size(config.max_memory_bytes)
-        // A fresh instance per call must not pay a page fault for every page it touches:
+        // A fresh sandbox per call must not pay a page fault for every page it touches:
         // keep slots' pages resident and reset only the dirty ones (PAGEMAP_SCAN on Linux
         // 6.7+, memset of the low addresses otherwise).
         .pagemap_scan(Enabled::Auto)

@@ -180,7 +180,8 @@ pub enum CallError {
     /// message, capped).
     #[error("reported a permanent error: {}", shown(.0))]
     Permanent(String),
-    /// A long-lived instance could not be made, or trapped before and cannot be entered.
+    /// A warm sandbox could not be made (the plugin could not be instantiated in it), or it
+    /// trapped before and cannot be entered.
     #[error("could not be instantiated: {source}")]
     Instantiate {
         /// Why.

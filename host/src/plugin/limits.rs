@@ -9,7 +9,7 @@ use std::time::Duration;
 /// What one reconcile call may use. The operator's policy sets these per plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Linear memory of the instance, in bytes.
+    /// Linear memory of the call's sandbox, in bytes.
     pub memory_bytes: usize,
     /// Wall-clock time for the whole call, including instantiation.
     pub timeout: Duration,
@@ -22,11 +22,11 @@ pub struct Limits {
     pub read_bytes: usize,
 }
 
-/// Memory of one plugin instance unless configured, in MiB.
+/// Memory of one call's sandbox unless configured, in MiB.
 pub const DEFAULT_MEMORY_MIB: u64 = 64;
 /// Time limit of one plugin call unless configured, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
-/// The most memory the runtime gives one plugin instance, in MiB: the size of a slot of the
+/// The most memory the runtime gives one call's sandbox, in MiB: the size of a slot of the
 /// pooling allocator ([`RuntimeConfig::max_memory_bytes`](super::RuntimeConfig) by default).
 /// A larger limit could never be used, so it is refused rather than lowered.
 pub const MAX_MEMORY_MIB: u64 = 1024;
@@ -50,7 +50,7 @@ impl Default for Limits {
 /// One of the bounds of a call an operator sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallBound {
-    /// Linear memory of the instance, in MiB.
+    /// Linear memory of the call's sandbox, in MiB.
     Memory,
     /// Wall-clock time of the call, in milliseconds.
     Timeout,
@@ -144,7 +144,7 @@ impl CallLimits {
         })
     }
 
-    /// Linear memory of the instance, in bytes.
+    /// Linear memory of the call's sandbox, in bytes.
     pub fn memory_bytes(&self) -> usize {
         (self.memory_mib as usize) << 20
     }

@@ -116,7 +116,7 @@ impl LogGate {
         }
     }
 
-    /// A new call on the same instance: full room, no drops counted yet.
+    /// A new call in the same sandbox: full room, no drops counted yet.
     pub(crate) fn reset(&mut self, room: usize) {
         self.room = [room; 3];
         self.dropped = 0;

@@ -1,9 +1,9 @@
 //! The sandboxed plugin runtime: one shared wasmtime engine, components compiled once (and
 //! cached on disk precompiled), and every reconcile in a fresh, bounded store.
 //!
-//! Each call gets a **fresh instance** from the plugin's `InstancePre` (pooled, copy-on-write
-//! memory), never a reused one: no state leaks from one key to the next, a trap poisons
-//! nothing, and a fresh instance costs only microseconds more (see the README's performance
+//! Each call gets a **fresh sandbox**: a new store with the plugin instantiated from its
+//! `InstancePre` (pooled, copy-on-write memory), never a reused one: no state leaks from one
+//! key to the next, a trap poisons nothing, and a fresh sandbox costs only microseconds more (see the README's performance
 //! section and `cargo bench --bench reconcile`).
 //!
 //! The sandbox: WASI p2 with no preopened directories, no sockets or name lookups, no
@@ -46,4 +46,4 @@ pub use loaded::{CallContext, CallReport, Plugin};
 pub use log_gate::{LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
 pub use reply::MAX_ERROR_BYTES;
 pub use sandbox::{LogSource, PluginLog};
-pub use warm::WarmInstance;
+pub use warm::WarmSandbox;

@@ -155,7 +155,7 @@ impl SandboxState {
     }
 
     /// Attributes further log lines to another key and starts a new call's budgets (for
-    /// instances that serve several calls); the call's clock is armed apart.
+    /// warm sandboxes, which serve several calls); the call's clock is armed apart.
     pub(crate) fn start_call(&mut self, key: Arc<str>, limits: &Limits) {
         self.key = key;
         self.read_room = limits.read_bytes;

@@ -1,5 +1,6 @@
-//! A long-lived instance that serves call after call. The controller does not use it (state
-//! could leak from one key to the next); it exists so that the cost of fresh instances is
+//! A warm sandbox: one store with the plugin instantiated in it, serving call after call. The
+//! controller does not use it (state could leak from one key to the next); it exists so that
+//! the cost of a fresh sandbox per call is
 //! measured against it in the same benchmark run, and for trusted single-tenant setups.
 
 use super::call::{self, CallClock, CallScope, Entry, Reconcile};
@@ -7,16 +8,16 @@ use super::error::CallError;
 use super::limits::Limits;
 use super::loaded::{CallContext, CallReport, Plugin};
 use super::sandbox::{CallIdentity, SandboxState};
-use super::wit::ContractInstance;
+use super::wit::ContractExports;
 use crate::contract::ReconcileRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::Store;
 
-/// An instance reused across calls; once a call fails with a trap it refuses further calls.
-pub struct WarmInstance {
+/// A sandbox reused across calls; once a call fails with a trap it refuses further calls.
+pub struct WarmSandbox {
     store: Store<SandboxState>,
-    instance: ContractInstance,
+    exports: ContractExports,
     limits: Limits,
     epoch_tick: Duration,
     name: Arc<str>,
@@ -25,7 +26,7 @@ pub struct WarmInstance {
 
 impl Plugin {
     /// Instantiates the plugin once, for repeated calls with the same limits and objects.
-    pub async fn warm(&self, ctx: &CallContext) -> Result<WarmInstance, CallError> {
+    pub async fn warm(&self, ctx: &CallContext) -> Result<WarmSandbox, CallError> {
         let limits = self.clamp(ctx.limits);
         let name = self.log_name(ctx);
         // Instantiation runs guest code: it gets a call's time of its own.
@@ -40,14 +41,14 @@ impl Plugin {
                 log_rate: self.log_rate.clone(),
             },
         );
-        let instance = self
+        let exports = self
             .pre
             .instantiate(&mut store)
             .await
             .map_err(|e| CallError::Instantiate { source: e.into() })?;
-        Ok(WarmInstance {
+        Ok(WarmSandbox {
             store,
-            instance,
+            exports,
             limits,
             epoch_tick: self.epoch_tick,
             name,
@@ -56,15 +57,15 @@ impl Plugin {
     }
 }
 
-impl WarmInstance {
-    /// Reconciles one key on this instance; the deadline is reset before every call.
+impl WarmSandbox {
+    /// Reconciles one key in this sandbox; the deadline is reset before every call.
     pub async fn reconcile(&mut self, request: &ReconcileRequest) -> CallReport {
         let started = Instant::now();
         if self.poisoned {
             return CallReport {
                 outcome: Err(CallError::Instantiate {
                     source: wasmtime::format_err!(
-                        "instance trapped earlier and cannot be entered again"
+                        "sandbox trapped earlier and cannot be entered again"
                     )
                     .into(),
                 }),
@@ -89,7 +90,7 @@ impl WarmInstance {
             plugin: &self.name,
             key: &key,
         };
-        let settled = call::run(&mut self.store, Entry::Warm(&self.instance), export, scope).await;
+        let settled = call::run(&mut self.store, Entry::Warm(&self.exports), export, scope).await;
         if settled.outcome.is_err() {
             self.poisoned = true;
         }

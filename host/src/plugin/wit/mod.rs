@@ -23,7 +23,7 @@
 //!    - `async fn metadata(&Plugin, &mut Store<SandboxState>) -> wasmtime::Result<PluginMetadata>`;
 //!    - the `Host` traits of its imports on `SandboxState`, each converting its arguments and
 //!      calling the shared `SandboxState::import_*` (which own the deadline, bounds and budget).
-//! 2. A variant in [`ContractVersion`], [`ContractPre`] and [`ContractInstance`]: the compiler
+//! 2. A variant in [`ContractVersion`], [`ContractPre`] and [`ContractExports`]: the compiler
 //!    then points at every `match` that must learn it (all in this file).
 
 pub(crate) mod since_v0_1_0;
@@ -115,26 +115,28 @@ impl ContractPre {
         }
     }
 
-    /// A fresh instance in `store` (this runs guest code: set limits and the deadline first).
+    /// The plugin instantiated in `store`, which becomes a fresh sandbox: its exports (this
+    /// runs guest code: set limits and the deadline first).
     pub(crate) async fn instantiate(
         &self,
         store: &mut Store<SandboxState>,
-    ) -> wasmtime::Result<ContractInstance> {
+    ) -> wasmtime::Result<ContractExports> {
         Ok(match self {
             ContractPre::V0_1_0(pre) => {
-                ContractInstance::V0_1_0(pre.instantiate_async(store).await?)
+                ContractExports::V0_1_0(pre.instantiate_async(store).await?)
             }
         })
     }
 }
 
-/// A live instance of a plugin, of whichever version it was built for.
-pub(crate) enum ContractInstance {
+/// The exports of a plugin instantiated in a sandbox's store, of whichever contract version it
+/// was built for.
+pub(crate) enum ContractExports {
     /// Built for contract 0.1.0.
     V0_1_0(since_v0_1_0::Plugin),
 }
 
-impl ContractInstance {
+impl ContractExports {
     /// Calls the reconcile export: checked actions or the error the plugin reported; the outer
     /// error is a trap (classified by the caller).
     pub(crate) async fn reconcile(
@@ -144,7 +146,7 @@ impl ContractInstance {
         output: OutputLimits,
     ) -> wasmtime::Result<Result<Vec<Action>, CallError>> {
         match self {
-            ContractInstance::V0_1_0(p) => since_v0_1_0::reconcile(p, store, request, output).await,
+            ContractExports::V0_1_0(p) => since_v0_1_0::reconcile(p, store, request, output).await,
         }
     }
 
@@ -154,7 +156,7 @@ impl ContractInstance {
         store: &mut Store<SandboxState>,
     ) -> wasmtime::Result<PluginMetadata> {
         match self {
-            ContractInstance::V0_1_0(p) => since_v0_1_0::metadata(p, store).await,
+            ContractExports::V0_1_0(p) => since_v0_1_0::metadata(p, store).await,
         }
     }
 }

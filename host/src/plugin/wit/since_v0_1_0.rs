@@ -47,12 +47,12 @@ pub(crate) fn pre(
 /// Calls the reconcile export and converts its answer into checked actions or the error the
 /// plugin reported.
 pub(crate) async fn reconcile(
-    instance: &Plugin,
+    exports: &Plugin,
     store: &mut Store<SandboxState>,
     request: &ReconcileRequest,
     output: OutputLimits,
 ) -> wasmtime::Result<Result<Vec<Action>, CallError>> {
-    let answer = instance
+    let answer = exports
         .kubeplug_plugin_reconciler()
         .call_reconcile(store, &request_to_wit(request))
         .await?;
@@ -66,10 +66,10 @@ pub(crate) async fn reconcile(
 /// Calls the metadata export; the answer is converted as it is (moved, not copied) and checked
 /// by the caller.
 pub(crate) async fn metadata(
-    instance: &Plugin,
+    exports: &Plugin,
     store: &mut Store<SandboxState>,
 ) -> wasmtime::Result<PluginMetadata> {
-    let m = instance
+    let m = exports
         .kubeplug_plugin_reconciler()
         .call_metadata(store)
         .await?;
