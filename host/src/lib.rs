@@ -61,6 +61,7 @@ mod fixtures;
 mod manifest;
 pub mod metrics;
 pub mod plugin;
+pub mod plugin_objects;
 pub mod policy;
 pub mod queue;
 pub mod reload;

@@ -1085,7 +1085,8 @@ async fn one_host_wires_every_part_to_one_registry_and_one_audit_sink() -> Resul
     let tmp = plugins_dir(1)?;
     let sim = sim().await?;
     let config = kubeplug::app::HostConfig {
-        plugins: tmp.path().to_path_buf(),
+        plugins: Some(tmp.path().to_path_buf()),
+        objects: None,
         policies: tmp.path().to_path_buf(),
         watch: true,
         debounce: Duration::from_millis(50),

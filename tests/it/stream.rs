@@ -415,7 +415,8 @@ async fn host_in_process(
 ) -> Result<(kubeplug::app::Host, kubeplug_sim::Sim)> {
     let sim = kubeplug_sim::Sim::builder().start().await?;
     let config = kubeplug::app::HostConfig {
-        plugins: plugins.to_path_buf(),
+        plugins: Some(plugins.to_path_buf()),
+        objects: None,
         policies: plugins.to_path_buf(),
         watch: false,
         debounce: Duration::from_millis(50),
@@ -641,7 +642,8 @@ async fn a_stalled_client_costs_bounded_memory_and_slows_nobody() -> Result {
     std::fs::copy(test_plugin("pinner-v1"), dir.path().join("pinner.wasm"))?;
     let sim = kubeplug_sim::Sim::builder().start().await?;
     let config = kubeplug::app::HostConfig {
-        plugins: dir.path().to_path_buf(),
+        plugins: Some(dir.path().to_path_buf()),
+        objects: None,
         policies: dir.path().to_path_buf(),
         watch: false,
         debounce: Duration::from_millis(50),

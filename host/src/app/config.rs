@@ -11,10 +11,13 @@ use std::time::Duration;
 /// controller runs.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
-    /// Directory of `*.wasm` plugins.
-    pub plugins: PathBuf,
+    /// Directory of `*.wasm` plugins (`None`: no file source).
+    pub plugins: Option<PathBuf>,
     /// Directory of `<plugin>.policy.yaml` files (may be `plugins`).
     pub policies: PathBuf,
+    /// Run `Plugin` objects (bounded by `PluginPolicy` objects) once the API server serves
+    /// their CRDs (`None`: not followed).
+    pub objects: Option<crate::plugin_objects::ObjectSourceConfig>,
     /// Follow file events (hot reload); without, only a rescan (SIGHUP) reloads.
     pub watch: bool,
     /// Quiet time after a file event before rescanning.

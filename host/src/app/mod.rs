@@ -11,6 +11,7 @@ use crate::controller::{Controller, Drain};
 use crate::coordination::Coordinator;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::{PluginRuntime, RuntimeConfig};
+use crate::plugin_objects::{ObjectSource, ObjectSourceConfig, ObjectSourceTask};
 use crate::policy::AuditSink;
 use crate::reload::{ReloadConfig, ReloadError, Reloader, WatchTask};
 use crate::server::{Server, ServerState};
@@ -28,6 +29,10 @@ pub struct Host {
     shutdown_timeout: Duration,
     /// Follows file events while held (`None` with `watch: false`, or when watching failed).
     _watch: Option<WatchTask>,
+    /// Follows `Plugin` and `PluginPolicy` objects while held.
+    _objects: Option<ObjectSourceTask>,
+    /// Whether there is a plugins directory to rescan.
+    has_files: bool,
     /// Leader election or sharding, when replicas coordinate.
     coordinator: Option<Coordinator>,
     server: Option<Server>,
@@ -37,10 +42,10 @@ impl Host {
     /// Builds every part of the host against `client`, loads the plugins directory once and
     /// starts following it (`config.watch`) and serving (`config.listen`).
     pub async fn start(client: kube::Client, mut config: HostConfig) -> anyhow::Result<Host> {
-        if !config.plugins.is_dir() {
+        if let Some(dir) = config.plugins.as_ref().filter(|d| !d.is_dir()) {
             anyhow::bail!(
                 "plugins directory {} does not exist (or is not a directory)",
-                config.plugins.display()
+                dir.display()
             );
         }
         // One registry and one audit sink for every part (subscribe to `config.controller.audit`
@@ -61,13 +66,39 @@ impl Host {
             ..RuntimeConfig::default()
         })
         .context("cannot start the plugin runtime")?;
-        let controller = Controller::new(client, config.controller);
-        let mut reload = ReloadConfig::new(&config.plugins, &config.policies);
+        let runtime = Arc::new(runtime);
+        let gate = config.controller.gate.clone();
+        let identity = config
+            .coordination
+            .as_ref()
+            .map_or(config.controller.host_name.clone(), |c| c.identity.clone());
+        let controller = Controller::new(client.clone(), config.controller);
+        // Without a plugins directory the reloader stays empty: never scanned, never watched.
+        let files = config.plugins.clone();
+        let mut reload = ReloadConfig::new(
+            files.as_deref().unwrap_or_else(|| std::path::Path::new("")),
+            &config.policies,
+        );
         reload.debounce = config.debounce;
-        let reloader = Reloader::new(Arc::new(runtime), controller.clone(), reload);
-        reloader.rescan(false).await?;
+        let reloader = Reloader::new(runtime.clone(), controller.clone(), reload);
+        if files.is_some() {
+            reloader.rescan(false).await?;
+        }
+        let objects = config.objects.map(|objects| {
+            let source = ObjectSource::new(
+                client,
+                runtime,
+                controller.clone(),
+                gate,
+                ObjectSourceConfig {
+                    identity,
+                    ..objects
+                },
+            );
+            source.start()
+        });
         // Without file events the host still serves what it loaded, and a rescan still reloads.
-        let watch = match config.watch {
+        let watch = match config.watch && files.is_some() {
             true => reloader
                 .watch()
                 .inspect_err(|err| {
@@ -102,6 +133,8 @@ impl Host {
             audit,
             shutdown_timeout: config.shutdown_timeout,
             _watch: watch,
+            _objects: objects,
+            has_files: files.is_some(),
             coordinator,
             server,
         })
@@ -140,6 +173,9 @@ impl Host {
     /// Looks at the plugins and policies again, retrying what failed on unchanged content
     /// (what SIGHUP does).
     pub async fn rescan(&self) -> Result<(), ReloadError> {
+        if !self.has_files {
+            return Ok(());
+        }
         self.reloader.rescan(true).await.map(|_| ())
     }
 

@@ -12,9 +12,18 @@ use std::process::ExitCode;
 /// Options of `kubeplug run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Directory of plugins: every `*.wasm` file in it is loaded.
+    /// Directory of plugins: every `*.wasm` file in it is loaded. Optional: without it the
+    /// host runs the `Plugin` objects of the cluster only.
     #[arg(long, env = "KUBEPLUG_PLUGINS")]
-    pub plugins: PathBuf,
+    pub plugins: Option<PathBuf>,
+    /// Run tenants' `Plugin` objects (bounded by `PluginPolicy` objects) whenever the API
+    /// server serves their CRDs.
+    #[arg(long, env = "KUBEPLUG_PLUGIN_OBJECTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub plugin_objects: bool,
+    /// The largest module a `Plugin` object may name, in bytes (larger ones are refused
+    /// before they compile).
+    #[arg(long, env = "KUBEPLUG_MAX_MODULE_BYTES", default_value_t = crate::plugin_objects::DEFAULT_MAX_MODULE_BYTES)]
+    pub max_module_bytes: usize,
     /// Directory of plugin policies (`<plugin>.policy.yaml`); default: beside the plugins.
     /// A plugin without a policy runs in dry-run.
     #[arg(long, env = "KUBEPLUG_POLICIES")]

@@ -10,6 +10,7 @@ use crate::coordination::{
     default_identity,
 };
 use crate::plugin::Limits;
+use crate::plugin_objects::ObjectSourceConfig;
 use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
 use std::time::Duration;
 
@@ -29,6 +30,9 @@ pub enum SettingsError {
     /// A call-limit flag outside the runtime's caps.
     #[error(transparent)]
     CallLimit(#[from] super::call_limits::CallLimitFlagError),
+    /// Neither plugin source: no `--plugins` directory and `--plugin-objects=false`.
+    #[error("nothing to run: give --plugins DIR, or leave --plugin-objects on")]
+    NothingToRun,
     /// The retry rate limiter refused the settings.
     #[error("--qps/--burst: {0}")]
     RateLimit(#[source] ConfigError),
@@ -119,12 +123,27 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         host_name: hostname(),
         ..ControllerConfig::default()
     };
+    let max_module_bytes = in_range(
+        "max-module-bytes",
+        args.max_module_bytes,
+        1024,
+        1 << 30,
+        "1024 to 1073741824 (1 GiB)",
+    )?;
+    if args.plugins.is_none() && !args.plugin_objects {
+        return Err(SettingsError::NothingToRun);
+    }
     Ok(HostConfig {
         plugins: args.plugins.clone(),
         policies: args
             .policies
             .clone()
-            .unwrap_or_else(|| args.plugins.clone()),
+            .or_else(|| args.plugins.clone())
+            .unwrap_or_default(),
+        objects: args.plugin_objects.then(|| ObjectSourceConfig {
+            max_module_bytes,
+            ..ObjectSourceConfig::default()
+        }),
         watch: args.watch,
         debounce: Duration::from_millis(debounce_ms),
         listen: args.listen,

@@ -29,6 +29,7 @@ pub struct PolicyDocument {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyMetadata {
+    /// The instance it governs.
     pub name: String,
 }
 

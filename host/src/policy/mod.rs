@@ -28,7 +28,7 @@ pub use budget::{
 pub use check::{Denial, Grant, check_call, is_write, kind_of, namespace_of};
 pub use document::{
     API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
-    PluginSpec, PolicyDocument, PolicyError, PolicySpec, RuleSpec, Verb,
+    PluginSpec, PolicyDocument, PolicyError, PolicyMetadata, PolicySpec, RuleSpec, Verb,
 };
 pub use grants::{Grants, NamespaceLabels, NamespaceSelector, Namespaces, Rule, Rules};
 pub use limits::{LimitsFieldError, PolicyLimits};

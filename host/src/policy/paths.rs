@@ -97,6 +97,22 @@ impl FieldPattern {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// Whether every path `other` grants, this pattern grants too: this is a prefix of it,
+    /// segment by segment, where `*` here covers any segment there (`*` included) and a
+    /// name here covers only the same name (never a `*`).
+    pub fn covers(&self, other: &FieldPattern) -> bool {
+        self.segments.len() <= other.segments.len()
+            && self
+                .segments
+                .iter()
+                .zip(&other.segments)
+                .all(|(mine, theirs)| match (mine, theirs) {
+                    (None, _) => true,
+                    (Some(m), Some(t)) => m == t,
+                    (Some(_), None) => false,
+                })
+    }
 }
 
 /// Paths a JSON merge patch (RFC 7386) touches: every leaf of the body. A `null` deletes,
@@ -248,6 +264,31 @@ pub fn create_paths(manifest: &Value) -> Vec<FieldPath> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_pattern_covers_the_patterns_it_is_a_prefix_of() {
+        let p = |t: &str| super::FieldPattern::parse(t).unwrap();
+        for (wide, narrow) in [
+            ("/", "/spec"),
+            ("/metadata/labels", "/metadata/labels/app"),
+            ("/spec/*/image", "/spec/containers/image"),
+            ("/spec/*/image", "/spec/*/image"),
+            ("/spec/containers", "/spec/containers"),
+        ] {
+            assert!(p(wide).covers(&p(narrow)), "{wide} covers {narrow}");
+        }
+        for (wide, narrow) in [
+            ("/spec", "/"),
+            ("/metadata/labels/app", "/metadata/labels"),
+            ("/spec/containers/image", "/spec/*/image"),
+            ("/spec/replicas", "/spec/template"),
+        ] {
+            assert!(
+                !p(wide).covers(&p(narrow)),
+                "{wide} does not cover {narrow}"
+            );
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -12,12 +12,12 @@ mod config;
 mod error;
 mod events;
 mod files;
-mod plan;
+pub(crate) mod plan;
 mod policies;
 mod reloader;
 mod report;
 mod scan;
-mod state;
+pub(crate) mod state;
 mod status;
 
 pub use config::ReloadConfig;

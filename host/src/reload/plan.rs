@@ -8,20 +8,20 @@ use std::path::PathBuf;
 
 /// Starts or swaps one instance to a new version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Start {
+pub(crate) struct Start<O = PathBuf> {
     /// The instance.
     pub name: InstanceName,
-    /// The plugin file it runs from.
-    pub file: PathBuf,
+    /// Where it runs from: the plugin file, or the API object.
+    pub file: O,
     /// The version to run.
     pub target: Target,
 }
 
 /// What one rescan does to the controller.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Plan {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan<O = PathBuf> {
     /// Instances to start, or to swap to a new version, in name order.
-    pub start: Vec<Start>,
+    pub start: Vec<Start<O>>,
     /// Running instances to stop: their file is gone (or no longer names an instance).
     pub stop: Vec<String>,
     /// Every instance that has a file with a version to run: what the reloader keeps
@@ -29,19 +29,31 @@ pub(crate) struct Plan {
     pub keep: BTreeSet<String>,
 }
 
-/// Plans a rescan.
+impl<O> Default for Plan<O> {
+    fn default() -> Self {
+        Plan {
+            start: Vec::new(),
+            stop: Vec::new(),
+            keep: BTreeSet::new(),
+        }
+    }
+}
+
+/// Plans a rescan of one source (the plugins directory, or the `Plugin` objects); each
+/// source plans over the instances it started, whose names never collide with another
+/// source's.
 ///
 /// - An instance starts (or swaps) when its target (plugin digest, policy content) differs
 ///   from what runs, once its policy has parsed at least once.
 /// - A start that failed is not retried on the same target unless `force` (SIGHUP).
 /// - A running instance stops when no file with a version to run names it anymore; a file
 ///   whose current content fails keeps its last good version, so it does not stop.
-pub(crate) fn plan<'a>(
-    runnable: impl IntoIterator<Item = Runnable<'a>>,
-    running: &HashMap<String, Running>,
+pub(crate) fn plan<'a, O: ?Sized + ToOwned + 'a>(
+    runnable: impl IntoIterator<Item = Runnable<'a, O>>,
+    running: &HashMap<String, Running<O::Owned>>,
     failed_starts: &HashMap<String, FailedStart>,
     force: bool,
-) -> Plan {
+) -> Plan<O::Owned> {
     let mut plan = Plan::default();
     for file in runnable {
         plan.keep.insert(file.name.to_string());
@@ -66,7 +78,7 @@ pub(crate) fn plan<'a>(
         }
         plan.start.push(Start {
             name: file.name,
-            file: file.file.to_path_buf(),
+            file: file.file.to_owned(),
             target,
         });
     }

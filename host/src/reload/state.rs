@@ -11,14 +11,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The content of a plugin's policy file as seen: no file (the plugin runs in dry-run under
-/// the default policy) or a file with this SHA-256.
+/// The content of a plugin's policy as seen: no file (the plugin runs in dry-run under
+/// the default policy), a file with this SHA-256, or an effective grant computed from API
+/// objects (a `Plugin`'s request and the `PluginPolicy`s bounding it), by its SHA-256.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum PolicyContent {
     /// No policy file.
     Absent,
     /// A policy file, by the SHA-256 of its text.
     File(String),
+    /// An effective grant computed from API objects, by the SHA-256 of its document.
+    Granted(String),
 }
 
 /// One version of a plugin instance: which plugin content runs under which policy content.
@@ -31,11 +34,12 @@ pub(crate) struct Target {
     pub policy: PolicyContent,
 }
 
-/// An instance the controller runs, and the version it runs.
+/// An instance the controller runs, and the version it runs. `O` says where it comes from:
+/// the plugin file's path, or the API object's reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Running {
-    /// The plugin file it runs from.
-    pub file: PathBuf,
+pub(crate) struct Running<O = PathBuf> {
+    /// Where it runs from.
+    pub file: O,
     /// The version that runs.
     pub target: Target,
 }
@@ -76,13 +80,14 @@ pub(crate) struct State {
     pub warned_idle: bool,
 }
 
-/// A plugin file that has a version to run, as the planner sees it.
+/// A source entry (a plugin file, a `Plugin` object) that has a version to run, as the
+/// planner sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Runnable<'a> {
-    /// The instance it runs as (the file's name).
+pub(crate) struct Runnable<'a, O: ?Sized = Path> {
+    /// The instance it runs as (the file's name, or `<namespace>/<name>` of the object).
     pub name: InstanceName,
-    /// The file.
-    pub file: &'a Path,
+    /// Where it comes from.
+    pub file: &'a O,
     /// SHA-256 of the version that loaded last.
     pub plugin: &'a str,
     /// The policy that can run now, if any (`None`: its file never parsed).
@@ -103,7 +108,7 @@ impl State {
                 .map(|g| &g.content);
             Some(Runnable {
                 name,
-                file: path,
+                file: path.as_path(),
                 plugin: plugin.digest(),
                 policy,
             })

@@ -16,6 +16,10 @@ use std::sync::Arc;
 /// metrics labels and policy file names.
 pub const MAX_INSTANCE_NAME: usize = names::MAX_LABEL;
 
+/// The longest `<namespace>/<name>` of an instance backed by a `Plugin` object: 128 bytes
+/// of field manager less the `kubeplug/` prefix.
+pub const MAX_OBJECT_INSTANCE_NAME: usize = 128 - "kubeplug/".len();
+
 /// An instance's name, checked: a DNS-1123 label (1 to 63 characters of `a-z`, `0-9` and
 /// `-`, starting and ending with a letter or digit). Upper case is refused rather than
 /// folded, so two spellings can never stand for one instance. Cloning shares the text.
@@ -43,6 +47,35 @@ impl InstanceName {
             Some(LabelFault::Edge) => format!("{shown:?} starts or ends with '-'; {rule}"),
         };
         Err(InvalidName(why))
+    }
+
+    /// The instance of the `Plugin` object `namespace/name`: both DNS-1123 labels, and at
+    /// most [`MAX_OBJECT_INSTANCE_NAME`] bytes together (with the `kubeplug/` prefix it is a
+    /// field manager, which the API server caps at 128 bytes). The `/` keeps it apart from
+    /// every file-backed instance, whose names never contain one.
+    pub fn object(namespace: &str, name: &str) -> Result<Self, InvalidName> {
+        for (what, part) in [("namespace", namespace), ("name", name)] {
+            if names::label_fault(part).is_some() {
+                let shown = shown_max(part, 2 * MAX_INSTANCE_NAME);
+                return Err(InvalidName(format!(
+                    "the Plugin's {what} {shown:?} is not a DNS-1123 label (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)"
+                )));
+            }
+        }
+        let full = format!("{namespace}/{name}");
+        if full.len() > MAX_OBJECT_INSTANCE_NAME {
+            return Err(InvalidName(format!(
+                "{full:?} is {} bytes long; a Plugin's namespace and name together may be at most {MAX_OBJECT_INSTANCE_NAME} bytes (its field manager is kubeplug/<namespace>/<name>, at most 128)",
+                full.len()
+            )));
+        }
+        Ok(InstanceName(full.into()))
+    }
+
+    /// The `Plugin` object this instance runs, as (namespace, name); `None` for a
+    /// file-backed instance.
+    pub fn object_ref(&self) -> Option<(&str, &str)> {
+        self.0.split_once('/')
     }
 
     /// The name as text.
@@ -149,6 +182,24 @@ mod tests {
                 "{bad:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn object_instances_are_namespace_slash_name_within_a_field_manager() {
+        let n = InstanceName::object("team-a", "pinner").unwrap();
+        assert_eq!(n.as_str(), "team-a/pinner");
+        assert_eq!(n.object_ref(), Some(("team-a", "pinner")));
+        assert_eq!(InstanceName::parse("pinner").unwrap().object_ref(), None);
+        let long = "a".repeat(60);
+        let err = InstanceName::object(&long, &long).unwrap_err().to_string();
+        assert!(err.contains("121 bytes") && err.contains("128"), "{err}");
+        assert!(InstanceName::object(&long, "b".repeat(58).as_str()).is_ok());
+        for (ns, name) in [("Team", "p"), ("team", "p/q"), ("", "p"), ("t", "p.q")] {
+            let err = InstanceName::object(ns, name).unwrap_err().to_string();
+            assert!(err.contains("DNS-1123"), "{ns}/{name}: {err}");
+        }
+        // A file-backed name can never be an object-backed one.
+        assert!(InstanceName::parse("team-a/pinner").is_err());
     }
 
     #[test]

@@ -1,0 +1,22 @@
+//! Plugins as Kubernetes objects: tenants run their own plugins through the API (`Plugin`
+//! in their namespace, the module in a ConfigMap there), bounded by the platform team's
+//! cluster-scoped `PluginPolicy`s, with kstatus conditions that `kubectl wait` and Argo CD
+//! can trust. This is a second source of instances beside the plugins directory; both feed
+//! the reloader's planner, and an object-backed instance is named `<namespace>/<name>`, so
+//! it never collides with a file-backed one.
+
+mod events;
+mod grant;
+mod module;
+mod refusal;
+mod source;
+mod spec;
+mod status;
+
+pub use grant::{Effective, effective};
+pub use module::DEFAULT_MAX_MODULE_BYTES;
+pub use refusal::{Reason, Refusal};
+pub use source::{
+    ObjectSource, ObjectSourceConfig, ObjectSourceTask, plugin_resource, policy_resource,
+};
+pub use spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION};

@@ -1,0 +1,955 @@
+//! The API source of plugin instances: follows `Plugin` and `PluginPolicy` objects (and the
+//! ConfigMaps their modules are in) once the API server serves the CRDs, and keeps the
+//! controller's object-backed instances in step with them through the same planner as the
+//! plugins directory. Each pass: parse the policies (a bad one keeps its last good spec in
+//! force), resolve each Plugin (module, digest pin, compile, effective grant), plan, apply,
+//! then write each object's status (and Events) from the one replica that owns it.
+
+use super::events::{EventType, Regarding, record};
+use super::grant::effective;
+use super::module::{ModuleRef, fetch};
+use super::refusal::{Reason, Refusal};
+use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spec};
+use super::status::{
+    Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
+};
+use crate::cluster::ObjKey;
+use crate::controller::{Controller, InstanceName, PluginInstance};
+use crate::coordination::{Gate, Scope};
+use crate::plugin::{LoadError, Plugin, PluginRuntime};
+use crate::policy::{AuditRecord, Decision, Mode, Policy};
+use crate::reload::plan::plan;
+use crate::reload::state::{FailedStart, PolicyContent, Runnable, Running};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// How the API source behaves.
+#[derive(Debug, Clone)]
+pub struct ObjectSourceConfig {
+    /// The largest module accepted, in bytes.
+    pub max_module_bytes: usize,
+    /// A pass at least this often (namespace labels, counts in status).
+    pub resync: Duration,
+    /// How often to look whether the CRDs are served, until they are.
+    pub crd_poll: Duration,
+    /// This replica's name, shown as the runner in status.
+    pub identity: String,
+    /// Counts alone are written to status at most this often.
+    pub counts_every: Duration,
+}
+
+impl Default for ObjectSourceConfig {
+    fn default() -> Self {
+        ObjectSourceConfig {
+            max_module_bytes: super::module::DEFAULT_MAX_MODULE_BYTES,
+            resync: Duration::from_secs(30),
+            crd_poll: Duration::from_secs(10),
+            identity: "kubeplug".into(),
+            counts_every: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The `Plugin` kind's API resource.
+pub fn plugin_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, "Plugin"), "plugins")
+}
+
+/// The `PluginPolicy` kind's API resource.
+pub fn policy_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(GROUP, VERSION, "PluginPolicy"),
+        "pluginpolicies",
+    )
+}
+
+/// Where an object-backed instance comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ObjectOrigin {
+    /// The Plugin's uid: a Plugin deleted and created again under its name is a new one.
+    uid: String,
+}
+
+/// What one Plugin resolved to in a pass: a revision to run, or why not.
+struct Resolved {
+    plugin: Arc<Plugin>,
+    /// The request it was granted from, and the Plugin's generation then.
+    spec: PluginObjectSpec,
+    generation: i64,
+    policy: Policy,
+    grant_digest: String,
+    grant_summary: String,
+    policies: Vec<String>,
+    origin: ObjectOrigin,
+}
+
+/// One Plugin in a pass: its instance name, what its current spec resolved to, and the
+/// previous revision re-granted when the current spec cannot run.
+struct Entry {
+    obj: Arc<DynamicObject>,
+    instance: Result<InstanceName, Refusal>,
+    outcome: Result<Resolved, Refusal>,
+    fallback: Option<Resolved>,
+}
+
+impl Entry {
+    /// The revision to run: the current spec's, or the previous one's.
+    fn runs(&self) -> Option<&Resolved> {
+        self.outcome.as_ref().ok().or(self.fallback.as_ref())
+    }
+}
+
+/// The last revision that started, kept to re-grant it while a newer spec cannot run.
+struct Good {
+    origin: ObjectOrigin,
+    spec: PluginObjectSpec,
+    plugin: Arc<Plugin>,
+    generation: i64,
+}
+
+/// The previous revision `good` under the policies that apply now (a policy that no longer
+/// grants its request stops it).
+fn regrant(
+    good: &Good,
+    ns: &str,
+    instance: &InstanceName,
+    applying: &[(&str, &ClusterPolicySpec)],
+) -> Result<Resolved, Refusal> {
+    let granted = effective(ns, instance.as_str(), &good.spec, applying)?;
+    let source = format!("plugins.{GROUP}/{instance}");
+    let policy = Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
+        .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
+    Ok(Resolved {
+        plugin: good.plugin.clone(),
+        spec: good.spec.clone(),
+        generation: good.generation,
+        policy,
+        grant_digest: granted.digest,
+        grant_summary: granted.summary,
+        policies: granted.policies,
+        origin: good.origin.clone(),
+    })
+}
+
+/// A module as last fetched: its ConfigMap's resourceVersion then, and the digest (or why
+/// it could not be used).
+type Fetched = (Option<String>, Result<String, Refusal>);
+
+#[derive(Default)]
+struct State {
+    running: HashMap<String, Running<ObjectOrigin>>,
+    /// The generation and grant each running instance was started from.
+    running_info: HashMap<String, RunningRevision>,
+    failed: HashMap<String, FailedStart>,
+    last_good: HashMap<String, Good>,
+    compiled: HashMap<String, Result<Arc<Plugin>, Refusal>>,
+    fetched: HashMap<(ModuleRef, Option<String>), Fetched>,
+    good_policies: HashMap<String, ClusterPolicySpec>,
+    /// Events already recorded, by instance: (reason, generation).
+    evented: HashSet<(String, String, i64)>,
+    /// When each Plugin's status was last written with new counts.
+    counts_written: HashMap<String, Instant>,
+}
+
+#[derive(Default)]
+struct Denials {
+    count: u64,
+    /// First denial of each grant kind not yet reported as an Event.
+    unreported: Vec<(String, String)>,
+    reported: HashSet<String>,
+}
+
+struct Inner {
+    client: kube::Client,
+    runtime: Arc<PluginRuntime>,
+    controller: Controller,
+    gate: Gate,
+    config: ObjectSourceConfig,
+    wake: Notify,
+    state: tokio::sync::Mutex<State>,
+    stores: OnceLock<(Store<DynamicObject>, Store<DynamicObject>)>,
+    /// ConfigMap resourceVersions as the watch saw them.
+    config_maps: Mutex<HashMap<(String, String), String>>,
+    /// ConfigMaps some Plugin's module is in: a change to one wakes a pass.
+    referenced: Mutex<HashSet<(String, String)>>,
+    denials: Mutex<HashMap<String, Denials>>,
+}
+
+/// The API source; clones share it.
+#[derive(Clone)]
+pub struct ObjectSource {
+    inner: Arc<Inner>,
+}
+
+/// The source's background tasks; dropping it stops them.
+pub struct ObjectSourceTask {
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Drop for ObjectSourceTask {
+    fn drop(&mut self) {
+        for t in lock(&self.tasks).drain(..) {
+            t.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ObjectSource {
+    /// A source driving `controller`'s object-backed instances; `gate` says which objects'
+    /// status this replica writes.
+    pub fn new(
+        client: kube::Client,
+        runtime: Arc<PluginRuntime>,
+        controller: Controller,
+        gate: Gate,
+        config: ObjectSourceConfig,
+    ) -> Self {
+        ObjectSource {
+            inner: Arc::new(Inner {
+                client,
+                runtime,
+                controller,
+                gate,
+                config,
+                wake: Notify::new(),
+                state: tokio::sync::Mutex::default(),
+                stores: OnceLock::new(),
+                config_maps: Mutex::default(),
+                referenced: Mutex::default(),
+                denials: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Starts following: waits until the CRDs are served, then watches and applies.
+    pub fn start(&self) -> ObjectSourceTask {
+        let tasks = Arc::new(Mutex::new(Vec::new()));
+        let me = self.clone();
+        let inner_tasks = tasks.clone();
+        let main = tokio::spawn(async move { me.run(inner_tasks).await });
+        lock(&tasks).push(main);
+        ObjectSourceTask { tasks }
+    }
+
+    async fn run(self, tasks: Arc<Mutex<Vec<JoinHandle<()>>>>) {
+        let inner = &*self.inner;
+        let mut said = false;
+        while !served(&inner.client).await {
+            if !said {
+                tracing::debug!(
+                    "Plugin and PluginPolicy are not served (no CRDs): looking again every {:?}",
+                    inner.config.crd_poll
+                );
+                said = true;
+            }
+            tokio::time::sleep(inner.config.crd_poll).await;
+        }
+        tracing::info!("following Plugin and PluginPolicy objects");
+        let plugins = self.reflect(plugin_resource(), &tasks);
+        let policies = self.reflect(policy_resource(), &tasks);
+        let _ = inner.stores.set((plugins.clone(), policies.clone()));
+        lock(&tasks).push(tokio::spawn(self.clone().follow_config_maps()));
+        lock(&tasks).push(tokio::spawn(self.clone().follow_audit()));
+        if plugins.wait_until_ready().await.is_err() || policies.wait_until_ready().await.is_err() {
+            return;
+        }
+        loop {
+            self.pass().await;
+            tokio::select! {
+                _ = inner.wake.notified() => {}
+                _ = tokio::time::sleep(inner.config.resync) => {}
+            }
+            // Let a burst of changes land before the next pass.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A reflector of `resource` cluster-wide that wakes a pass on every change.
+    fn reflect(
+        &self,
+        resource: ApiResource,
+        tasks: &Arc<Mutex<Vec<JoinHandle<()>>>>,
+    ) -> Store<DynamicObject> {
+        let api: Api<DynamicObject> = Api::all_with(self.inner.client.clone(), &resource);
+        let writer = reflector::store::Writer::new(resource);
+        let store = writer.as_reader();
+        let stream = reflector::reflector(
+            writer,
+            watcher::watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        let me = self.clone();
+        lock(tasks).push(tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(Event::Init | Event::InitApply(_)) => {}
+                    Ok(_) => me.inner.wake.notify_one(),
+                    Err(err) => tracing::warn!("watch of Plugin objects failed, retrying: {err}"),
+                }
+            }
+        }));
+        store
+    }
+
+    /// Follows ConfigMap versions (not their content): a change to one a Plugin uses wakes
+    /// a pass, which fetches it again.
+    async fn follow_config_maps(self) {
+        let api: Api<ConfigMap> = Api::all(self.inner.client.clone());
+        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let key = |cm: &ConfigMap| (cm.namespace().unwrap_or_default(), cm.name_any());
+            let changed = match event {
+                Ok(Event::Apply(cm) | Event::InitApply(cm)) => {
+                    let k = key(&cm);
+                    let rv = cm.resource_version().unwrap_or_default();
+                    lock(&self.inner.config_maps).insert(k.clone(), rv);
+                    Some(k)
+                }
+                Ok(Event::Delete(cm)) => {
+                    let k = key(&cm);
+                    lock(&self.inner.config_maps).remove(&k);
+                    Some(k)
+                }
+                Ok(Event::Init) => {
+                    lock(&self.inner.config_maps).clear();
+                    None
+                }
+                Ok(Event::InitDone) => {
+                    self.inner.wake.notify_one();
+                    None
+                }
+                Err(err) => {
+                    tracing::warn!("watch of ConfigMaps failed, retrying: {err}");
+                    None
+                }
+            };
+            if changed.is_some_and(|k| lock(&self.inner.referenced).contains(&k)) {
+                self.inner.wake.notify_one();
+            }
+        }
+    }
+
+    /// Counts denied actions of object-backed instances and keeps the first of each grant
+    /// kind to report as an Event.
+    async fn follow_audit(self) {
+        let mut audit = self.inner.controller.audit();
+        loop {
+            let record: Arc<AuditRecord> = match audit.recv().await {
+                Ok(r) => r,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            };
+            if !record.plugin.name.contains('/') {
+                continue;
+            }
+            if let Decision::Denied(denial) = &record.decision {
+                let mut all = lock(&self.inner.denials);
+                let d = all.entry(record.plugin.name.clone()).or_default();
+                d.count += 1;
+                let grant = denial.grant.as_str().to_string();
+                if !d.reported.contains(&grant) && !d.unreported.iter().any(|(g, _)| *g == grant) {
+                    let what = format!(
+                        "{} {} denied ({grant}): {}",
+                        record.action, record.target, denial.reason
+                    );
+                    d.unreported.push((grant, what));
+                    self.inner.wake.notify_one();
+                }
+            }
+        }
+    }
+
+    /// One pass over every Plugin and PluginPolicy.
+    pub async fn pass(&self) {
+        let inner = &*self.inner;
+        let Some((plugins, policies)) = inner.stores.get() else {
+            return;
+        };
+        let plugins = plugins.state();
+        let policy_objects = policies.state();
+        let mut state = inner.state.lock().await;
+
+        // Policies: a spec that does not parse keeps the last good one in force.
+        let mut policy_errors: BTreeMap<String, String> = BTreeMap::new();
+        let mut in_force: Vec<(String, ClusterPolicySpec)> = Vec::new();
+        for p in &policy_objects {
+            let name = p.name_any();
+            match parse_spec::<ClusterPolicySpec>(&p.data).and_then(|s| s.validate().map(|()| s)) {
+                Ok(spec) => {
+                    state.good_policies.insert(name.clone(), spec.clone());
+                    in_force.push((name, spec));
+                }
+                Err(err) => {
+                    if let Some(good) = state.good_policies.get(&name) {
+                        in_force.push((name.clone(), good.clone()));
+                    }
+                    policy_errors.insert(name, err);
+                }
+            }
+        }
+        let names: HashSet<String> = policy_objects.iter().map(|p| p.name_any()).collect();
+        state.good_policies.retain(|n, _| names.contains(n));
+        let mut labels: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+
+        // Plugins: resolve each to a revision to run, or a refusal; a refused one whose
+        // previous revision runs keeps it, re-granted under the policies as they are now.
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut referenced = HashSet::new();
+        for obj in &plugins {
+            let ns = obj.namespace().unwrap_or_default();
+            let name = obj.name_any();
+            let instance = InstanceName::object(&ns, &name)
+                .map_err(|e| Refusal::new(Reason::InvalidName, e.to_string()));
+            let (outcome, fallback) = match &instance {
+                Ok(instance) => {
+                    let applying = self.applying(&ns, &in_force, &mut labels).await;
+                    let outcome = self
+                        .resolve(&mut state, obj, instance, &applying, &mut referenced)
+                        .await;
+                    let uid = obj.metadata.uid.clone().unwrap_or_default();
+                    let fallback = match (&outcome, state.last_good.get(instance.as_str())) {
+                        (Err(_), Some(good)) if good.origin.uid == uid => {
+                            regrant(good, &ns, instance, &applying)
+                                .inspect_err(|r| tracing::warn!(plugin = %instance, "the running revision's grant no longer holds, stopping it: {}", r.message))
+                                .ok()
+                        }
+                        _ => None,
+                    };
+                    (outcome, fallback)
+                }
+                Err(r) => (Err(r.clone()), None),
+            };
+            entries.push(Entry {
+                obj: obj.clone(),
+                instance,
+                outcome,
+                fallback,
+            });
+        }
+        *lock(&inner.referenced) = referenced;
+
+        // Plan and apply, as the reloader does for files.
+        let contents: Vec<PolicyContent> = entries
+            .iter()
+            .map(|e| {
+                PolicyContent::Granted(e.runs().map(|r| r.grant_digest.clone()).unwrap_or_default())
+            })
+            .collect();
+        let runnable = entries.iter().zip(&contents).filter_map(|(e, content)| {
+            let (Ok(name), Some(r)) = (&e.instance, e.runs()) else {
+                return None;
+            };
+            Some(Runnable {
+                name: name.clone(),
+                file: &r.origin,
+                plugin: r.plugin.digest(),
+                policy: Some(content),
+            })
+        });
+        let planned = plan(runnable, &state.running, &state.failed, false);
+        let mut loaded: Vec<String> = Vec::new();
+        for start in planned.start {
+            let name = start.name.to_string();
+            let Some(r) = entries
+                .iter()
+                .find(|e| e.instance.as_ref().is_ok_and(|n| *n == start.name))
+                .and_then(Entry::runs)
+            else {
+                continue;
+            };
+            let instance = PluginInstance::new(r.plugin.clone(), start.name.clone(), None)
+                .with_policy(r.policy.clone());
+            match inner.controller.upsert(instance).await {
+                Ok(applied) => {
+                    tracing::info!(plugin = %name, digest = %r.plugin.digest(), ?applied, "Plugin object runs");
+                    state.failed.remove(&name);
+                    state.running.insert(
+                        name.clone(),
+                        Running {
+                            file: start.file,
+                            target: start.target,
+                        },
+                    );
+                    let m = r.plugin.metadata();
+                    state.running_info.insert(
+                        name.clone(),
+                        RunningRevision {
+                            digest: r.plugin.digest().to_string(),
+                            generation: r.generation,
+                            declared: (
+                                m.name.clone(),
+                                m.version.clone(),
+                                r.plugin.contract_version().to_string(),
+                            ),
+                            mode: r.policy.mode,
+                            grant: r.grant_summary.clone(),
+                            policies: r.policies.clone(),
+                        },
+                    );
+                    state.last_good.insert(
+                        name.clone(),
+                        Good {
+                            origin: r.origin.clone(),
+                            spec: r.spec.clone(),
+                            plugin: r.plugin.clone(),
+                            generation: r.generation,
+                        },
+                    );
+                    loaded.push(name);
+                }
+                Err(err) => {
+                    tracing::warn!(plugin = %name, "Plugin object not started: {err}");
+                    state.failed.insert(
+                        name,
+                        FailedStart {
+                            target: start.target,
+                            error: err.to_string(),
+                        },
+                    );
+                }
+            }
+        }
+        for name in planned.stop {
+            inner.controller.remove(&name).await;
+            state.running.remove(&name);
+            state.running_info.remove(&name);
+            state.last_good.remove(&name);
+            tracing::info!(plugin = %name, "Plugin object stopped");
+        }
+        state.failed.retain(|n, _| planned.keep.contains(n));
+        lock(&inner.denials)
+            .retain(|n, _| planned.keep.contains(n) || state.running.contains_key(n));
+        self.prune(&mut state);
+
+        // Status and Events, from the replica that owns each object.
+        for Entry {
+            obj,
+            instance,
+            outcome,
+            ..
+        } in &entries
+        {
+            self.report(
+                &mut state,
+                obj,
+                instance.as_ref().ok(),
+                outcome.as_ref().err(),
+                loaded
+                    .iter()
+                    .any(|l| instance.as_ref().is_ok_and(|n| n.as_str() == l)),
+            )
+            .await;
+        }
+        for p in &policy_objects {
+            let name = p.name_any();
+            let applies = plugins
+                .iter()
+                .filter_map(|o| o.namespace())
+                .collect::<HashSet<_>>();
+            let applies = applies
+                .iter()
+                .filter(|ns| {
+                    in_force
+                        .iter()
+                        .any(|(n, s)| *n == name && applies_to_names(s, ns, labels.get(*ns)))
+                })
+                .count();
+            let status = policy_status(
+                p.metadata.generation.unwrap_or(0),
+                policy_errors.get(&name).map(String::as_str),
+                applies,
+                p.data.get("status"),
+                &now(),
+            );
+            if differs_beyond_counts(&status, p.data.get("status")) {
+                self.write_status(
+                    &policy_resource(),
+                    None,
+                    &name,
+                    &status,
+                    p.data.get("status"),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// The policies in force that apply to `namespace`.
+    async fn applying<'a>(
+        &self,
+        namespace: &str,
+        in_force: &'a [(String, ClusterPolicySpec)],
+        labels: &mut HashMap<String, BTreeMap<String, String>>,
+    ) -> Vec<(&'a str, &'a ClusterPolicySpec)> {
+        if in_force
+            .iter()
+            .any(|(_, p)| p.applies_to.selector.is_some())
+            && !labels.contains_key(namespace)
+        {
+            let api: Api<Namespace> = Api::all(self.inner.client.clone());
+            let found = match api.get_opt(namespace).await {
+                Ok(ns) => ns.and_then(|n| n.metadata.labels).unwrap_or_default(),
+                Err(err) => {
+                    tracing::warn!(
+                        namespace,
+                        "cannot read the namespace's labels for PluginPolicy selectors: {err}"
+                    );
+                    BTreeMap::new()
+                }
+            };
+            labels.insert(namespace.to_string(), found);
+        }
+        in_force
+            .iter()
+            .filter(|(_, p)| applies_to_names(p, namespace, labels.get(namespace)))
+            .map(|(n, p)| (n.as_str(), p))
+            .collect()
+    }
+
+    /// Resolves one Plugin: spec, module, compile, grant, policy.
+    async fn resolve(
+        &self,
+        state: &mut State,
+        obj: &DynamicObject,
+        instance: &InstanceName,
+        applying: &[(&str, &ClusterPolicySpec)],
+        referenced: &mut HashSet<(String, String)>,
+    ) -> Result<Resolved, Refusal> {
+        let inner = &*self.inner;
+        let ns = obj.namespace().unwrap_or_default();
+        let spec: PluginObjectSpec =
+            parse_spec(&obj.data).map_err(|e| Refusal::new(Reason::InvalidSpec, e))?;
+        if let Some(d) = spec
+            .rollout
+            .as_ref()
+            .and_then(|r| r.shadow.as_ref())
+            .and_then(|s| s.duration.as_deref())
+        {
+            super::spec::parse_duration(d).map_err(|e| {
+                Refusal::new(
+                    Reason::InvalidSpec,
+                    format!("spec.rollout.shadow.duration: {e}"),
+                )
+            })?;
+        }
+        let at = ModuleRef::of(&ns, &spec.module)?;
+        referenced.insert((at.namespace.clone(), at.config_map.clone()));
+        let pin = spec.module.sha256.clone();
+        let seen = lock(&inner.config_maps)
+            .get(&(at.namespace.clone(), at.config_map.clone()))
+            .cloned();
+        let key = (at.clone(), pin.clone());
+        let reuse = match state.fetched.get(&key) {
+            Some((Some(rv), Ok(digest))) if seen.as_ref() == Some(rv) => {
+                state.compiled.contains_key(digest)
+            }
+            Some((Some(rv), Err(r))) if seen.as_ref() == Some(rv) => !r.reason.is_transient(),
+            _ => false,
+        };
+        if !reuse {
+            let fetched = fetch(
+                &inner.client,
+                &at,
+                pin.as_deref(),
+                inner.config.max_module_bytes,
+            )
+            .await;
+            let digest = match fetched {
+                Ok(module) => {
+                    let digest = module.digest.clone();
+                    if !matches!(state.compiled.get(&digest), Some(Ok(_))) {
+                        let origin = format!(
+                            "Plugin {ns}/{} (ConfigMap {}, key {})",
+                            obj.name_any(),
+                            at.config_map,
+                            at.key
+                        );
+                        let loaded = inner
+                            .runtime
+                            .load_bytes(&origin, module.bytes)
+                            .await
+                            .map_err(load_refusal);
+                        state.compiled.insert(digest.clone(), loaded);
+                    }
+                    Ok(digest)
+                }
+                Err(r) => Err(r),
+            };
+            state.fetched.insert(key.clone(), (seen, digest));
+        }
+        let digest = state.fetched[&key].1.clone()?;
+        let plugin = state.compiled.get(&digest).cloned().unwrap_or_else(|| {
+            Err(Refusal::new(
+                Reason::CompileFailed,
+                "the module was not compiled",
+            ))
+        })?;
+        let granted = effective(&ns, instance.as_str(), &spec, applying)?;
+        let source = format!("plugins.{GROUP}/{ns}/{}", obj.name_any());
+        let policy =
+            Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
+                .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
+        Ok(Resolved {
+            plugin,
+            spec,
+            generation: obj.metadata.generation.unwrap_or(0),
+            policy,
+            grant_digest: granted.digest,
+            grant_summary: granted.summary,
+            policies: granted.policies,
+            origin: ObjectOrigin {
+                uid: obj.metadata.uid.clone().unwrap_or_default(),
+            },
+        })
+    }
+
+    /// Drops fetched and compiled modules nothing runs or asks for.
+    fn prune(&self, state: &mut State) {
+        let used: HashSet<String> = state
+            .running
+            .values()
+            .map(|r| r.target.plugin.clone())
+            .chain(
+                state
+                    .fetched
+                    .values()
+                    .filter_map(|(_, d)| d.as_ref().ok().cloned()),
+            )
+            .collect();
+        let referenced = lock(&self.inner.referenced).clone();
+        state.fetched.retain(|(at, _), _| {
+            referenced.contains(&(at.namespace.clone(), at.config_map.clone()))
+        });
+        state.compiled.retain(|d, _| used.contains(d));
+    }
+
+    /// Writes one Plugin's status (and its Events) if this replica owns it and it changed.
+    async fn report(
+        &self,
+        state: &mut State,
+        obj: &DynamicObject,
+        instance: Option<&InstanceName>,
+        refusal: Option<&Refusal>,
+        loaded: bool,
+    ) {
+        let inner = &*self.inner;
+        let ns = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let generation = obj.metadata.generation.unwrap_or(0);
+        let key = instance
+            .map(|i| i.to_string())
+            .unwrap_or_else(|| format!("{ns}/{name}"));
+        let mut refusal = refusal.cloned();
+        if refusal.is_none() {
+            if let Some(f) = state.failed.get(&key) {
+                refusal = Some(Refusal::new(Reason::StartRefused, f.error.clone()));
+            }
+        }
+        let running = state.running_info.get(&key).cloned();
+        let counts = inner.controller.reconcile_counts(&key);
+        let denied = lock(&inner.denials).get(&key).map_or(0, |d| d.count);
+        let obs = Observation {
+            generation,
+            running: running.clone(),
+            refusal: refusal.clone(),
+            runner: self.runner(),
+            counts: (counts.total, counts.errors, denied),
+            rollout: None,
+        };
+        let Some(pass) = inner.gate.enter(&ObjKey::new(Some(&ns), &name)) else {
+            return;
+        };
+        let previous = obj.data.get("status");
+        let status = plugin_status(&obs, previous, &now());
+        let counts_due = state
+            .counts_written
+            .get(&key)
+            .is_none_or(|t| t.elapsed() >= inner.config.counts_every);
+        let changed = differs_beyond_counts(&status, previous);
+        let counts_changed = previous.and_then(|p| p.get("counts")) != status.get("counts");
+        if (changed || (counts_changed && counts_due)) && pass.holds() {
+            self.write_status(&plugin_resource(), Some(&ns), &name, &status, previous)
+                .await;
+            state.counts_written.insert(key.clone(), Instant::now());
+        }
+        let regarding = Regarding {
+            namespace: ns.clone(),
+            name: name.clone(),
+            uid: obj.metadata.uid.clone(),
+            resource_version: obj.metadata.resource_version.clone(),
+        };
+        let reporter = inner.config.identity.clone();
+        if let Some(r) = &refusal {
+            let mark = (key.clone(), r.reason.as_str().to_string(), generation);
+            if !state.evented.contains(&mark) && pass.holds() {
+                record(
+                    &inner.client,
+                    &regarding,
+                    EventType::Warning,
+                    r.reason.as_str(),
+                    &r.message,
+                    &reporter,
+                )
+                .await;
+                state.evented.insert(mark);
+            }
+        }
+        if loaded {
+            if let Some(run) = &running {
+                let mark = (key.clone(), format!("Loaded {}", run.digest), generation);
+                if !state.evented.contains(&mark) && pass.holds() {
+                    let message = format!(
+                        "revision {} ({} {}, contract {}) runs in {} mode",
+                        &run.digest[..12.min(run.digest.len())],
+                        run.declared.0,
+                        run.declared.1,
+                        run.declared.2,
+                        if run.mode == Mode::Enforce {
+                            "enforce"
+                        } else {
+                            "dry-run"
+                        }
+                    );
+                    record(
+                        &inner.client,
+                        &regarding,
+                        EventType::Normal,
+                        "Loaded",
+                        &message,
+                        &reporter,
+                    )
+                    .await;
+                    state.evented.insert(mark);
+                }
+            }
+        }
+        let unreported: Vec<(String, String)> = {
+            let mut all = lock(&inner.denials);
+            match all.get_mut(&key) {
+                Some(d) => {
+                    let taken = std::mem::take(&mut d.unreported);
+                    d.reported.extend(taken.iter().map(|(g, _)| g.clone()));
+                    taken
+                }
+                None => Vec::new(),
+            }
+        };
+        for (_, what) in unreported {
+            if pass.holds() {
+                record(
+                    &inner.client,
+                    &regarding,
+                    EventType::Warning,
+                    "ActionDenied",
+                    &what,
+                    &reporter,
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Sends `status` as a merge patch of the status subresource; keys the previous status
+    /// has and the new one lacks are removed.
+    async fn write_status(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        status: &Value,
+        previous: Option<&Value>,
+    ) {
+        let mut body = status.clone();
+        if let (Some(prev), Some(obj)) = (previous.and_then(Value::as_object), body.as_object_mut())
+        {
+            for k in prev.keys() {
+                obj.entry(k.clone()).or_insert(Value::Null);
+            }
+        }
+        let client = self.inner.client.clone();
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client, ns, resource),
+            None => Api::all_with(client, resource),
+        };
+        let patch = Patch::Merge(json!({"status": body}));
+        if let Err(err) = api
+            .patch_status(name, &PatchParams::default(), &patch)
+            .await
+        {
+            tracing::warn!(kind = %resource.kind, name, "cannot write status: {err}");
+        }
+    }
+
+    /// Which replica runs the Plugins, as status shows it.
+    fn runner(&self) -> String {
+        let me = &self.inner.config.identity;
+        match &*self.inner.gate.scope() {
+            Scope::Everything => me.clone(),
+            Scope::Leader { .. } => format!("{me} (leader)"),
+            Scope::Shard(view) => {
+                let n = view.current.as_ref().map_or(0, |r| r.members().len());
+                format!("{n} shards; status by {me}")
+            }
+        }
+    }
+}
+
+/// Whether policy `p` applies to `namespace` (with its labels, when known).
+fn applies_to_names(
+    p: &ClusterPolicySpec,
+    namespace: &str,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    p.applies_to.names.iter().any(|n| n == namespace)
+        || p.applies_to.selector.as_ref().is_some_and(|s| {
+            labels.is_some_and(|l| s.match_labels.iter().all(|(k, v)| l.get(k) == Some(v)))
+        })
+}
+
+fn load_refusal(err: LoadError) -> Refusal {
+    let reason = match &err {
+        LoadError::ContractMismatch { .. }
+        | LoadError::NotAPlugin { .. }
+        | LoadError::Link { .. } => Reason::ContractUnsupported,
+        _ => Reason::CompileFailed,
+    };
+    Refusal::new(reason, err.to_string())
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now())
+        .to_string()
+}
+
+/// Whether the API server serves both kinds.
+async fn served(client: &kube::Client) -> bool {
+    match client
+        .list_api_group_resources(&format!("{GROUP}/{VERSION}"))
+        .await
+    {
+        Ok(list) => {
+            let has = |p: &str| list.resources.iter().any(|r| r.name == p);
+            has("plugins") && has("pluginpolicies")
+        }
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,293 @@
+//! The two custom resources as the host reads them (`kubeplug.dev/v1alpha1`): a tenant's
+//! `Plugin` (what it asks to run in its namespace) and the platform team's cluster-scoped
+//! `PluginPolicy` (what it allows, and in which namespaces). Unknown fields are refused, so
+//! a misspelt or unsupported field is a status reason, never silently ignored.
+
+use crate::policy::{KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec, RuleSpec};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The API group of both kinds.
+pub const GROUP: &str = "kubeplug.dev";
+/// Their version.
+pub const VERSION: &str = "v1alpha1";
+
+/// `Plugin.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginObjectSpec {
+    /// Where the component comes from.
+    pub module: ModuleSpec,
+    /// What the tenant asks for: `enforce` (the default) or `dry-run`; the policies may
+    /// lower it to dry-run, never raise it.
+    #[serde(default = "enforce")]
+    pub mode: Mode,
+    /// Free JSON handed to the plugin as its configuration.
+    #[serde(default)]
+    pub config: Option<Value>,
+    /// What it asks to be granted.
+    #[serde(default)]
+    pub permissions: Permissions,
+    /// How a new revision rolls out.
+    #[serde(default)]
+    pub rollout: Option<RolloutSpec>,
+}
+
+fn enforce() -> Mode {
+    Mode::Enforce
+}
+
+/// `spec.module`: exactly one of `configMap` and `image`, and an optional digest pin.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModuleSpec {
+    /// A ConfigMap in the Plugin's own namespace (there is no namespace field: a Plugin
+    /// never reads another namespace's module).
+    #[serde(default)]
+    pub config_map: Option<ConfigMapRef>,
+    /// An OCI reference (served from the next release on).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The SHA-256 the module must have (64 hex digits, either case).
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+/// `spec.module.configMap`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigMapRef {
+    /// The ConfigMap's name.
+    pub name: String,
+    /// The `binaryData` key holding the component (default `plugin.wasm`).
+    #[serde(default = "default_key")]
+    pub key: String,
+}
+
+fn default_key() -> String {
+    "plugin.wasm".into()
+}
+
+/// `spec.permissions`: the policy rule format, requested rather than granted.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Permissions {
+    /// Namespaces beyond its own, and cluster-scoped writes: granted only by a policy that
+    /// names them explicitly.
+    #[serde(default)]
+    pub namespaces: RequestedNamespaces,
+    /// Kinds it reads beyond the one it reconciles.
+    #[serde(default)]
+    pub reads: Vec<KindSpec>,
+    /// Verbs and field paths per kind.
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    /// Per-call limits and the write budget it asks for (the policies may lower them).
+    #[serde(default)]
+    pub limits: LimitsSpec,
+}
+
+/// `spec.permissions.namespaces`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestedNamespaces {
+    /// Other namespaces, by name.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Writes to cluster-scoped objects.
+    #[serde(default)]
+    pub cluster_scoped: bool,
+}
+
+/// `spec.rollout`: a new revision first runs in shadow (dry-run, beside the live one).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RolloutSpec {
+    /// How long the shadow runs before promotion is considered.
+    #[serde(default)]
+    pub shadow: Option<ShadowSpec>,
+    /// The most keys on which the two revisions may decide differently for promotion.
+    #[serde(default)]
+    pub max_differing: Option<u64>,
+    /// Promote now, whatever the comparison says.
+    #[serde(default)]
+    pub promote: bool,
+}
+
+/// `spec.rollout.shadow`: a number of compared reconciles, or a duration, or both (the
+/// first reached ends the shadow).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShadowSpec {
+    /// Keys compared.
+    #[serde(default)]
+    pub reconciles: Option<u64>,
+    /// A duration such as `90s`, `5m` or `1h30m`.
+    #[serde(default)]
+    pub duration: Option<String>,
+}
+
+/// `PluginPolicy.spec`: the file policy document's spec (without `config` and the digest
+/// pin, which belong to the Plugin) plus the namespaces whose Plugins it bounds.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterPolicySpec {
+    /// `enforce` or `dry-run` (the default): dry-run holds every Plugin it bounds in dry-run.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Namespaces beyond a Plugin's own that its Plugins may request, and cluster-scoped
+    /// writes.
+    #[serde(default)]
+    pub namespaces: NamespacesSpec,
+    /// Kinds its Plugins may read.
+    #[serde(default)]
+    pub reads: Vec<KindSpec>,
+    /// Verbs and field paths its Plugins may request, per kind.
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    /// The highest limits its Plugins may have.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    /// The namespaces whose Plugins it bounds (none when absent).
+    #[serde(default)]
+    pub applies_to: AppliesTo,
+}
+
+/// `PluginPolicy.spec.appliesTo`: namespaces by name and/or by labels.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppliesTo {
+    /// These namespaces.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// The namespaces whose labels match.
+    #[serde(default)]
+    pub selector: Option<NamespaceSelectorSpec>,
+}
+
+impl ClusterPolicySpec {
+    /// Checks what serde cannot: every field path parses, the limits are in range, and
+    /// the namespace names are DNS labels. The first fault, with its field path.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, rule) in self.rules.iter().enumerate() {
+            for (j, f) in rule.fields.iter().enumerate() {
+                crate::policy::FieldPattern::parse(f)
+                    .map_err(|e| format!("spec.rules[{i}].fields[{j}]: {e}"))?;
+            }
+        }
+        crate::policy::PolicyLimits::resolve(&self.limits)
+            .map_err(|e| format!("spec.limits.{}: {}", e.field, e.message))?;
+        let names = self
+            .applies_to
+            .names
+            .iter()
+            .map(|n| ("spec.appliesTo.names", n));
+        let extra = self
+            .namespaces
+            .names
+            .iter()
+            .map(|n| ("spec.namespaces.names", n));
+        for (field, n) in names.chain(extra) {
+            crate::contract::names::dns_label(field, n)?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses an object's `spec` as `T`, with the field path of what does not fit.
+pub fn parse_spec<T: for<'de> Deserialize<'de>>(object: &Value) -> Result<T, String> {
+    let spec = object.get("spec").cloned().unwrap_or(Value::Null);
+    if spec.is_null() {
+        return Err("spec is missing".into());
+    }
+    serde_json::from_value(spec).map_err(|e| format!("spec: {e}"))
+}
+
+/// Parses a Go-style duration (`90s`, `5m`, `1h30m`, `500ms`), as Kubernetes tools write
+/// them; at most a day.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{text:?} is not a duration such as 90s, 5m or 1h30m");
+    let mut rest = text.trim();
+    if rest.is_empty() || rest.len() > 32 {
+        return Err(bad());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    if total > 86_400.0 {
+        return Err(format!("{text:?} is longer than a day"));
+    }
+    Ok(std::time::Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_plugin_spec_parses_with_defaults() {
+        let spec: PluginObjectSpec = parse_spec(&json!({"spec": {
+            "module": {"configMap": {"name": "pinner"}},
+            "permissions": {"rules": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                "verbs": ["patch"], "fields": ["/metadata/labels"]}]}
+        }}))
+        .unwrap();
+        assert_eq!(spec.mode, Mode::Enforce);
+        assert_eq!(spec.module.config_map.unwrap().key, "plugin.wasm");
+        assert_eq!(spec.permissions.rules.len(), 1);
+    }
+
+    #[test]
+    fn another_namespaces_config_map_is_an_unknown_field() {
+        let err = parse_spec::<PluginObjectSpec>(&json!({"spec": {
+            "module": {"configMap": {"name": "pinner", "namespace": "team-b"}}}}))
+        .unwrap_err();
+        assert!(err.contains("unknown field `namespace`"), "{err}");
+        let err = parse_spec::<PluginObjectSpec>(&json!({"metadata": {}})).unwrap_err();
+        assert!(err.contains("spec is missing"), "{err}");
+    }
+
+    #[test]
+    fn a_policy_is_checked_beyond_its_shape() {
+        let p = |v: Value| {
+            serde_json::from_value::<ClusterPolicySpec>(v)
+                .unwrap()
+                .validate()
+        };
+        assert_eq!(p(json!({"appliesTo": {"names": ["team-a"]}})), Ok(()));
+        let err = p(json!({"rules": [{"apiVersion": "v1", "kind": "Pod", "fields": ["spec"]}]}));
+        assert!(err.unwrap_err().contains("spec.rules[0].fields[0]"));
+        let err = p(json!({"limits": {"memoryMib": 4096}})).unwrap_err();
+        assert!(err.contains("spec.limits.memoryMib"), "{err}");
+        let err = p(json!({"appliesTo": {"names": ["Team_A"]}})).unwrap_err();
+        assert!(err.contains("spec.appliesTo.names"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s").unwrap().as_secs(), 90);
+        assert_eq!(parse_duration("1h30m").unwrap().as_secs(), 5400);
+        assert_eq!(parse_duration("500ms").unwrap().as_millis(), 500);
+        for bad in ["", "5", "5d", "m", "1h-3m", "25h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

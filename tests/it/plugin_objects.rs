@@ -1,0 +1,669 @@
+//! Plugins as Kubernetes objects (issue 25): a tenant's `Plugin` in its namespace, its
+//! module in a ConfigMap there, bounded by the platform team's `PluginPolicy`, driven the
+//! way a user drives it (kubectl create configmap --from-file, apply, wait) against the
+//! embedded API server serving the CRDs of host/deploy/crds.
+
+use crate::common::{self, cluster::*};
+use anyhow::{Context, Result};
+use kubeplug::app::{Host, HostConfig};
+use kubeplug::plugin_objects::ObjectSourceConfig;
+use kubeplug_sim::Sim;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A host running `Plugin` objects only (no plugins directory) on its own API server.
+struct Tenancy {
+    sim: Sim,
+    host: Host,
+    kubeconfig: PathBuf,
+    tmp: tempfile::TempDir,
+}
+
+fn crd(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/crds")
+        .join(name)
+}
+
+async fn start(configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
+    capture_logs();
+    let sim = Sim::builder()
+        .status_delay(Duration::from_millis(20))
+        .auto_create_namespaces(true)
+        .crd_file(crd("plugins.yaml"))
+        .crd_file(crd("pluginpolicies.yaml"))
+        .start()
+        .await?;
+    let tmp = tempfile::tempdir()?;
+    let kubeconfig = tmp.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)?;
+    let mut config = HostConfig {
+        plugins: None,
+        objects: Some(ObjectSourceConfig {
+            resync: Duration::from_millis(500),
+            crd_poll: Duration::from_millis(100),
+            counts_every: Duration::from_millis(500),
+            ..ObjectSourceConfig::default()
+        }),
+        policies: PathBuf::new(),
+        watch: false,
+        debounce: Duration::from_millis(50),
+        listen: None,
+        access: kubeplug::server::Access::default(),
+        compile_cache: Some(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
+        ),
+        controller: kubeplug::controller::ControllerConfig {
+            host_name: "replica-1".into(),
+            ..fast_config()
+        },
+        shutdown_timeout: Duration::from_secs(10),
+        coordination: None,
+    };
+    configure(&mut config);
+    let host = Host::start(sim.client()?, config).await?;
+    Ok(Tenancy {
+        sim,
+        host,
+        kubeconfig,
+        tmp,
+    })
+}
+
+/// Whether kubectl is on PATH; under `CI=true` its absence fails the test.
+fn kubectl_available() -> bool {
+    let found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found || std::env::var("CI").as_deref() != Ok("true"),
+        "kubectl is not on PATH and CI=true: install kubectl"
+    );
+    found
+}
+
+impl Tenancy {
+    /// Runs kubectl against this API server (in a blocking thread), with `stdin` piped in.
+    async fn kubectl_in(&self, args: &[&str], stdin: &str) -> Result<String> {
+        let kc = self.kubeconfig.clone();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let stdin = stdin.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut child = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kc)
+                .args(&args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            child.stdin.take().unwrap().write_all(stdin.as_bytes())?;
+            let out = child.wait_with_output()?;
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            anyhow::ensure!(
+                out.status.success(),
+                "kubectl {args:?} failed: {}{stdout}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok(stdout)
+        })
+        .await?
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> Result<String> {
+        self.kubectl_in(args, "").await
+    }
+
+    async fn apply(&self, yaml: &str) -> Result<String> {
+        self.kubectl_in(&["apply", "-f", "-"], yaml).await
+    }
+
+    /// `kubectl create configmap NAME -n NS --from-file=KEY=FILE`.
+    async fn module(&self, ns: &str, name: &str, key: &str, file: &Path) -> Result<()> {
+        let from = format!("--from-file={key}={}", file.display());
+        self.kubectl(&["create", "configmap", name, "-n", ns, &from])
+            .await?;
+        Ok(())
+    }
+
+    /// A file in the test's folder holding `bytes`.
+    fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.tmp.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    fn plugin(&self, ns: &str, name: &str) -> Option<Value> {
+        self.sim.get("plugins.kubeplug.dev", Some(ns), name)
+    }
+
+    /// The condition `type_` of Plugin ns/name: (status, reason, message).
+    fn condition(&self, ns: &str, name: &str, type_: &str) -> Option<(String, String, String)> {
+        let p = self.plugin(ns, name)?;
+        let c = p["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == type_)?
+            .clone();
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        Some((s("status"), s("reason"), s("message")))
+    }
+
+    /// Waits until Plugin ns/name's Ready condition has `reason`; its message.
+    async fn reason_becomes(&self, ns: &str, name: &str, reason: &str) -> String {
+        let mut last = None;
+        eventually(WAIT, &format!("{ns}/{name} Ready reason {reason}"), || {
+            last = self.condition(ns, name, "Ready");
+            last.as_ref().is_some_and(|(_, r, _)| r == reason)
+        })
+        .await;
+        last.unwrap().2
+    }
+
+    /// Waits until an Event about Plugin ns/name has `reason`.
+    async fn event_with(&self, ns: &str, name: &str, reason: &str) {
+        eventually(WAIT, &format!("Event {reason} on {ns}/{name}"), || {
+            self.event_reasons(ns, name).iter().any(|r| r == reason)
+        })
+        .await;
+    }
+
+    /// Reasons of the Events about Plugin ns/name.
+    fn event_reasons(&self, ns: &str, name: &str) -> Vec<String> {
+        self.sim
+            .list("events", Some(ns))
+            .iter()
+            .filter(|e| {
+                e["involvedObject"]["kind"] == "Plugin" && e["involvedObject"]["name"] == name
+            })
+            .filter_map(|e| e["reason"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    async fn deployment(&self, ns: &str, name: &str, image: &str) -> Result<()> {
+        let mut d = serde_json::to_value(deployment(name, 1, image))?;
+        d["metadata"]["namespace"] = ns.into();
+        self.apply(&serde_json::to_string(&d)?).await?;
+        Ok(())
+    }
+}
+
+const POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: tenants}
+spec:
+  mode: enforce
+  appliesTo: {names: [team-a]}
+  rules:
+  - apiVersion: apps/v1
+    kind: Deployment
+    verbs: [patch, event]
+    fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
+";
+
+/// A Plugin running image-pinner from ConfigMap `module` (key plugin.wasm), pinning to `image`.
+fn pinner(ns: &str, name: &str, module: &str, image: &str, extra_rule: &str) -> String {
+    format!(
+        "apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  module: {{configMap: {{name: {module}}}}}
+  config: {{image: \"{image}\"}}
+  permissions:
+    rules:
+    - apiVersion: apps/v1
+      kind: Deployment
+      verbs: [patch]
+      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
+{extra_rule}"
+    )
+}
+
+fn sha256_of(path: &Path) -> String {
+    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|_| {}).await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.deployment("team-b", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    let wasm = common::plugin("image-pinner");
+    t.module("team-a", "pinner", "plugin.wasm", &wasm).await?;
+    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.25", ""))
+        .await?;
+    t.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        "plugin/pinner",
+        "-n",
+        "team-a",
+        "--timeout=60s",
+    ])
+    .await
+    .context("kubectl wait --for=condition=Ready")?;
+    eventually(WAIT, "team-a/web pinned", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+
+    let p = t.plugin("team-a", "pinner").unwrap();
+    let status = &p["status"];
+    assert_eq!(
+        status["observedGeneration"], p["metadata"]["generation"],
+        "{status:#}"
+    );
+    let digest = sha256_of(&wasm);
+    assert_eq!(status["digest"], format!("sha256:{digest}"));
+    assert_eq!(status["shortDigest"], digest[..12]);
+    assert_eq!(status["mode"], "enforce");
+    assert_eq!(status["declared"]["name"], "image-pinner");
+    assert_eq!(status["runner"], "replica-1");
+    assert!(
+        status["grant"]
+            .as_str()
+            .unwrap()
+            .starts_with("team-a; apps/v1 Deployment: patch"),
+        "{status:#}"
+    );
+    assert_eq!(status["revisions"][0]["digest"], format!("sha256:{digest}"));
+    let (_, _, message) = t.condition("team-a", "pinner", "Ready").unwrap();
+    assert!(
+        message.contains("enforce mode under PluginPolicy tenants"),
+        "{message}"
+    );
+    assert!(
+        t.event_reasons("team-a", "pinner")
+            .contains(&"Loaded".to_string())
+    );
+    // The instance is named after the object, and so is its field manager.
+    assert!(
+        t.host
+            .controller()
+            .plugins()
+            .contains(&"team-a/pinner".to_string())
+    );
+    let managers =
+        t.sim.get("deployments", Some("team-a"), "web").unwrap()["metadata"]["managedFields"]
+            .to_string();
+    assert!(managers.contains("kubeplug/team-a/pinner"), "{managers}");
+
+    // team-b's Deployment is not the tenant's: never queued, never written.
+    t.kubectl(&["-n", "team-a", "set", "image", "deploy/web", "app=busybox"])
+        .await?;
+    eventually(WAIT, "team-a/web pinned again", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+    assert_eq!(image_of(&t.sim, "team-b", "web").as_deref(), Some("alpine"));
+
+    // What kubectl shows.
+    let table = t.kubectl(&["get", "plugins", "-A"]).await?;
+    let row = table
+        .lines()
+        .find(|l| l.contains("pinner"))
+        .unwrap_or_default();
+    for cell in ["team-a", "enforce", "True", "Running", &digest[..12]] {
+        assert!(row.contains(cell), "{cell} missing from:\n{table}");
+    }
+
+    // Deleting the Plugin stops it, as removing a file does.
+    t.kubectl(&["-n", "team-a", "delete", "plugin", "pinner"])
+        .await?;
+    eventually(WAIT, "instance stopped", || {
+        !t.host
+            .controller()
+            .plugins()
+            .contains(&"team-a/pinner".to_string())
+    })
+    .await;
+    t.kubectl(&["-n", "team-a", "set", "image", "deploy/web", "app=busybox"])
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        image_of(&t.sim, "team-a", "web").as_deref(),
+        Some("busybox")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_beyond_every_policy_stalls_and_sends_nothing() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|_| {}).await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    t.module(
+        "team-a",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    let secrets = "    - apiVersion: v1\n      kind: Secret\n      verbs: [patch]\n";
+    t.apply(&pinner("team-a", "greedy", "pinner", "nginx:1.25", secrets))
+        .await?;
+    let message = t
+        .reason_becomes("team-a", "greedy", "PermissionsExceedPolicy")
+        .await;
+    assert!(
+        message.contains("rules[1] (v1 Secret) requests verb patch"),
+        "{message}"
+    );
+    assert!(message.contains("(tenants)"), "{message}");
+    let (stalled, reason, _) = t.condition("team-a", "greedy", "Stalled").unwrap();
+    assert_eq!(
+        (stalled.as_str(), reason.as_str()),
+        ("True", "PermissionsExceedPolicy")
+    );
+    t.event_with("team-a", "greedy", "PermissionsExceedPolicy")
+        .await;
+    assert!(t.host.controller().plugins().is_empty());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(image_of(&t.sim, "team-a", "web").as_deref(), Some("alpine"));
+
+    // Without the Secret rule it runs: the tenant fixes its own request.
+    t.apply(&pinner("team-a", "greedy", "pinner", "nginx:1.25", ""))
+        .await?;
+    t.reason_becomes("team-a", "greedy", "Running").await;
+    eventually(WAIT, "pinned", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_bad_input_is_one_reason_and_the_others_keep_running() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|c| c.objects.as_mut().unwrap().max_module_bytes = 500_000).await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    let pinner_wasm = common::plugin("image-pinner");
+    t.module("team-a", "pinner", "plugin.wasm", &pinner_wasm)
+        .await?;
+    t.module("team-b", "elsewhere", "plugin.wasm", &pinner_wasm)
+        .await?;
+    t.module(
+        "team-a",
+        "big",
+        "plugin.wasm",
+        &common::plugin("change-logger"),
+    )
+    .await?;
+    let core = t.file("core.wasm", b"\0asm\x01\0\0\0\0\x03\x01a\xff");
+    t.module("team-a", "core", "plugin.wasm", &core).await?;
+    let text = t.file("text.wasm", b"\xffhello, not wasm");
+    t.module("team-a", "text", "plugin.wasm", &text).await?;
+    let utf8 = t.file("utf8.wasm", b"valid UTF-8, so kubectl stores it under data");
+    t.module("team-a", "utf8", "plugin.wasm", &utf8).await?;
+    let cases: &[(&str, String, &str, &str)] = &[
+        (
+            "utf8",
+            pinner("team-a", "utf8", "utf8", "x:1", ""),
+            "ModuleNotFound",
+            "is in data (text), not binaryData",
+        ),
+        (
+            "missing",
+            pinner("team-a", "missing", "nope", "x:1", ""),
+            "ModuleNotFound",
+            "ConfigMap team-a/nope does not exist",
+        ),
+        (
+            "other-ns",
+            pinner("team-a", "other-ns", "elsewhere", "x:1", ""),
+            "ModuleNotFound",
+            "team-a/elsewhere",
+        ),
+        (
+            "wrong-key",
+            pinner("team-a", "wrong-key", "pinner", "x:1", "")
+                .replace("{name: pinner}", "{name: pinner, key: main.wasm}"),
+            "ModuleNotFound",
+            "\"main.wasm\"",
+        ),
+        (
+            "big",
+            pinner("team-a", "big", "big", "x:1", ""),
+            "ModuleTooLarge",
+            "at most 500000 bytes",
+        ),
+        (
+            "core",
+            pinner("team-a", "core", "core", "x:1", ""),
+            "CompileFailed",
+            "not a component",
+        ),
+        (
+            "text",
+            pinner("team-a", "text", "text", "x:1", ""),
+            "CompileFailed",
+            "not a WebAssembly file",
+        ),
+        (
+            "pinned",
+            pinner("team-a", "pinned", "pinner", "x:1", "").replace(
+                "module: {configMap: {name: pinner}}",
+                &format!(
+                    "module: {{configMap: {{name: pinner}}, sha256: \"{}\"}}",
+                    "0".repeat(64)
+                ),
+            ),
+            "DigestMismatch",
+            "pins 0000",
+        ),
+        (
+            "oci",
+            pinner("team-a", "oci", "pinner", "x:1", "").replace(
+                "module: {configMap: {name: pinner}}",
+                "module: {image: \"oci://127.0.0.1:5000/p:1\"}",
+            ),
+            "ModuleSourceUnsupported",
+            "OCI",
+        ),
+        (
+            "bad-duration",
+            format!(
+                "{}  rollout: {{shadow: {{duration: 25h}}}}\n",
+                pinner("team-a", "bad-duration", "pinner", "x:1", "")
+            ),
+            "InvalidSpec",
+            "longer than a day",
+        ),
+    ];
+    for (_, yaml, _, _) in cases {
+        t.apply(yaml).await?;
+    }
+    t.apply(&pinner("team-a", "good", "pinner", "nginx:1.25", ""))
+        .await?;
+    for (name, _, reason, says) in cases {
+        let message = t.reason_becomes("team-a", name, reason).await;
+        assert!(message.contains(says), "{name}: {reason}: {message}");
+        assert!(
+            message.len() <= 1024 && !message.contains('\n'),
+            "{name}: {message}"
+        );
+        t.event_with("team-a", name, reason).await;
+        let events = t.event_reasons("team-a", name);
+        assert_eq!(
+            events.iter().filter(|r| r == reason).count(),
+            1,
+            "{name}: {events:?}"
+        );
+    }
+    t.reason_becomes("team-a", "good", "Running").await;
+    eventually(WAIT, "pinned by the good one", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+    assert_eq!(
+        t.host.controller().plugins(),
+        vec!["team-a/good".to_string()]
+    );
+
+    // A PluginPolicy that does not hold: its status says so, the last good spec stays.
+    let broken = POLICY.replace("/spec/template/spec/containers/*/name,", "spec/replicas,");
+    t.apply(&broken).await?;
+    eventually(WAIT, "policy Stalled", || {
+        t.sim
+            .get("pluginpolicies.kubeplug.dev", None, "tenants")
+            .is_some_and(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "Stalled"
+                            && c["reason"] == "InvalidSpec"
+                            && c["message"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .contains("spec.rules[0].fields[0]")
+                    })
+                })
+            })
+    })
+    .await;
+    t.kubectl(&["-n", "team-a", "set", "image", "deploy/web", "app=busybox"])
+        .await?;
+    eventually(WAIT, "still pinned under the last good policy", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_update_keeps_the_running_revision_and_a_good_one_replaces_it() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|_| {}).await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    let wasm = common::plugin("image-pinner");
+    t.module("team-a", "pinner", "plugin.wasm", &wasm).await?;
+    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.25", ""))
+        .await?;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+
+    // The ConfigMap now holds a module that does not compile.
+    let text = t.file("text.wasm", b"\xffnot wasm at all");
+    t.kubectl_in(
+        &["apply", "-f", "-"],
+        &t.kubectl(&[
+            "create",
+            "configmap",
+            "pinner",
+            "-n",
+            "team-a",
+            &format!("--from-file=plugin.wasm={}", text.display()),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ])
+        .await?,
+    )
+    .await?;
+    let message = t.reason_becomes("team-a", "pinner", "CompileFailed").await;
+    assert!(
+        message.contains(&format!(
+            "revision {} (generation 1) keeps running",
+            &sha256_of(&wasm)[..12]
+        )),
+        "{message}"
+    );
+    t.kubectl(&["-n", "team-a", "set", "image", "deploy/web", "app=busybox"])
+        .await?;
+    eventually(WAIT, "the old revision still pins", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+
+    // A config change is a new revision; the module is back to the good one.
+    t.kubectl_in(
+        &["apply", "-f", "-"],
+        &t.kubectl(&[
+            "create",
+            "configmap",
+            "pinner",
+            "-n",
+            "team-a",
+            &format!("--from-file=plugin.wasm={}", wasm.display()),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ])
+        .await?,
+    )
+    .await?;
+    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.27", ""))
+        .await?;
+    eventually(WAIT, "pinned to the new config", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.27")
+    })
+    .await;
+    let p = t.plugin("team-a", "pinner").unwrap();
+    assert_eq!(p["status"]["observedGeneration"], 2, "{:#}", p["status"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_and_object_plugins_run_side_by_side() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let files = tempfile::tempdir()?;
+    std::fs::copy(
+        common::plugin("change-logger"),
+        files.path().join("change-logger.wasm"),
+    )?;
+    let dir = files.path().to_path_buf();
+    let t = start(move |c| {
+        c.plugins = Some(dir.clone());
+        c.policies = dir;
+    })
+    .await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    t.module(
+        "team-a",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.25", ""))
+        .await?;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    let mut running = t.host.controller().plugins();
+    running.sort();
+    assert_eq!(
+        running,
+        vec!["change-logger".to_string(), "team-a/pinner".to_string()]
+    );
+    eventually(WAIT, "pinned", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+    Ok(())
+}
