@@ -158,9 +158,16 @@ async fn a_viewer_sees_changes_denials_and_the_recent_past_filtered() -> Result 
         age < jiff::SignedDuration::from_secs(30),
         "a current timestamp: {changed}"
     );
-    // change-logger's Event about the same change is an `event` record.
-    frame_where(&mut live, "change-logger's Event", |f| {
-        f["type"] == "event" && f["plugin"] == "change-logger" && f["key"] == "demo/web"
+    // change-logger's Event about the same change is an `event` record, for those who ask
+    // for Events (it repeats the log line: by default one change is one line).
+    let mut events = connect(&status, "type=event&since=1000", &[]).await?;
+    frame_where(&mut events, "change-logger's Event", |f| {
+        f["type"] == "event"
+            && f["plugin"] == "change-logger"
+            && f["key"] == "demo/web"
+            && f["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("Replicas changed: 1 -> 3"))
     })
     .await;
 
@@ -219,6 +226,134 @@ async fn a_viewer_sees_changes_denials_and_the_recent_past_filtered() -> Result 
         400
     );
     live.close(None).await?;
+    host.stop();
+    Ok(())
+}
+
+/// A plugins directory with change-logger and image-pinner under the sample policies (the
+/// pinner keeps `demo/web` at nginx:1.13 and has nothing to do on a scale).
+fn sample_plugins_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+    for name in ["change-logger", "image-pinner"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+        let policy = format!("{name}.policy.yaml");
+        std::fs::copy(samples.join(&policy), dir.path().join(&policy)).unwrap();
+    }
+    dir
+}
+
+/// The raw text frames arriving until `quiet` passes without one.
+async fn raw_frames_until_quiet(socket: &mut Socket, quiet: Duration) -> Vec<String> {
+    let mut frames = Vec::new();
+    while let Ok(Some(Ok(message))) = tokio::time::timeout(quiet, socket.next()).await {
+        if let Message::Text(text) = message {
+            frames.push(text.to_string());
+        }
+    }
+    frames
+}
+
+/// KubeStellar UI's log modal opens `/ws?namespace=NS&deployment=NAME` and prints every frame
+/// raw: the stream answers there too, ignores parameters it does not know, selects the one
+/// Deployment, and a scale is one line that starts with its timestamp and message. Asking for
+/// `level=debug` shows the Event and the audits of the same change; `format=text` sends
+/// `[timestamp] message`; known parameters with bad values are refused, naming them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_log_viewer_gets_one_line_per_change_of_its_deployment() -> Result {
+    let dir = sample_plugins_dir();
+    let (mut host, status, api) = start(dir.path(), &[]);
+    // image-pinner pinned web's image; change-logger logged that: the start has settled.
+    assert!(
+        host.saw_within("Image changed: alpine -> nginx:1.13", WAIT),
+        "{}",
+        host.seen
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let connect_ws = |query: &'static str| {
+        let status = status.clone();
+        async move {
+            let request = format!("ws://{status}/ws?{query}").into_client_request()?;
+            anyhow::Ok(tokio_tungstenite::connect_async(request).await?.0)
+        }
+    };
+    let mut viewer = connect_ws("namespace=demo&deployment=web&cluster=default&since=0").await?;
+    let mut debug = connect_ws("namespace=demo&deployment=web&level=debug&since=0").await?;
+    let mut text = connect_ws("name=web&format=text&since=0").await?;
+    // A WebSocket client is subscribed once its upgrade completed, after the handshake's
+    // answer: give the three a moment before the change they must not miss.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Another Deployment of the namespace changes too: not this viewer's.
+    let (code, body) = http(
+        &api,
+        "PATCH",
+        "/apis/apps/v1/namespaces/demo/deployments/api",
+        &["Content-Type: application/merge-patch+json"],
+        r#"{"spec":{"replicas":4}}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    scale(&api, 3);
+    let frames = raw_frames_until_quiet(&mut viewer, Duration::from_secs(3)).await;
+    assert_eq!(frames.len(), 1, "one change, one line: {frames:#?}");
+    let line = &frames[0];
+    assert!(line.starts_with(r#"{"timestamp":""#), "{line}");
+    let message_at = line.find(r#","message":"Deployment web updated - Replicas changed: 1 -> 3""#);
+    assert_eq!(
+        message_at,
+        Some(r#"{"timestamp":"2026-11-23T18:44:43.123Z""#.len()),
+        "message is the second key: {line}"
+    );
+    let frame: Value = serde_json::from_str(line)?;
+    assert_eq!(frame["key"], "demo/web");
+    assert!(line.len() < 260, "{} characters: {line}", line.len());
+
+    let detail = raw_frames_until_quiet(&mut debug, Duration::from_secs(1)).await;
+    let detail: Vec<Value> = detail
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect();
+    let types: Vec<&str> = detail.iter().filter_map(|f| f["type"].as_str()).collect();
+    assert!(
+        types.contains(&"log") && types.contains(&"event"),
+        "{detail:#?}"
+    );
+    assert!(
+        detail
+            .iter()
+            .any(|f| f["type"] == "audit" && f["action"] == "event"),
+        "{detail:#?}"
+    );
+    assert!(detail.iter().all(|f| f["key"] == "demo/web"), "{detail:#?}");
+
+    let lines = raw_frames_until_quiet(&mut text, Duration::from_secs(1)).await;
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let (stamp, message) = lines[0]
+        .strip_prefix('[')
+        .and_then(|l| l.split_once("] "))
+        .unwrap_or_else(|| panic!("not [timestamp] message: {}", lines[0]));
+    stamp.parse::<jiff::Timestamp>()?;
+    assert_eq!(message, "Deployment web updated - Replicas changed: 1 -> 3");
+
+    // Bad values of known parameters are refused with the parameter's name; unknown names
+    // are not an error.
+    let many_plugins = format!("/ws?{}", vec!["plugin=a"; 17].join("&"));
+    for (path, named) in [
+        ("/ws?namespace=Demo&deployment=web", "namespace"),
+        ("/ws?namespace=demo&deployment=a..b", "deployment"),
+        ("/api/wds/logs?name=%1b%5b2J", "name"),
+        ("/ws?format=html", "format"),
+        ("/ws?level=loud", "level"),
+        ("/ws?since=many", "since"),
+        (many_plugins.as_str(), "plugin"),
+    ] {
+        let (code, body) = http(&status, "GET", path, &["Accept: text/event-stream"], "");
+        assert_eq!(code, 400, "{path}: {body}");
+        assert!(body.contains(named), "{path}: {body}");
+        assert!(!body.contains('\u{1b}'), "{path}: {body}");
+    }
+    let crowd = format!("/ws?{}", vec!["x=1"; 65].join("&"));
+    assert_eq!(http(&status, "GET", &crowd, &[], "").0, 400);
+    connect_ws("deployment=web&cluster=default&theme=dark&_=1").await?;
     host.stop();
     Ok(())
 }
@@ -703,4 +838,138 @@ async fn a_stalled_client_costs_bounded_memory_and_slows_nobody() -> Result {
         "RSS {before} KiB -> {after} KiB over {RECORDS} records; the stalled client missed {dropped}"
     );
     Ok(())
+}
+
+/// `kubectl` (1.32) against the embedded API server while the host runs: `describe` lists the
+/// Events the plugins reported (it selects them by `involvedObject.uid`, which the host fills
+/// in), `get events --field-selector involvedObject.name=web` (and `regarding.name` on
+/// events.k8s.io) lists web's only, and `get events -w` streams the new one. Skipped without
+/// kubectl, except under `CI=true`.
+#[test]
+fn kubectl_describe_get_and_watch_show_the_events_plugins_report() {
+    use std::process::{Command, Stdio};
+    let has_kubectl = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_kubectl {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no kubectl on PATH and CI=true"
+        );
+        eprintln!("skipped: no kubectl on PATH");
+        return;
+    }
+    let dir = sample_plugins_dir();
+    let (mut host, _status, api) = start(dir.path(), &[]);
+    assert!(
+        host.saw_within("Image changed: alpine -> nginx:1.13", WAIT),
+        "{}",
+        host.seen
+    );
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster: {{server: 'http://{api}'}}\nusers:\n- name: sim\n  user: {{}}\ncontexts:\n- name: sim\n  context: {{cluster: sim, user: sim, namespace: demo}}\ncurrent-context: sim\n"
+        ),
+    )
+    .unwrap();
+    let kubectl = |args: &[&str]| {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let watch_out = dir.path().join("watch.out");
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["get", "events", "-w", "--output-watch-events"])
+        .stdout(std::fs::File::create(&watch_out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    scale(&api, 3);
+    assert!(
+        host.saw_within("Replicas changed: 1 -> 3", WAIT),
+        "{}",
+        host.seen
+    );
+    let start = Instant::now();
+    let described = loop {
+        let described = kubectl(&["describe", "deployment", "web"]);
+        if described.contains("ReplicasChanged") || start.elapsed() > WAIT {
+            break described;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let events = described
+        .split("\nEvents:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Events section: {described}"));
+    for shown in [
+        "ReplicasChanged",
+        "kubeplug/change-logger",
+        "Deployment web updated - Replicas changed: 1 -> 3",
+        "Added",
+    ] {
+        assert!(
+            events.contains(shown),
+            "{shown} in describe's Events: {events}"
+        );
+    }
+    let listed = kubectl(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web",
+    ]);
+    assert!(listed.contains("ReplicasChanged"), "{listed}");
+    assert!(
+        listed.lines().skip(1).all(|l| l.contains("deployment/web")),
+        "{listed}"
+    );
+    let v1 = kubectl(&[
+        "get",
+        "events.v1.events.k8s.io",
+        "--field-selector",
+        "regarding.name=web,regarding.kind=Deployment",
+        "-o",
+        "jsonpath={range .items[*]}{.regarding.name}/{.regarding.uid}/{.reason}{\"\\n\"}{end}",
+    ]);
+    let uid = kubectl(&["get", "deployment", "web", "-o", "jsonpath={.metadata.uid}"]);
+    assert!(!uid.is_empty());
+    assert!(
+        v1.lines()
+            .any(|l| l == format!("web/{uid}/ReplicasChanged")),
+        "{v1}"
+    );
+    let start = Instant::now();
+    let watched = loop {
+        let watched = std::fs::read_to_string(&watch_out).unwrap();
+        if watched.contains("Replicas changed: 1 -> 3") || start.elapsed() > WAIT {
+            break watched;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        watched
+            .lines()
+            .any(|l| l.starts_with("ADDED") && l.contains("Replicas changed: 1 -> 3")),
+        "{watched}"
+    );
+    host.stop();
 }

@@ -7,6 +7,7 @@ use super::target::{RequestTarget, Resource, TargetError, path_segment};
 use crate::cluster::{KindRegistry, ResolveError};
 use crate::contract::{KindRef, Scope};
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
@@ -86,12 +87,44 @@ impl KubeWriter {
         let Resource::Kind(kind) = &target.resource else {
             return Err(WriteError::Mismatch);
         };
+        self.api_of(kind, target.namespace.as_deref()).await
+    }
+
+    /// The API of `kind`'s collection, in `namespace` when given (escaped).
+    async fn api_of(
+        &self,
+        kind: &KindRef,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, WriteError> {
         let resource = self.kinds.resolve(kind).await?.resource;
         let client = self.kinds.client().clone();
-        Ok(match &target.namespace {
+        Ok(match namespace {
             Some(ns) => Api::namespaced_with(client, &path_segment(ns)?, &resource),
             None => Api::all_with(client, &resource),
         })
+    }
+
+    /// The uid of the object an Event is about, or `None` when it cannot be read (gone,
+    /// not allowed, a kind discovery does not know): `kubectl describe` finds an object's
+    /// Events by `involvedObject.uid`, so an Event without it is listed by `kubectl get
+    /// events` but missing from `describe`. One GET per Event: the writer has no cache.
+    async fn uid_of(&self, regarding: &ObjectReference) -> Option<String> {
+        let kind = KindRef::new(
+            regarding.api_version.as_deref()?,
+            regarding.kind.as_deref()?,
+        );
+        let api = self
+            .api_of(&kind, regarding.namespace.as_deref())
+            .await
+            .ok()?;
+        let name = path_segment(regarding.name.as_deref()?).ok()?;
+        match api.get_opt(&name).await {
+            Ok(object) => object?.metadata.uid,
+            Err(err) => {
+                tracing::debug!(error = %err, "cannot read the uid of an Event's object");
+                None
+            }
+        }
     }
 
     async fn write(
@@ -126,11 +159,14 @@ impl KubeWriter {
                 api.delete(&name?, &params).await?;
                 Ok(None)
             }
-            ApiRequest::Event(event) => {
+            ApiRequest::Event(mut event) => {
                 if target.resource != Resource::Events {
                     return Err(WriteError::Mismatch);
                 }
                 let ns = target.namespace.as_deref().ok_or(WriteError::Mismatch)?;
+                if let Some(regarding) = event.regarding.as_mut().filter(|r| r.uid.is_none()) {
+                    regarding.uid = self.uid_of(regarding).await;
+                }
                 let api: Api<Event> =
                     Api::namespaced(self.kinds.client().clone(), &path_segment(ns)?);
                 api.create(&PostParams::default(), &event).await?;

@@ -1,6 +1,7 @@
 //! The host's own HTTP endpoints, for operators and Prometheus: `/metrics`, `/healthz`,
 //! `/readyz`, `/plugins` (what runs, and why a plugin file does not), the live stream
-//! `/api/wds/logs` and `/` (the dashboard, with `/dashboard.js` and `/dashboard.css`). All
+//! `/api/wds/logs` (also at `/ws`, where KubeStellar UI's log modal opens it) and `/` (the
+//! dashboard, with `/dashboard.js` and `/dashboard.css`). All
 //! but the probes and `/metrics` answer only requests naming an allowed `Host` (an IP
 //! literal, `localhost`, `--allow-host`: against DNS rebinding); the dashboard, `/plugins`
 //! and the stream also need the optional token. Every connection is closed once its client
@@ -60,6 +61,7 @@ impl Server {
             .merge(
                 Router::new()
                     .route("/api/wds/logs", get(stream::logs))
+                    .route("/ws", get(stream::logs))
                     .with_state(streaming),
             )
             .layer(axum::middleware::from_fn_with_state(

@@ -1,4 +1,6 @@
-//! `GET /api/wds/logs`: the live stream as a WebSocket (one JSON text frame per record) or,
+//! `GET /api/wds/logs` and `GET /ws` (the path KubeStellar UI's log modal opens): the live
+//! stream as a WebSocket (one JSON text frame per record, or `[timestamp] message` lines with
+//! `format=text`) or,
 //! with `Accept: text/event-stream`, as Server-Sent Events (one `data:` line per record),
 //! for `curl -N` and browsers' `EventSource`. Both transports send the same records from
 //! [`records`]: the recent ones replayed first, the client's filter applied, and falling
@@ -73,7 +75,7 @@ pub async fn logs(State(state): State<StreamState>, request: Request) -> Respons
         .into_response()
 }
 
-/// The records one client gets, as JSON text: the last `since` replayed records its filter
+/// The records one client gets, as JSON text (or text lines): the last `since` replayed records its filter
 /// wants (oldest first), then the live ones it wants, with a `lagged` record wherever it
 /// fell too far behind. The client counts in `kubeplug_stream_clients` until the stream is
 /// dropped.
@@ -83,7 +85,7 @@ fn records(hub: &StreamHub, filter: Filter) -> impl Stream<Item = String> + Send
         .replay
         .drain(..)
         .filter(|r| filter.matches(r))
-        .map(|r| r.json.clone())
+        .map(|r| filter.frame(&r).to_string())
         .collect();
     let skip = matching.len().saturating_sub(filter.since);
     let replayed = matching.into_iter().skip(skip);
@@ -91,8 +93,8 @@ fn records(hub: &StreamHub, filter: Filter) -> impl Stream<Item = String> + Send
         loop {
             let record = sub.next().await?;
             if filter.matches(&record) {
-                let json = record.json.clone();
-                return Some((json, (sub, filter)));
+                let frame = filter.frame(&record).to_string();
+                return Some((frame, (sub, filter)));
             }
         }
     });

@@ -2,10 +2,16 @@
 //! records: plugin log lines (target `kubeplug::plugin`), audit decisions (target
 //! `kubeplug::policy::audit`) and every event carrying a `record` field naming its type
 //! (`event`, `reload`, `reconcile`). The host log and the stream so say the same things.
+//! An Event whose note repeats a log line the same plugin just wrote for the same key (a
+//! change logger logs a change and reports it as an Event) is marked as repeating it, so
+//! that by default a viewer sees one line per change.
 
 use super::hub::StreamHub;
 use super::record::{Level, Record, RecordType};
 use serde_json::{Map, Value};
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::Context;
 
@@ -15,17 +21,49 @@ const PLUGIN_TARGET: &str = "kubeplug::plugin";
 const AUDIT_TARGET: &str = "kubeplug::policy::audit";
 /// The most bytes of one field value (or message) a record keeps.
 const MAX_FIELD_BYTES: usize = 8192;
+/// Recent log lines an Event is compared with (as hashes of plugin, key and text).
+const RECENT_LOGS: usize = 256;
 
 /// Publishes the events it sees to a [`StreamHub`].
 #[derive(Debug, Clone)]
 pub struct StreamLayer {
     hub: StreamHub,
+    recent_logs: Arc<Mutex<VecDeque<u64>>>,
 }
 
 impl StreamLayer {
     /// A layer publishing to `hub`.
     pub fn new(hub: StreamHub) -> StreamLayer {
-        StreamLayer { hub }
+        StreamLayer {
+            hub,
+            recent_logs: Arc::default(),
+        }
+    }
+
+    /// Whether a record of `kind` repeats a recent log line; remembers log lines.
+    fn repeats_a_log(&self, kind: RecordType, fields: &Fields) -> bool {
+        if !matches!(kind, RecordType::Log | RecordType::Event) {
+            return false;
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for name in ["plugin", "key"] {
+            fields
+                .values
+                .get(name)
+                .and_then(Value::as_str)
+                .hash(&mut hasher);
+        }
+        fields.message.hash(&mut hasher);
+        let hash = hasher.finish();
+        let mut recent = self.recent_logs.lock().unwrap_or_else(|p| p.into_inner());
+        if kind == RecordType::Event {
+            return recent.contains(&hash);
+        }
+        if recent.len() == RECENT_LOGS {
+            recent.pop_front();
+        }
+        recent.push_back(hash);
+        false
     }
 
     /// Whether an event of this target with these fields becomes a record (cheap: the
@@ -60,8 +98,12 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StreamLayer {
             tracing::Level::INFO => Level::Info,
             _ => Level::Debug,
         };
-        self.hub
-            .publish(Record::new(kind, level, &fields.message, fields.values));
+        let repeats = self.repeats_a_log(kind, &fields);
+        let record = Record::new(kind, level, &fields.message, fields.values);
+        self.hub.publish(match repeats {
+            true => record.repeating(),
+            false => record,
+        });
     }
 }
 
@@ -143,12 +185,29 @@ mod tests {
                 "plugin started"
             );
             tracing::info!(plugin = "p", "an ordinary host line");
+            tracing::info!(
+                record = "event",
+                plugin = "p",
+                key = "demo/web",
+                "Replicas changed: 1 -> 3"
+            );
+            tracing::info!(
+                record = "event",
+                plugin = "p",
+                key = "demo/api",
+                "Replicas changed: 1 -> 3"
+            );
         });
         let mut got = Vec::new();
-        for _ in 0..3 {
+        let mut verbose = Vec::new();
+        for _ in 0..5 {
             let r = sub.next().await.unwrap();
+            verbose.push(r.verbose);
             got.push(serde_json::from_str::<Value>(&r.json).unwrap());
         }
+        // The Event repeating the log line of the same key is verbose; another key's is not.
+        assert_eq!(verbose, [false, false, false, true, false]);
+        assert_eq!(got[3]["type"], "event");
         assert_eq!(got[0]["type"], "log");
         assert_eq!(got[0]["message"], "Replicas changed: 1 -> 3");
         assert_eq!(got[0]["namespace"], "demo");

@@ -1,6 +1,8 @@
-//! One stream record: a compact JSON object with `timestamp` (RFC 3339, UTC) and a
-//! human-readable `message`, so a viewer printing raw frames shows something sensible, plus
-//! the structured fields a filter or a dashboard needs.
+//! One stream record: a compact JSON object whose first two keys are `timestamp` (RFC 3339,
+//! UTC) and a human-readable `message`, so a viewer printing raw frames shows something
+//! sensible at the start of each line, then `type` and `level`, then the structured fields a
+//! filter or a dashboard needs (in name order). Its `[timestamp] message` text line, for
+//! terminals (`format=text`), is rendered once too.
 
 use serde_json::{Map, Value};
 
@@ -96,11 +98,21 @@ pub struct Record {
     pub plugin: Option<String>,
     /// The namespace of its key, if the key has one.
     pub namespace: Option<String>,
-    /// A per-reconcile success line: sent only to clients that ask for `type=reconcile`.
+    /// The object name of its key, if it has a key.
+    pub name: Option<String>,
+    /// Detail that repeats what another record says (a per-reconcile success line, the
+    /// audit of a log or event action carried out, an Event mirroring a log line): sent only
+    /// to clients that ask for its type or for `level=debug`.
     pub verbose: bool,
     /// The compact JSON object sent to clients.
     pub json: String,
+    /// The `[timestamp] message` line sent to clients asking for `format=text`.
+    pub text: String,
 }
+
+/// Actions whose audit record, when they were simply carried out, repeats the record of
+/// the action itself (the log line, the Event) or says nothing a viewer needs.
+const QUIET_ACTIONS: &[&str] = &["log", "event", "requeue-after"];
 
 impl Record {
     /// Builds a record from its message and fields (`plugin`, `key` and the rest), stamped now.
@@ -114,31 +126,66 @@ impl Record {
             .get("plugin")
             .and_then(Value::as_str)
             .map(str::to_string);
-        let namespace = fields
-            .get("key")
-            .and_then(Value::as_str)
-            .and_then(|k| k.split_once('/'))
-            .map(|(ns, _)| ns.to_string());
+        let key = fields.get("key").and_then(Value::as_str);
+        let (namespace, name) = match key.map(|k| k.split_once('/')) {
+            Some(Some((ns, name))) => (Some(ns.to_string()), Some(name.to_string())),
+            Some(None) => (None, key.map(str::to_string)),
+            None => (None, None),
+        };
         if let Some(ns) = &namespace {
             fields.insert("namespace".into(), Value::String(ns.clone()));
         }
-        let verbose = kind == RecordType::Reconcile
-            && fields.get("result").and_then(Value::as_str) == Some("success");
+        let field = |name: &str| fields.get(name).and_then(Value::as_str);
+        let verbose = match kind {
+            RecordType::Reconcile => field("result") == Some("success"),
+            RecordType::Audit => {
+                field("action").is_some_and(|a| QUIET_ACTIONS.contains(&a))
+                    && matches!(field("decision"), Some("executed" | "already-done"))
+            }
+            _ => false,
+        };
         let timestamp = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
             .to_string();
-        fields.insert("timestamp".into(), Value::String(timestamp));
-        fields.insert("message".into(), Value::String(message.to_string()));
-        fields.insert("type".into(), Value::String(kind.as_str().into()));
-        fields.insert("level".into(), Value::String(level.as_str().into()));
+        // timestamp, message, type and level first, in that order; then the rest by name.
+        for first in ["timestamp", "message", "type", "level"] {
+            fields.remove(first);
+        }
+        let mut json = String::with_capacity(128 + message.len());
+        json.push('{');
+        let mut put = |name: &str, value: &Value| {
+            if json.len() > 1 {
+                json.push(',');
+            }
+            json.push_str(&Value::String(name.to_string()).to_string());
+            json.push(':');
+            json.push_str(&value.to_string());
+        };
+        put("timestamp", &Value::String(timestamp.clone()));
+        put("message", &Value::String(message.to_string()));
+        put("type", &Value::String(kind.as_str().into()));
+        put("level", &Value::String(level.as_str().into()));
+        for (name, value) in &fields {
+            put(name, value);
+        }
+        json.push('}');
+        let text = format!("[{timestamp}] {}", terminal_safe(message));
         Record {
             kind,
             level,
             plugin,
             namespace,
+            name,
             verbose,
-            json: Value::Object(fields).to_string(),
+            json,
+            text,
         }
+    }
+
+    /// This record, marked verbose: it repeats another.
+    pub fn repeating(mut self) -> Record {
+        self.verbose = true;
+        self
     }
 
     /// The frame a client that fell behind gets instead of the `dropped` records it missed.
@@ -151,6 +198,19 @@ impl Record {
             &format!("dropped {dropped} records"),
             fields,
         )
+    }
+}
+
+/// `text` with control characters (escape sequences a terminal would act on, line breaks
+/// that would forge lines) replaced by `?`.
+fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.contains(char::is_control) {
+        false => std::borrow::Cow::Borrowed(text),
+        true => text
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect::<String>()
+            .into(),
     }
 }
 
@@ -184,6 +244,34 @@ mod tests {
         );
         assert_eq!(record.plugin.as_deref(), Some("change-logger"));
         assert!(!record.json.contains('\n'));
+        assert!(
+            record.json.starts_with(r#"{"timestamp":""#),
+            "{}",
+            record.json
+        );
+        let message_at = record.json.find(r#","message":"#).unwrap();
+        assert!(message_at < record.json.find(r#""key""#).unwrap());
+        assert!(message_at < 40, "{}", record.json);
+        assert_eq!(record.name.as_deref(), Some("web"));
+        assert_eq!(
+            record.text,
+            format!(
+                "[{}] Replicas changed: 1 -> 3",
+                v["timestamp"].as_str().unwrap()
+            )
+        );
+        let hostile = Record::new(
+            RecordType::Log,
+            Level::Info,
+            "a\u{1b}[2Jb\nforged",
+            Map::new(),
+        );
+        assert!(
+            hostile.text.ends_with("] a?[2Jb?forged"),
+            "{}",
+            hostile.text
+        );
+        assert!(!hostile.json.contains('\u{1b}'));
         let lagged: Value = serde_json::from_str(&Record::lagged(7).json).unwrap();
         assert_eq!(lagged["type"], "lagged");
         assert_eq!(lagged["message"], "dropped 7 records");
