@@ -667,3 +667,122 @@ async fn file_and_object_plugins_run_side_by_side() -> Result<()> {
     .await;
     Ok(())
 }
+
+/// The status of Plugin ns/name's last rollout, once its phase is `phase`.
+async fn rollout_phase(t: &Tenancy, ns: &str, name: &str, phase: &str) -> Value {
+    let mut last = Value::Null;
+    eventually(WAIT, &format!("rollout of {ns}/{name} {phase}"), || {
+        last = t
+            .plugin(ns, name)
+            .map(|p| p["status"]["rollout"].clone())
+            .unwrap_or_default();
+        last["phase"] == phase
+    })
+    .await;
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_revision_proves_itself_in_shadow_before_it_writes() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|_| {}).await?;
+    for i in 0..3 {
+        t.deployment("team-a", &format!("web-{i}"), "alpine")
+            .await?;
+    }
+    t.apply(POLICY).await?;
+    t.module(
+        "team-a",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    let shadowed = |image: &str, verbs: &str, rollout: &str| {
+        pinner("team-a", "pinner", "pinner", image, "").replace("verbs: [patch]", verbs)
+            + &format!("  rollout: {rollout}\n")
+    };
+    let sim = &t.sim;
+    let pinned = |image: &'static str| {
+        move || {
+            (0..3).all(|i| image_of(sim, "team-a", &format!("web-{i}")).as_deref() == Some(image))
+        }
+    };
+    t.apply(&shadowed(
+        "nginx:1.25",
+        "verbs: [patch]",
+        "{shadow: {reconciles: 3}}",
+    ))
+    .await?;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    eventually(WAIT, "pinned to 1.25", pinned("nginx:1.25")).await;
+    assert!(t.plugin("team-a", "pinner").unwrap()["status"]["rollout"].is_null());
+
+    // A new grant that decides the same: compared on every key, promoted.
+    t.apply(&shadowed(
+        "nginx:1.25",
+        "verbs: [patch, event]",
+        "{shadow: {reconciles: 3}}",
+    ))
+    .await?;
+    let promoted = rollout_phase(&t, "team-a", "pinner", "Promoted").await;
+    assert!(
+        promoted["keysCompared"].as_u64().unwrap() >= 3,
+        "{promoted:#}"
+    );
+    assert_eq!(promoted["differing"], 0, "{promoted:#}");
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    t.event_with("team-a", "pinner", "Shadowing").await;
+    let grant = t.plugin("team-a", "pinner").unwrap()["status"]["grant"].clone();
+    assert!(grant.as_str().unwrap().contains("patch,event"), "{grant}");
+    assert!(
+        !t.host
+            .controller()
+            .plugins()
+            .iter()
+            .any(|p| p.ends_with("@shadow"))
+    );
+
+    // A new config that would change every Deployment: held, nothing written by it.
+    t.apply(&shadowed(
+        "nginx:1.27",
+        "verbs: [patch, event]",
+        "{shadow: {reconciles: 3}, maxDiffering: 1}",
+    ))
+    .await?;
+    let held = rollout_phase(&t, "team-a", "pinner", "Held").await;
+    assert_eq!(held["differing"], 3, "{held:#}");
+    let example = held["examples"][0]["shadow"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        example.starts_with("patch Deployment team-a/web-"),
+        "{held:#}"
+    );
+    let message = t.reason_becomes("team-a", "pinner", "RolloutHeld").await;
+    assert!(message.contains("more than maxDiffering 1"), "{message}");
+    let (stalled, _, _) = t.condition("team-a", "pinner", "Stalled").unwrap();
+    assert_eq!(stalled, "True");
+    assert!(
+        t.host
+            .controller()
+            .plugins()
+            .contains(&"team-a/pinner@shadow".to_string())
+    );
+    assert!(pinned("nginx:1.25")(), "the candidate wrote nothing");
+
+    // The tenant promotes it anyway.
+    t.apply(&shadowed(
+        "nginx:1.27",
+        "verbs: [patch, event]",
+        "{shadow: {reconciles: 3}, maxDiffering: 1, promote: true}",
+    ))
+    .await?;
+    eventually(WAIT, "pinned to 1.27", pinned("nginx:1.27")).await;
+    rollout_phase(&t, "team-a", "pinner", "Promoted").await;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    Ok(())
+}

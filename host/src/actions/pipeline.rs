@@ -256,6 +256,7 @@ impl Pipeline {
             self.audit
                 .record(AuditRecord::new(call.identity, call.key, action, decision));
         }
+        self.audit.record_call(call.identity, call.key, actions);
         if dropped_logs > 0 {
             tracing::warn!(
                 plugin = call.plugin,

@@ -90,6 +90,7 @@ impl Host {
                 runtime,
                 controller.clone(),
                 gate,
+                audit.clone(),
                 ObjectSourceConfig {
                     identity,
                     ..objects

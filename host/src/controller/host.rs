@@ -308,6 +308,18 @@ impl Controller {
         self.inner.config.metrics.encode()
     }
 
+    /// Queues every cached key of running plugin `name` again (as a resync does); `false`
+    /// when no plugin of that name runs.
+    pub fn requeue(&self, name: &str) -> bool {
+        match self.inner.running.get(name) {
+            Some(running) => {
+                running.enqueue_cached(Reason::Resync);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// How many reconciles plugin `name` has run and how many did not succeed (zero for a
     /// plugin not running).
     pub fn reconcile_counts(&self, name: &str) -> ReconcileCounts {

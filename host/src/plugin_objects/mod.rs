@@ -9,6 +9,7 @@ mod events;
 mod grant;
 mod module;
 mod refusal;
+mod shadow;
 mod source;
 mod spec;
 mod status;

@@ -28,6 +28,10 @@ pub enum Reason {
     PermissionsExceedPolicy,
     /// The controller refused to start it (e.g. it reconciles a kind its grant omits).
     StartRefused,
+    /// The new revision runs in shadow beside the live one (not a failure: a rollout).
+    Shadowing,
+    /// The shadow differed on more keys than allowed: the live revision keeps running.
+    RolloutHeld,
 }
 
 impl Reason {
@@ -45,13 +49,20 @@ impl Reason {
             Reason::ContractUnsupported => "ContractUnsupported",
             Reason::PermissionsExceedPolicy => "PermissionsExceedPolicy",
             Reason::StartRefused => "StartRefused",
+            Reason::Shadowing => "Shadowing",
+            Reason::RolloutHeld => "RolloutHeld",
         }
     }
 
     /// Whether the same spec may run later without a change (the API server answered an
     /// error): such a failure is retried, the others wait for a new spec.
     pub fn is_transient(self) -> bool {
-        matches!(self, Reason::ModuleUnavailable)
+        matches!(self, Reason::ModuleUnavailable | Reason::Shadowing)
+    }
+
+    /// Whether this reason is news rather than trouble (its Event is `Normal`).
+    pub fn is_normal(self) -> bool {
+        matches!(self, Reason::Shadowing)
     }
 }
 

@@ -9,6 +9,7 @@ use super::events::{EventType, Regarding, record};
 use super::grant::effective;
 use super::module::{ModuleRef, fetch};
 use super::refusal::{Reason, Refusal};
+use super::shadow::{Comparison, Verdict};
 use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spec};
 use super::status::{
     Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
@@ -17,7 +18,7 @@ use crate::cluster::ObjKey;
 use crate::controller::{Controller, InstanceName, PluginInstance};
 use crate::coordination::{Gate, Scope};
 use crate::plugin::{LoadError, Plugin, PluginRuntime};
-use crate::policy::{AuditRecord, Decision, Mode, Policy};
+use crate::policy::{AuditRecord, AuditSink, Decision, Mode, Policy};
 use crate::reload::plan::plan;
 use crate::reload::state::{FailedStart, PolicyContent, Runnable, Running};
 use futures::StreamExt;
@@ -102,13 +103,27 @@ struct Entry {
     instance: Result<InstanceName, Refusal>,
     outcome: Result<Resolved, Refusal>,
     fallback: Option<Resolved>,
+    /// Why the current spec's revision, which resolved, does not run live yet (a rollout
+    /// in shadow, or held), and the rollout's report.
+    held: Option<Refusal>,
+    rollout: Option<Value>,
 }
 
 impl Entry {
-    /// The revision to run: the current spec's, or the previous one's.
+    /// The revision to run live: the current spec's, or the previous one's.
     fn runs(&self) -> Option<&Resolved> {
-        self.outcome.as_ref().ok().or(self.fallback.as_ref())
+        match self.held {
+            Some(_) => self.fallback.as_ref(),
+            None => self.outcome.as_ref().ok().or(self.fallback.as_ref()),
+        }
     }
+}
+
+/// A candidate revision running in shadow beside a Plugin's live one.
+struct ShadowRun {
+    /// Module digest and grant digest of the candidate.
+    candidate: (String, String),
+    started: Instant,
 }
 
 /// The last revision that started, kept to re-grant it while a newer spec cannot run.
@@ -154,6 +169,10 @@ struct State {
     running_info: HashMap<String, RunningRevision>,
     failed: HashMap<String, FailedStart>,
     last_good: HashMap<String, Good>,
+    /// Candidates in shadow, by the live instance's name.
+    shadows: HashMap<String, ShadowRun>,
+    /// The last rollout's report per instance (promoted or held), kept for status.
+    rollouts: HashMap<String, Value>,
     compiled: HashMap<String, Result<Arc<Plugin>, Refusal>>,
     fetched: HashMap<(ModuleRef, Option<String>), Fetched>,
     good_policies: HashMap<String, ClusterPolicySpec>,
@@ -185,6 +204,10 @@ struct Inner {
     /// ConfigMaps some Plugin's module is in: a change to one wakes a pass.
     referenced: Mutex<HashSet<(String, String)>>,
     denials: Mutex<HashMap<String, Denials>>,
+    /// Where calls' decisions are announced (shadow comparisons listen).
+    audit: AuditSink,
+    /// The comparisons of candidates in shadow, by the live instance's name.
+    comparisons: Mutex<HashMap<String, Comparison>>,
 }
 
 /// The API source; clones share it.
@@ -218,6 +241,7 @@ impl ObjectSource {
         runtime: Arc<PluginRuntime>,
         controller: Controller,
         gate: Gate,
+        audit: AuditSink,
         config: ObjectSourceConfig,
     ) -> Self {
         ObjectSource {
@@ -233,6 +257,8 @@ impl ObjectSource {
                 config_maps: Mutex::default(),
                 referenced: Mutex::default(),
                 denials: Mutex::default(),
+                audit,
+                comparisons: Mutex::default(),
             }),
         }
     }
@@ -266,6 +292,7 @@ impl ObjectSource {
         let _ = inner.stores.set((plugins.clone(), policies.clone()));
         lock(&tasks).push(tokio::spawn(self.clone().follow_config_maps()));
         lock(&tasks).push(tokio::spawn(self.clone().follow_audit()));
+        lock(&tasks).push(tokio::spawn(self.clone().follow_calls()));
         if plugins.wait_until_ready().await.is_err() || policies.wait_until_ready().await.is_err() {
             return;
         }
@@ -376,6 +403,171 @@ impl ObjectSource {
         }
     }
 
+    /// Feeds the shadow comparisons with what the live and candidate revisions decide.
+    async fn follow_calls(self) {
+        let mut calls = self.inner.audit.calls();
+        loop {
+            let call = match calls.recv().await {
+                Ok(c) => c,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(
+                        missed = n,
+                        "shadow comparison fell behind: {n} decisions not compared"
+                    );
+                    continue;
+                }
+                Err(_) => return,
+            };
+            let name = call.plugin.name.as_str();
+            let mut all = lock(&self.inner.comparisons);
+            let (live, is_shadow) = match name.strip_suffix("@shadow") {
+                Some(live) => (live, true),
+                None => (name, false),
+            };
+            let Some(cmp) = all.get_mut(live) else {
+                continue;
+            };
+            let before = cmp.compared();
+            match is_shadow {
+                true => cmp.shadow(&call.key, call.decided.clone()),
+                false => cmp.live(&call.key, call.decided.clone()),
+            }
+            if cmp.compared() != before {
+                self.inner.wake.notify_one();
+            }
+        }
+    }
+
+    /// Shadow rollouts: a Plugin whose live revision runs and whose new revision resolved
+    /// differently, with `spec.rollout.shadow`, runs the new one in dry-run beside the live
+    /// one until the comparison says promote (the planner then swaps) or hold.
+    async fn roll_out(
+        &self,
+        state: &mut State,
+        entries: &mut [Entry],
+        in_force: &[(String, ClusterPolicySpec)],
+        labels: &mut HashMap<String, BTreeMap<String, String>>,
+    ) {
+        let inner = &*self.inner;
+        let mut wanted: HashSet<String> = HashSet::new();
+        for entry in entries.iter_mut() {
+            let (Ok(name), Ok(new)) = (&entry.instance, &entry.outcome) else {
+                continue;
+            };
+            let Some(rollout) = new.spec.rollout.clone().filter(|r| r.shadow.is_some()) else {
+                continue;
+            };
+            let candidate = (new.plugin.digest().to_string(), new.grant_digest.clone());
+            let live_target = state.running.get(name.as_str()).map(|r| r.target.clone());
+            let Some(good) = state
+                .last_good
+                .get(name.as_str())
+                .filter(|g| g.origin == new.origin)
+            else {
+                continue;
+            };
+            let Some(live_target) = live_target else {
+                continue;
+            };
+            if live_target.plugin == candidate.0
+                && live_target.policy == PolicyContent::Granted(candidate.1.clone())
+            {
+                continue;
+            }
+            let ns = entry.obj.namespace().unwrap_or_default();
+            let applying = self.applying(&ns, in_force, labels).await;
+            let live = match regrant(good, &ns, name, &applying) {
+                Ok(live) => live,
+                // The live revision's grant no longer holds: nothing to compare with.
+                Err(_) => continue,
+            };
+            let fresh = state
+                .shadows
+                .get(name.as_str())
+                .is_none_or(|s| s.candidate != candidate);
+            if fresh {
+                let mut policy = new.policy.clone();
+                policy.mode = Mode::DryRun;
+                let shadow = PluginInstance::new(new.plugin.clone(), name.shadow(), None)
+                    .with_policy(policy);
+                if let Err(err) = inner.controller.upsert(shadow).await {
+                    tracing::warn!(plugin = %name, "cannot start the shadow revision: {err}");
+                    continue;
+                }
+                lock(&inner.comparisons).insert(name.to_string(), Comparison::default());
+                inner.controller.requeue(name.as_str());
+                state.shadows.insert(
+                    name.to_string(),
+                    ShadowRun {
+                        candidate: candidate.clone(),
+                        started: Instant::now(),
+                    },
+                );
+                tracing::info!(record = "rollout", plugin = %name, phase = "shadowing", candidate = %candidate.0, "a new revision runs in shadow beside the live one");
+            }
+            let started = state.shadows[name.as_str()].started;
+            let cmp = lock(&inner.comparisons)
+                .get(name.as_str())
+                .cloned()
+                .unwrap_or_default();
+            let generation = entry.obj.metadata.generation.unwrap_or(0);
+            match cmp.verdict(&rollout, started.elapsed()) {
+                Verdict::Promote(why) => {
+                    let report = cmp.report("Promoted", &candidate.0, generation, &why);
+                    tracing::info!(record = "rollout", plugin = %name, phase = "promoted", compared = cmp.compared(), differing = cmp.differing(), "shadow revision promoted: {why}");
+                    state.rollouts.insert(name.to_string(), report);
+                    // Not wanted any more: its shadow stops below; the planner swaps.
+                }
+                Verdict::Continue => {
+                    wanted.insert(name.to_string());
+                    let message = format!(
+                        "generation {generation} runs in shadow beside the live revision: {} keys compared, {} differing",
+                        cmp.compared(),
+                        cmp.differing()
+                    );
+                    entry.rollout =
+                        Some(cmp.report("Shadowing", &candidate.0, generation, &message));
+                    entry.held = Some(Refusal::new(Reason::Shadowing, message));
+                    entry.fallback = Some(live);
+                }
+                Verdict::Hold(why) => {
+                    wanted.insert(name.to_string());
+                    let report = cmp.report("Held", &candidate.0, generation, &why);
+                    if state
+                        .rollouts
+                        .get(name.as_str())
+                        .is_none_or(|r| r["phase"] != "Held")
+                    {
+                        tracing::warn!(record = "rollout", plugin = %name, phase = "held", compared = cmp.compared(), differing = cmp.differing(), "shadow revision held: {why}");
+                    }
+                    state.rollouts.insert(name.to_string(), report.clone());
+                    entry.rollout = Some(report);
+                    entry.held = Some(Refusal::new(Reason::RolloutHeld, why));
+                    entry.fallback = Some(live);
+                }
+            }
+        }
+        let stale: Vec<String> = state
+            .shadows
+            .keys()
+            .filter(|n| !wanted.contains(*n))
+            .cloned()
+            .collect();
+        for name in stale {
+            state.shadows.remove(&name);
+            lock(&inner.comparisons).remove(&name);
+            inner.controller.remove(&format!("{name}@shadow")).await;
+            tracing::info!(record = "rollout", plugin = %name, "shadow revision stopped");
+        }
+        for entry in entries.iter_mut() {
+            if entry.rollout.is_none() {
+                if let Ok(name) = &entry.instance {
+                    entry.rollout = state.rollouts.get(name.as_str()).cloned();
+                }
+            }
+        }
+    }
+
     /// One pass over every Plugin and PluginPolicy.
     pub async fn pass(&self) {
         let inner = &*self.inner;
@@ -441,9 +633,13 @@ impl ObjectSource {
                 instance,
                 outcome,
                 fallback,
+                held: None,
+                rollout: None,
             });
         }
         *lock(&inner.referenced) = referenced;
+        self.roll_out(&mut state, &mut entries, &in_force, &mut labels)
+            .await;
 
         // Plan and apply, as the reloader does for files.
         let contents: Vec<PolicyContent> = entries
@@ -531,6 +727,7 @@ impl ObjectSource {
             state.running.remove(&name);
             state.running_info.remove(&name);
             state.last_good.remove(&name);
+            state.rollouts.remove(&name);
             tracing::info!(plugin = %name, "Plugin object stopped");
         }
         state.failed.retain(|n, _| planned.keep.contains(n));
@@ -539,23 +736,11 @@ impl ObjectSource {
         self.prune(&mut state);
 
         // Status and Events, from the replica that owns each object.
-        for Entry {
-            obj,
-            instance,
-            outcome,
-            ..
-        } in &entries
-        {
-            self.report(
-                &mut state,
-                obj,
-                instance.as_ref().ok(),
-                outcome.as_ref().err(),
-                loaded
-                    .iter()
-                    .any(|l| instance.as_ref().is_ok_and(|n| n.as_str() == l)),
-            )
-            .await;
+        for entry in &entries {
+            let loaded = loaded
+                .iter()
+                .any(|l| entry.instance.as_ref().is_ok_and(|n| n.as_str() == l));
+            self.report(&mut state, entry, loaded).await;
         }
         for p in &policy_objects {
             let name = p.name_any();
@@ -741,14 +926,10 @@ impl ObjectSource {
     }
 
     /// Writes one Plugin's status (and its Events) if this replica owns it and it changed.
-    async fn report(
-        &self,
-        state: &mut State,
-        obj: &DynamicObject,
-        instance: Option<&InstanceName>,
-        refusal: Option<&Refusal>,
-        loaded: bool,
-    ) {
+    async fn report(&self, state: &mut State, entry: &Entry, loaded: bool) {
+        let obj = &entry.obj;
+        let instance = entry.instance.as_ref().ok();
+        let refusal = entry.outcome.as_ref().err().or(entry.held.as_ref());
         let inner = &*self.inner;
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
@@ -771,7 +952,7 @@ impl ObjectSource {
             refusal: refusal.clone(),
             runner: self.runner(),
             counts: (counts.total, counts.errors, denied),
-            rollout: None,
+            rollout: entry.rollout.clone(),
         };
         let Some(pass) = inner.gate.enter(&ObjKey::new(Some(&ns), &name)) else {
             return;
@@ -799,10 +980,14 @@ impl ObjectSource {
         if let Some(r) = &refusal {
             let mark = (key.clone(), r.reason.as_str().to_string(), generation);
             if !state.evented.contains(&mark) && pass.holds() {
+                let type_ = match r.reason.is_normal() {
+                    true => EventType::Normal,
+                    false => EventType::Warning,
+                };
                 record(
                     &inner.client,
                     &regarding,
-                    EventType::Warning,
+                    type_,
                     r.reason.as_str(),
                     &r.message,
                     &reporter,

@@ -183,10 +183,56 @@ struct ActionLabels {
     decision: String,
 }
 
+/// What one call decided to write, whatever became of it (sent, denied, dry-run): one line
+/// per patch, create, delete or Event, in order. Two revisions that decide the same lines
+/// for a key agree on it (a shadow rollout compares them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallDecisions {
+    /// The instance that decided.
+    pub plugin: Arc<PluginIdentity>,
+    /// The key reconciled.
+    pub key: String,
+    /// `patch Deployment ns/web sha256:…`, `event Deployment ns/web Normal ImagePinned`, …
+    pub decided: Vec<String>,
+}
+
+/// The line of a write or Event `action` in a [`CallDecisions`]; `None` for logs and
+/// requeues, which decide nothing about the cluster. Plugin text in it is capped.
+pub fn decision_line(action: &Action) -> Option<String> {
+    let line = match action {
+        Action::Patch {
+            target,
+            subresource,
+            body,
+            ..
+        } => format!(
+            "patch {target}{} {}",
+            subresource
+                .as_deref()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default(),
+            digest(body)
+        ),
+        Action::Create { manifest } => {
+            format!("create {} {}", describe(manifest), digest(manifest))
+        }
+        Action::Delete { target } => format!("delete {target}"),
+        Action::Event {
+            regarding,
+            event_type,
+            reason,
+            ..
+        } => format!("event {regarding} {event_type:?} {reason}"),
+        Action::Log { .. } | Action::RequeueAfter { .. } => return None,
+    };
+    Some(capped(&line))
+}
+
 /// Where audit records go: log, counters, broadcast channel. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AuditSink {
     sender: broadcast::Sender<Arc<AuditRecord>>,
+    calls: broadcast::Sender<Arc<CallDecisions>>,
     actions: Family<ActionLabels, Counter>,
 }
 
@@ -195,6 +241,7 @@ impl Default for AuditSink {
     fn default() -> Self {
         AuditSink {
             sender: broadcast::channel(1024).0,
+            calls: broadcast::channel(1024).0,
             actions: Family::default(),
         }
     }
@@ -220,6 +267,24 @@ impl AuditSink {
     /// Receives every record from now on (a slow receiver loses the oldest: `Lagged`).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<AuditRecord>> {
         self.sender.subscribe()
+    }
+
+    /// Receives what every call decides from now on (calls with no action too).
+    pub fn calls(&self) -> broadcast::Receiver<Arc<CallDecisions>> {
+        self.calls.subscribe()
+    }
+
+    /// Announces what a call of `plugin` on `key` decided; costs nothing while nobody
+    /// listens (only a rollout in shadow does).
+    pub fn record_call(&self, plugin: &Arc<PluginIdentity>, key: &str, actions: &[Action]) {
+        if self.calls.receiver_count() == 0 {
+            return;
+        }
+        let _ = self.calls.send(Arc::new(CallDecisions {
+            plugin: plugin.clone(),
+            key: key.to_string(),
+            decided: actions.iter().filter_map(decision_line).collect(),
+        }));
     }
 
     /// Records one decision: log line (denied and failed at warn, dry-run at info, the rest

@@ -20,7 +20,9 @@ mod grants;
 mod limits;
 mod paths;
 
-pub use audit::{AuditRecord, AuditSink, Decision, PluginIdentity, digest};
+pub use audit::{
+    AuditRecord, AuditSink, CallDecisions, Decision, PluginIdentity, decision_line, digest,
+};
 pub use budget::{
     DEFAULT_WRITE_BURST, DEFAULT_WRITES_PER_SECOND, MAX_WRITE_BURST, WriteBudget, WriteRate,
     WriteRateError,

@@ -72,6 +72,17 @@ impl InstanceName {
         Ok(InstanceName(full.into()))
     }
 
+    /// The instance that runs this one's candidate revision in shadow (dry-run, beside it,
+    /// on the same keys): `<name>@shadow`. No other instance name contains `@`.
+    pub fn shadow(&self) -> InstanceName {
+        InstanceName(format!("{}@shadow", self.0).into())
+    }
+
+    /// Whether this is a shadow instance.
+    pub fn is_shadow(&self) -> bool {
+        self.0.ends_with("@shadow")
+    }
+
     /// The `Plugin` object this instance runs, as (namespace, name); `None` for a
     /// file-backed instance.
     pub fn object_ref(&self) -> Option<(&str, &str)> {
@@ -190,6 +201,9 @@ mod tests {
         assert_eq!(n.as_str(), "team-a/pinner");
         assert_eq!(n.object_ref(), Some(("team-a", "pinner")));
         assert_eq!(InstanceName::parse("pinner").unwrap().object_ref(), None);
+        assert_eq!(n.shadow().as_str(), "team-a/pinner@shadow");
+        assert!(n.shadow().is_shadow() && !n.is_shadow());
+        assert!(InstanceName::parse("p@shadow").is_err());
         let long = "a".repeat(60);
         let err = InstanceName::object(&long, &long).unwrap_err().to_string();
         assert!(err.contains("121 bytes") && err.contains("128"), "{err}");
