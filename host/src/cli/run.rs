@@ -137,9 +137,13 @@ pub struct RunArgs {
 /// Sample objects the embedded API server starts with: Deployments the reference plugins act on.
 pub const SAMPLE_MANIFESTS: &str = include_str!("../../samples/demo.yaml");
 
-/// The custom resources of the reference plugins for the embedded API server: the CRDs of
-/// `Foo` (sample-controller) and `Customcluster` (customcluster) and an example object of each.
-pub const SAMPLE_CUSTOM_RESOURCES: [&str; 4] = [
+/// The custom resources the embedded API server starts with: kubeplug's own CRDs (`Plugin`
+/// and `PluginPolicy`, `host/deploy/crds/`, built in so that `run --embedded` serves them from
+/// any directory and tenants' Plugin objects work in the demo), and the CRDs of `Foo`
+/// (sample-controller) and `Customcluster` (customcluster) with an example object of each.
+pub const SAMPLE_CUSTOM_RESOURCES: [&str; 6] = [
+    include_str!("../../deploy/crds/plugins.yaml"),
+    include_str!("../../deploy/crds/pluginpolicies.yaml"),
     include_str!("../../../plugins/sample-controller/crd.yaml"),
     include_str!("../../../plugins/sample-controller/example.yaml"),
     include_str!("../../../plugins/customcluster/crd.yaml"),
