@@ -241,3 +241,409 @@ fn the_dashboard_shows_the_plugins_and_a_live_change_in_chromium() {
     );
     host.stop();
 }
+
+/// The sum of `kubeplug_reconcile_total` for `plugin` in a metrics text.
+fn reconciles_in_metrics(metrics: &str, plugin: &str) -> u64 {
+    let prefix = format!("kubeplug_reconcile_total{{plugin=\"{plugin}\",");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The value of attribute `attr` on the first element whose tag text holds `marker`.
+fn attribute_after(dom: &str, marker: &str, attr: &str) -> Option<String> {
+    let at = dom.find(marker)?;
+    let tag_end = dom[at..].find('>')? + at;
+    let tag_start = dom[..at].rfind('<')?;
+    let tag = &dom[tag_start..tag_end];
+    let value = tag.split(&format!("{attr}=\"")).nth(1)?;
+    Some(value.split('"').next()?.to_string())
+}
+
+/// image-pinner allowed to patch replicas only: its image patch of `demo/web` (alpine) is
+/// denied by the `fields` grant, for the per-plugin view to show.
+const PINNER_REPLICAS_ONLY: &str = r#"
+apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: image-pinner}
+spec:
+  mode: enforce
+  namespaces: {names: [demo]}
+  rules:
+    - apiVersion: apps/v1
+      kind: Deployment
+      verbs: [patch]
+      fields: [/spec/replicas]
+  config: {image: "nginx:1.13"}
+"#;
+
+/// The plots in headless Chromium, behind a token: after a burst of ten scales the reconciles
+/// chart of change-logger plots exactly the count `/metrics` has for it (the host keeps the
+/// points; the step under way is included), and image-pinner's own view (`#plugin=`) shows its
+/// policy, its grants, its revision and digest, and its denied patch with the rule that
+/// decided. A screenshot is kept in `target/test-artifacts/dashboard-plots.png`.
+#[test]
+fn the_plots_show_a_scale_burst_as_metrics_count_it_and_a_plugin_its_denials() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no chromium on PATH and CI=true: `make test` installs the Debian package"
+        );
+        eprintln!("skipped: no chromium on PATH (make test installs the Debian package)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["change-logger", "image-pinner"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+    std::fs::copy(
+        samples.join("change-logger.policy.yaml"),
+        dir.path().join("change-logger.policy.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("image-pinner.policy.yaml"),
+        PINNER_REPLICAS_ONLY,
+    )
+    .unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "plot-token\n").unwrap();
+    let mut host = HostProcess::start(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--listen-token-file",
+            token_file.to_str().unwrap(),
+        ],
+    );
+    assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
+    let status = host.logged("serving /metrics", "addr=");
+    let api = host
+        .logged("embedded API server at", "at ")
+        .trim_start_matches("http://")
+        .to_string();
+    assert!(host.saw_within("action denied", WAIT), "{}", host.seen);
+    let before = reconciles_in_metrics(
+        &common::http(&status, "GET", "/metrics", &[], "").1,
+        "change-logger",
+    );
+    for replicas in 2..12 {
+        patch_replicas(&api, replicas);
+    }
+    // The queue may fold several changes of web into one reconcile: the last one is seen.
+    assert!(host.saw_within(" -> 11", WAIT), "{}", host.seen);
+    // The burst is over once change-logger's count stops moving.
+    let count = || {
+        reconciles_in_metrics(
+            &common::http(&status, "GET", "/metrics", &[], "").1,
+            "change-logger",
+        )
+    };
+    let mut settled = count();
+    loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = count();
+        if now == settled {
+            break;
+        }
+        settled = now;
+    }
+    assert!(
+        settled > before,
+        "{before} reconciles before the burst, {settled} after"
+    );
+    assert_eq!(
+        common::http(&status, "GET", "/api/plugins", &[], "").0,
+        401,
+        "the plots' data needs the token"
+    );
+    let (code, body) = common::http(
+        &status,
+        "GET",
+        "/api/plugins/Not_A_Name?token=plot-token",
+        &[],
+        "",
+    );
+    assert_eq!(code, 400, "{body}");
+    let (code, _) = common::http(
+        &status,
+        "GET",
+        "/api/plugins/nobody?token=plot-token",
+        &[],
+        "",
+    );
+    assert_eq!(code, 404);
+
+    let profile = tempfile::tempdir().unwrap();
+    let url = format!("http://{status}/?token=plot-token#plugin=image-pinner");
+    let start = Instant::now();
+    let (dom, console) = loop {
+        let (dom, console) = dump_dom(&browser, &url, profile.path());
+        if dom.contains("data-reconciles") && dom.contains("denied") {
+            break (dom, console);
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "the page never plotted:\n{dom}\n{console}"
+        );
+    };
+    assert_eq!(count(), settled, "no reconcile while the page was read");
+    assert!(
+        !console.contains("Content Security Policy"),
+        "a policy violation: {console}"
+    );
+    let plots = dom.split("id=\"plots\"").nth(1).expect("the plots");
+    let plotted = attribute_after(
+        plots,
+        "data-plugin=\"change-logger\" data-reconciles=",
+        "data-reconciles",
+    )
+    .expect("change-logger's reconciles caption");
+    assert_eq!(
+        plotted.parse::<u64>().unwrap(),
+        settled,
+        "plotted against /metrics"
+    );
+    let chart = attribute_after(
+        plots,
+        "data-plugin=\"change-logger\" data-metric=\"reconciles\"",
+        "data-sum",
+    )
+    .expect("change-logger's reconciles chart");
+    assert_eq!(chart, plotted);
+    let line = attribute_after(plots, "class=\"line rate\"", "points").expect("a plotted line");
+    assert!(line.split(' ').count() >= 2, "{line}");
+
+    let view = dom
+        .split("id=\"plugin-view\"")
+        .nth(1)
+        .and_then(|rest| rest.split("<h2>Plots").next())
+        .expect("the plugin view");
+    assert!(!view.starts_with(" hidden"), "{view}");
+    for shown in [
+        "image-pinner",
+        "0.1.0",
+        "/spec/replicas",
+        "apps/v1/Deployment: patch; fields: /spec/replicas",
+        "namespaces: demo",
+        "patch denied",
+        "fields",
+        "Deployment demo/web",
+    ] {
+        assert!(view.contains(shown), "{shown:?} in the view: {view}");
+    }
+    let digest = host.logged("result=\"started\" plugin=\"image-pinner\"", "digest=");
+    assert!(view.contains(&digest), "{digest} in {view}");
+
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("dashboard-plots.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            "--window-size=1280,1600",
+            "--virtual-time-budget=8000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        shot.metadata().is_ok_and(|m| m.len() > 1000),
+        "a screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    host.stop();
+}
+
+/// A log client of its own that does what KubeStellar UI's LogModal does: a page on another
+/// origin opens `ws://HOST/ws?namespace=NS&deployment=NAME` and appends every frame, raw, to
+/// a text area. It reports the text area to the test's server (its own origin) so the test
+/// can read it while the page runs.
+const LOG_CLIENT: &str = r#"<!doctype html>
+<html><head><meta charset="utf-8"><title>log client</title></head>
+<body><h1>Logs: <span id="name"></span></h1><p id="state">connecting</p>
+<textarea id="log" rows="30" cols="160" readonly></textarea>
+<script>
+const q = new URLSearchParams(location.search);
+document.getElementById("name").textContent = q.get("deployment");
+const log = document.getElementById("log");
+const state = document.getElementById("state");
+const socket = new WebSocket("ws://" + q.get("api") + "/ws?namespace=" + q.get("namespace") + "&deployment=" + q.get("deployment"));
+socket.onopen = () => { state.textContent = "open"; };
+socket.onmessage = (event) => { log.value += event.data + "\n"; };
+socket.onclose = () => { state.textContent = "closed"; };
+setInterval(() => fetch("/report", { method: "POST", body: state.textContent + "\n" + log.value }), 250);
+</script></body></html>"#;
+
+/// Serves [`LOG_CLIENT`] at `/` and keeps the last body POSTed to `/report`.
+fn serve_log_client(
+    listener: std::net::TcpListener,
+    report: std::sync::Arc<std::sync::Mutex<String>>,
+) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 8192];
+            let (head, mut body) = loop {
+                let Ok(n) = stream.read(&mut chunk) else {
+                    break (String::new(), Vec::new());
+                };
+                if n == 0 {
+                    break (String::new(), Vec::new());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break (
+                        String::from_utf8_lossy(&buf[..end]).into_owned(),
+                        buf[end + 4..].to_vec(),
+                    );
+                }
+            };
+            let length: usize = header(&head, "content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            while body.len() < length {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => body.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let response = if head.starts_with("POST /report") {
+                *report.lock().unwrap() = String::from_utf8_lossy(&body).into_owned();
+                "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n".to_string()
+            } else if head.starts_with("GET / ") || head.starts_with("GET /?") {
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{LOG_CLIENT}",
+                    LOG_CLIENT.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_string()
+            };
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+}
+
+/// A Deployment log viewer as KubeStellar UI has it (see [`LOG_CLIENT`]), served from another
+/// origin that `--allow-origin` lists, in headless Chromium: once its WebSocket is open, a
+/// scale of its Deployment shows as the live line, raw, starting with the timestamp and the
+/// message; a change of another Deployment in the namespace does not show.
+#[test]
+fn a_deployment_log_viewer_on_another_origin_shows_the_live_change_in_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no chromium on PATH and CI=true: `make test` installs the Debian package"
+        );
+        eprintln!("skipped: no chromium on PATH (make test installs the Debian package)");
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let report = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    serve_log_client(listener, report.clone());
+
+    let dir = tempfile::tempdir().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+    for name in ["change-logger", "image-pinner"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+        let policy = format!("{name}.policy.yaml");
+        std::fs::copy(samples.join(&policy), dir.path().join(&policy)).unwrap();
+    }
+    let mut host = HostProcess::start(
+        dir.path(),
+        &["--listen", "127.0.0.1:0", "--allow-origin", &origin],
+    );
+    assert!(host.saw_within("running; stop with", WAIT), "{}", host.seen);
+    let status = host.logged("serving /metrics", "addr=");
+    let api = host
+        .logged("embedded API server at", "at ")
+        .trim_start_matches("http://")
+        .to_string();
+    assert!(
+        host.seen.contains("Image changed: alpine -> nginx:1.13")
+            || host.saw_within("Image changed: alpine -> nginx:1.13", WAIT),
+        "{}",
+        host.seen
+    );
+
+    let profile = tempfile::tempdir().unwrap();
+    let page = format!("{origin}/?api={status}&namespace=demo&deployment=web");
+    let mut chrome = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(&page)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait_for = |what: &str, done: &dyn Fn(&str) -> bool| {
+        let start = Instant::now();
+        loop {
+            let text = report.lock().unwrap().clone();
+            if done(&text) {
+                return text;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "the page never showed {what}: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for("an open stream", &|t| t.starts_with("open\n"));
+    let opened = jiff::Timestamp::now();
+    let (code, body) = common::http(
+        &api,
+        "PATCH",
+        "/apis/apps/v1/namespaces/demo/deployments/api",
+        &["Content-Type: application/merge-patch+json"],
+        r#"{"spec":{"replicas":5}}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    patch_replicas(&api, 3);
+    let text = wait_for("the change", &|t| t.contains("Replicas changed: 1 -> 3"));
+    let _ = chrome.kill();
+    let _ = chrome.wait();
+    let line = text
+        .lines()
+        .find(|l| l.contains("Replicas changed: 1 -> 3"))
+        .unwrap();
+    assert!(
+        line.starts_with(r#"{"timestamp":""#)
+            && line.contains(r#"","message":"Deployment web updated - Replicas changed: 1 -> 3""#),
+        "{line}"
+    );
+    let frame: serde_json::Value = serde_json::from_str(line).unwrap();
+    let stamp: jiff::Timestamp = frame["timestamp"].as_str().unwrap().parse().unwrap();
+    assert!(
+        stamp >= opened - jiff::SignedDuration::from_millis(5),
+        "a live line: {line}"
+    );
+    assert!(
+        text.lines()
+            .skip(1)
+            .all(|l| l.contains(r#""key":"demo/web""#)),
+        "only web's records: {text}"
+    );
+    assert!(!text.contains("Replicas changed: 2 -> 5"), "{text}");
+    host.stop();
+}

@@ -14,6 +14,7 @@ pub mod fence;
 mod outcome;
 pub mod pipeline;
 pub mod target;
+pub mod waiting;
 pub mod writer;
 
 pub use executor::Executor;

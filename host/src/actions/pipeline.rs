@@ -280,6 +280,7 @@ impl Pipeline {
         outcome: &mut CallOutcome,
     ) -> Decision {
         let mut stopped = call.stopped.clone();
+        let waiting = super::waiting::Waiting::enter(call.plugin);
         let waited = tokio::select! {
             waited = call.budget.acquire() => waited,
             _ = stopped.wait_for(|s| *s) => {
@@ -287,6 +288,7 @@ impl Pipeline {
                 return Decision::Skipped;
             }
         };
+        drop(waiting);
         if !waited.is_zero() {
             tracing::debug!(
                 plugin = call.plugin,

@@ -31,8 +31,10 @@
     const rows = (report.running || []).map(p => {
       const f = byPlugin.get(p.name);
       const reload = f ? (f.error ? "failed: " + f.error : "ok") : "";
+      const name = document.createElement("td");
+      name.appendChild(pluginLink(p.name));
       const tr = row([
-        text("td", p.name), text("td", p.version), text("td", (p.digest || "").slice(0, 12), "mono"),
+        name, text("td", p.version), text("td", (p.digest || "").slice(0, 12), "mono"),
         text("td", p.mode), text("td", p.reconciles), text("td", p.queued, "num"),
         text("td", p.reconcilesTotal ?? "–", "num"), text("td", p.errorsTotal ?? "–", "num"),
         text("td", reload),
@@ -171,6 +173,163 @@
   for (const id of ["f-plugin", "f-type", "f-level"]) $(id).addEventListener("change", rerender);
   $("f-text").addEventListener("input", rerender);
 
+
+  // ---- plots: the host keeps 15 minutes of points per plugin (/api/plugins) ----
+  const SVG = "http://www.w3.org/2000/svg";
+  const svg = (tag, attrs) => {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    return el;
+  };
+  function pluginLink(name) {
+    const a = text("a", name);
+    a.href = "#plugin=" + encodeURIComponent(name);
+    return a;
+  }
+  const fmt = (v, digits) => (v == null || !isFinite(v)) ? "–" : Number(v).toFixed(digits);
+  // What each chart plots: lines of values per point, and the caption.
+  const CHARTS = [
+    { id: "reconciles", title: "reconciles/s", lines: [["rate", p => p.reconciles / p.dt]] },
+    { id: "errors", title: "errors & denied/s", lines: [["bad", p => p.errors / p.dt], ["warn", p => p.denied / p.dt]] },
+    { id: "latency", title: "call latency p50 / p99 (ms)", lines: [["rate", p => p.p50 == null ? null : p.p50 * 1000], ["bad", p => p.p99 == null ? null : p.p99 * 1000]] },
+    { id: "depth", title: "queue depth", lines: [["rate", p => p.depth]] },
+    { id: "waiting", title: "writes waiting for budget", lines: [["warn", p => p.waiting]] },
+  ];
+  function chart(plugin, spec, points, windowSeconds, big) {
+    const w = big ? 440 : 200, h = big ? 120 : 56, pad = 2;
+    const box = document.createElement("figure");
+    box.className = "chart";
+    const el = svg("svg", { viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: "img" });
+    el.dataset.plugin = plugin;
+    el.dataset.metric = spec.id;
+    el.appendChild(svg("rect", { x: 0, y: 0, width: w, height: h, class: "frame" }));
+    const end = points.length ? points[points.length - 1].t : Date.now();
+    const start = end - windowSeconds * 1000;
+    let max = 0;
+    for (const [, f] of spec.lines) for (const p of points) { const v = f(p); if (v != null && isFinite(v)) max = Math.max(max, v); }
+    const top = max > 0 ? max * 1.1 : 1;
+    const x = t => pad + (w - 2 * pad) * Math.max(0, (t - start)) / (windowSeconds * 1000);
+    const y = v => h - pad - (h - 2 * pad) * v / top;
+    for (const [cls, f] of spec.lines) {
+      const coords = [];
+      for (const p of points) { const v = f(p); if (v != null && isFinite(v)) coords.push(x(p.t).toFixed(1) + "," + y(v).toFixed(1)); }
+      if (coords.length === 1) coords.unshift((pad).toFixed(1) + "," + coords[0].split(",")[1]);
+      el.appendChild(svg("polyline", { points: coords.join(" "), class: "line " + cls }));
+    }
+    const label = svg("text", { x: w - 4, y: 12, class: "max", "text-anchor": "end" });
+    label.textContent = "max " + fmt(max, max >= 10 ? 0 : 2);
+    el.appendChild(label);
+    const caption = document.createElement("figcaption");
+    caption.textContent = spec.title;
+    if (spec.id === "reconciles") {
+      const sum = points.reduce((n, p) => n + p.reconciles, 0);
+      el.dataset.sum = String(sum);
+      const total = text("span", " · " + sum + " reconciles", "total");
+      total.dataset.plugin = plugin;
+      total.dataset.reconciles = String(sum);
+      caption.appendChild(total);
+    }
+    if (spec.id === "errors") {
+      const errs = points.reduce((n, p) => n + p.errors, 0), denied = points.reduce((n, p) => n + p.denied, 0);
+      caption.appendChild(text("span", " · " + errs + " errors, " + denied + " denied", "total"));
+    }
+    if (spec.id === "latency") {
+      const last = [...points].reverse().find(p => p.p50 != null);
+      caption.appendChild(text("span", last ? " · " + fmt(last.p50 * 1000, 2) + " / " + fmt(last.p99 * 1000, 2) : "", "total"));
+    }
+    box.appendChild(el);
+    box.appendChild(caption);
+    return box;
+  }
+  function plotRow(plugin, points, windowSeconds, big) {
+    const frag = document.createDocumentFragment();
+    for (const spec of CHARTS) frag.appendChild(chart(plugin, spec, points, windowSeconds, big));
+    return frag;
+  }
+  async function pollPlots() {
+    try {
+      const res = await fetch(withToken("/api/plugins"), { cache: "no-store" });
+      if (!res.ok) throw new Error("HTTP " + res.status);
+      const report = await res.json();
+      const rows = Object.entries(report.plugins || {}).map(([name, points]) => {
+        const div = document.createElement("div");
+        div.className = "plot-row";
+        div.dataset.plugin = name;
+        const h = document.createElement("h3");
+        h.appendChild(pluginLink(name));
+        div.appendChild(h);
+        const charts = document.createElement("div");
+        charts.className = "plots";
+        charts.appendChild(plotRow(name, points, report.windowSeconds, false));
+        div.appendChild(charts);
+        return div;
+      });
+      $("plots").replaceChildren(...rows);
+      $("plots-status").textContent = "one point every " + report.stepSeconds + " s; updated " + new Date().toLocaleTimeString();
+    } catch (err) {
+      $("plots-status").textContent = "cannot read /api/plugins: " + err.message;
+    }
+    setTimeout(pollPlots, 5000);
+  }
+
+  // ---- per-plugin view (#plugin=NAME) ----
+  let viewTimer = null;
+  function viewed() {
+    const m = /^#plugin=(.+)$/.exec(location.hash);
+    return m ? decodeURIComponent(m[1]) : null;
+  }
+  function fact(dl, name, value, cls) {
+    dl.appendChild(text("dt", name));
+    dl.appendChild(text("dd", value, cls));
+  }
+  function renderView(v) {
+    $("pv-name").textContent = v.name;
+    const dl = $("pv-facts");
+    dl.replaceChildren();
+    fact(dl, "declared name", v.declared);
+    fact(dl, "revision", v.version);
+    fact(dl, "digest", v.digest, "mono");
+    fact(dl, "reconciles", v.reconciles);
+    fact(dl, "mode", v.mode);
+    $("pv-plots").replaceChildren(plotRow(v.name, v.points || [], 900, true));
+    $("pv-problems").tBodies[0].replaceChildren(...(v.problems || []).map(r => {
+      const tr = row([
+        text("td", r.timestamp), text("td", r.type === "audit" ? r.action + " " + r.decision : "reconcile " + (r.result || "")),
+        text("td", r.grant || r.error || ""), text("td", r.target || r.key || ""), text("td", r.message),
+      ]);
+      tr.className = "bad";
+      return tr;
+    }));
+    $("pv-audits").tBodies[0].replaceChildren(...(v.audits || []).map(r => {
+      const tr = row([
+        text("td", r.timestamp), text("td", r.action), text("td", r.decision), text("td", r.target || r.key || ""), text("td", r.grant || ""),
+      ]);
+      if (r.decision === "denied" || r.decision === "failed") tr.className = "bad";
+      return tr;
+    }));
+    $("pv-policy-source").textContent = v.policy ? v.policy : "no policy: the dry-run default";
+    $("pv-policy").textContent = v.policyDocument || "";
+    $("pv-grants").textContent = v.grants;
+    $("pv-limits").textContent = v.limits;
+  }
+  async function pollView() {
+    clearTimeout(viewTimer);
+    const name = viewed();
+    $("plugin-view").hidden = !name;
+    if (!name) return;
+    try {
+      const res = await fetch(withToken("/api/plugins/" + encodeURIComponent(name)), { cache: "no-store" });
+      if (!res.ok) throw new Error("HTTP " + res.status + ": " + (await res.text()));
+      renderView(await res.json());
+    } catch (err) {
+      $("pv-name").textContent = name + " (cannot read it: " + err.message + ")";
+    }
+    viewTimer = setTimeout(pollView, 5000);
+  }
+  window.addEventListener("hashchange", pollView);
+
   pollPlugins();
+  pollPlots();
+  pollView();
   connect();
 })();

@@ -1,7 +1,9 @@
 //! `GET /`: the dashboard, one page embedded in the binary with its script
 //! (`/dashboard.js`) and stylesheet (`/dashboard.css`), no external resource. It polls
-//! `/plugins` for the plugins table and reads the live stream from `/api/wds/logs` over a
-//! WebSocket; plugin text is inserted as text, never HTML.
+//! `/plugins` for the plugins table, reads the live stream from `/api/wds/logs` over a
+//! WebSocket, plots each plugin's last 15 minutes from `/api/plugins` as inline SVG, and
+//! shows one plugin's view (`#plugin=NAME`, from `/api/plugins/NAME`); plugin text is
+//! inserted as text, never HTML.
 
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -64,8 +66,10 @@ mod tests {
     fn page_is_self_contained_and_inserts_text_only() {
         assert!(PAGE.starts_with("<!doctype html>"));
         // No external resource: works offline, no CDN; no inline code for the policy to allow.
+        // The SVG namespace is a name, not a resource: nothing is fetched from it.
+        let script = SCRIPT.replace("\"http://www.w3.org/2000/svg\"", "");
         for external in ["http://", "https://"] {
-            for text in [PAGE, SCRIPT, STYLE] {
+            for text in [PAGE, &script, STYLE] {
                 assert!(!text.contains(external), "refers to {external}");
             }
         }
@@ -95,6 +99,9 @@ mod tests {
             assert!(!SCRIPT.contains(sink), "script uses {sink}");
         }
         assert!(SCRIPT.contains("/api/wds/logs") && SCRIPT.contains("/plugins"));
+        // The plots and the per-plugin view read the host's series, drawn as inline SVG.
+        assert!(SCRIPT.contains("/api/plugins") && SCRIPT.contains("createElementNS"));
+        assert!(PAGE.contains(r#"id="plots""#) && PAGE.contains(r#"id="plugin-view""#));
     }
 
     #[test]

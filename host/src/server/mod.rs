@@ -1,7 +1,8 @@
 //! The host's own HTTP endpoints, for operators and Prometheus: `/metrics`, `/healthz`,
 //! `/readyz`, `/plugins` (what runs, and why a plugin file does not), the live stream
 //! `/api/wds/logs` (also at `/ws`, where KubeStellar UI's log modal opens it) and `/` (the
-//! dashboard, with `/dashboard.js` and `/dashboard.css`). All
+//! dashboard, with `/dashboard.js` and `/dashboard.css`, and the plots' data at `/api/plugins`
+//! and `/api/plugins/{name}`). All
 //! but the probes and `/metrics` answer only requests naming an allowed `Host` (an IP
 //! literal, `localhost`, `--allow-host`: against DNS rebinding); the dashboard, `/plugins`
 //! and the stream also need the optional token. Every connection is closed once its client
@@ -10,6 +11,7 @@
 mod access;
 mod dashboard;
 mod plugins;
+mod series;
 mod stall;
 mod stream;
 
@@ -43,6 +45,7 @@ pub struct ServerState {
 pub struct Server {
     addr: SocketAddr,
     task: JoinHandle<()>,
+    sampler: JoinHandle<()>,
 }
 
 impl Server {
@@ -54,10 +57,21 @@ impl Server {
             hub: state.hub.clone(),
             access: state.access.clone(),
         };
+        let plots = series::PlotState {
+            server: state.clone(),
+            series: series::Series::default(),
+        };
+        let sampler = series::start(&plots);
         let private = Router::new()
             .route("/", get(dashboard::page))
             .route("/plugins", get(plugins::list))
             .with_state(state.clone())
+            .merge(
+                Router::new()
+                    .route("/api/plugins", get(series::all))
+                    .route("/api/plugins/{name}", get(series::one))
+                    .with_state(plots),
+            )
             .merge(
                 Router::new()
                     .route("/api/wds/logs", get(stream::logs))
@@ -90,7 +104,11 @@ impl Server {
                 tracing::error!(error = %err, "status server stopped");
             }
         });
-        Ok(Server { addr, task })
+        Ok(Server {
+            addr,
+            task,
+            sampler,
+        })
     }
 
     /// The address it listens on.
@@ -102,6 +120,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.task.abort();
+        self.sampler.abort();
     }
 }
 
