@@ -647,3 +647,71 @@ fn a_deployment_log_viewer_on_another_origin_shows_the_live_change_in_chromium()
     assert!(!text.contains("Replicas changed: 2 -> 5"), "{text}");
     host.stop();
 }
+
+/// `make demo` as the Makefile runs it (every reference plugin, the TypeScript and Python
+/// ports included, under the sample policies): no warning or error up to the first quiet
+/// seconds, and it prints the dashboard's URL and the three commands to try first.
+#[test]
+fn the_demo_starts_without_a_warning_and_says_what_to_try_first() {
+    let plugins = plugin("change-logger").parent().unwrap().to_path_buf();
+    for name in [
+        "image-pinner-js",
+        "image-pinner-py",
+        "sample-controller",
+        "customcluster",
+    ] {
+        plugin(name);
+    }
+    let policies = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/policies");
+    let mut host = HostProcess::start(
+        &plugins,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--policies",
+            policies.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        host.saw_within("running; stop with", Duration::from_secs(300)),
+        "{}",
+        host.seen
+    );
+    host.saw_within("no such line", Duration::from_secs(3));
+    let seen = host.stop();
+    for bad in [" WARN ", " ERROR "] {
+        assert!(!seen.contains(bad), "{bad} in a clean demo start:\n{seen}");
+    }
+    let dashboard = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("dashboard: http://"))
+        .unwrap_or_else(|| panic!("no dashboard URL: {seen}"));
+    assert!(dashboard.ends_with('/'), "{dashboard}");
+    let first: Vec<&str> = seen
+        .lines()
+        .skip_while(|l| *l != "try first:")
+        .skip(1)
+        .take(3)
+        .collect();
+    assert_eq!(first.len(), 3, "{seen}");
+    for (line, what) in first.iter().zip([
+        "-n demo scale deploy web --replicas=3",
+        "-n demo set image deploy/web app=alpine",
+        "-n demo describe deploy web",
+    ]) {
+        assert!(
+            line.trim_start().starts_with("kubectl --kubeconfig ") && line.contains(what),
+            "{line}"
+        );
+    }
+    for port in ["image-pinner-js", "image-pinner-py"] {
+        let started = seen
+            .lines()
+            .find(|l| l.contains(&format!("result=\"started\" plugin=\"{port}\"")))
+            .unwrap_or_else(|| panic!("{port} started: {seen}"));
+        assert!(
+            started.contains("mode=DryRun") && started.contains(&format!("{port}.policy.yaml")),
+            "{port} runs in dry-run under its own policy: {started}"
+        );
+    }
+}

@@ -173,6 +173,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(addr) = host.server_addr() {
         eprintln!("dashboard: http://{addr}/");
     }
+    if args.embedded {
+        eprintln!("{}", embedded_hints(&args.kubeconfig_out));
+    }
     let controller = host.controller();
     tracing::info!(plugins = ?controller.plugins(), kinds = controller.watched_kinds().len(), watch = args.watch, "running; stop with Ctrl-C, rescan plugins with SIGHUP");
     while signals.recv().await == Signal::Rescan {
@@ -250,20 +253,24 @@ async fn embedded(args: &RunArgs) -> anyhow::Result<(kube::Client, Embedded)> {
         .await
         .context("cannot start the embedded API server")?;
     sim.write_kubeconfig(&args.kubeconfig_out)?;
-    let kc = args.kubeconfig_out.display();
-    eprintln!("embedded API server at {} — try:", sim.url());
-    eprintln!("  kubectl --kubeconfig {kc} get deployments -A");
-    eprintln!("  kubectl --kubeconfig {kc} -n demo scale deploy web --replicas=3");
-    eprintln!("  kubectl --kubeconfig {kc} -n demo set image deploy/web app=alpine");
-    eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get foos,deployments");
-    eprintln!(
-        "  kubectl --kubeconfig {kc} -n crd-demo patch foo example-foo --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'"
-    );
-    eprintln!("  kubectl --kubeconfig {kc} -n crd-demo get customclusters,pods");
-    eprintln!(
-        "  kubectl --kubeconfig {kc} -n crd-demo patch customcluster example-cluster --type merge -p '{{\"spec\":{{\"count\":1,\"message\":\"bonjour\"}}}}'"
-    );
+    eprintln!("embedded API server at {}", sim.url());
     Ok((sim.client()?, Some(Box::new(sim))))
+}
+
+/// What to try first against the embedded API server's sample objects (`kubeconfig` names
+/// its kubeconfig), then the rest: printed once the host runs, below the dashboard's URL.
+pub fn embedded_hints(kubeconfig: &std::path::Path) -> String {
+    let kc = format!("kubectl --kubeconfig {}", kubeconfig.display());
+    format!(
+        "try first:
+  {kc} -n demo scale deploy web --replicas=3      # change-logger: Replicas changed: 1 -> 3
+  {kc} -n demo set image deploy/web app=alpine    # image-pinner pins it back to nginx:1.13
+  {kc} -n demo describe deploy web                # the Events the plugins reported
+then:
+  {kc} get events -A -w
+  {kc} -n crd-demo patch foo example-foo --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'
+  {kc} -n crd-demo patch customcluster example-cluster --type merge -p '{{\"spec\":{{\"count\":1,\"message\":\"bonjour\"}}}}'"
+    )
 }
 
 /// This build has no embedded API server.
