@@ -786,3 +786,37 @@ async fn a_new_revision_proves_itself_in_shadow_before_it_writes() -> Result<()>
     t.reason_becomes("team-a", "pinner", "Running").await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_runs_at_most_its_plugin_cap_oldest_first() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|c| c.objects.as_mut().unwrap().max_plugins = 1).await?;
+    t.apply(POLICY).await?;
+    t.module(
+        "team-a",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    t.apply(&pinner("team-a", "first", "pinner", "nginx:1.25", ""))
+        .await?;
+    t.reason_becomes("team-a", "first", "Running").await;
+    // Creation timestamps have a one-second resolution.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    t.apply(&pinner("team-a", "second", "pinner", "nginx:1.25", ""))
+        .await?;
+    let message = t.reason_becomes("team-a", "second", "TooManyPlugins").await;
+    assert!(message.contains("at most 1 Plugin objects"), "{message}");
+    assert_eq!(
+        t.host.controller().plugins(),
+        vec!["team-a/first".to_string()]
+    );
+    t.kubectl(&["-n", "team-a", "delete", "plugin", "first"])
+        .await?;
+    t.reason_becomes("team-a", "second", "Running").await;
+    Ok(())
+}

@@ -24,6 +24,10 @@ pub struct RunArgs {
     /// before they compile).
     #[arg(long, env = "KUBEPLUG_MAX_MODULE_BYTES", default_value_t = crate::plugin_objects::DEFAULT_MAX_MODULE_BYTES)]
     pub max_module_bytes: usize,
+    /// The most `Plugin` objects this host runs (the oldest first; newer ones are refused
+    /// with `TooManyPlugins` until others go).
+    #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_OBJECTS", default_value_t = crate::plugin_objects::DEFAULT_MAX_PLUGINS)]
+    pub max_plugin_objects: usize,
     /// Directory of plugin policies (`<plugin>.policy.yaml`); default: beside the plugins.
     /// A plugin without a policy runs in dry-run.
     #[arg(long, env = "KUBEPLUG_POLICIES")]
@@ -161,7 +165,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         config
             .coordination
             .as_ref()
-            .map_or(config.controller.host_name.as_str(), |c| c.identity.as_str())
+            .map_or(config.controller.host_name.as_str(), |c| c
+                .identity
+                .as_str())
     );
     let mut signals = ShutdownSignals::install()?;
     let (client, _embedded) = if args.embedded {

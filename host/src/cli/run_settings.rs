@@ -130,6 +130,13 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         1 << 30,
         "1024 to 1073741824 (1 GiB)",
     )?;
+    let max_plugins = in_range(
+        "max-plugin-objects",
+        args.max_plugin_objects,
+        0,
+        100_000,
+        "0 to 100000",
+    )?;
     if args.plugins.is_none() && !args.plugin_objects {
         return Err(SettingsError::NothingToRun);
     }
@@ -142,6 +149,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
             .unwrap_or_default(),
         objects: args.plugin_objects.then(|| ObjectSourceConfig {
             max_module_bytes,
+            max_plugins,
             ..ObjectSourceConfig::default()
         }),
         watch: args.watch,
@@ -298,8 +306,40 @@ mod tests {
         assert_eq!(s.controller.workers, ControllerConfig::default().workers);
         assert_eq!(s.shutdown_timeout, Duration::from_secs(10));
         assert_eq!(
-            s.policies, s.plugins,
+            Some(s.policies),
+            s.plugins,
             "policies sit beside the plugins by default"
+        );
+        assert_eq!(
+            s.objects.unwrap().max_module_bytes,
+            crate::plugin_objects::DEFAULT_MAX_MODULE_BYTES
+        );
+    }
+
+    #[test]
+    fn plugin_sources_and_the_module_size() {
+        let bare = |extra: &[&str]| {
+            let mut argv = vec!["kubeplug", "run"];
+            argv.extend_from_slice(extra);
+            match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+                crate::cli::Command::Run(args) => host_config(&args),
+                _ => unreachable!(),
+            }
+        };
+        let only_objects = bare(&[]).unwrap();
+        assert_eq!(only_objects.plugins, None);
+        assert!(only_objects.objects.is_some());
+        let err = bare(&["--plugin-objects=false"]).unwrap_err();
+        assert!(matches!(err, SettingsError::NothingToRun), "{err}");
+        let err = parse(&["--max-module-bytes", "10"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--max-module-bytes 10"), "{err}");
+        assert!(
+            parse(&["--plugin-objects=false"])
+                .unwrap()
+                .objects
+                .is_none()
         );
     }
 

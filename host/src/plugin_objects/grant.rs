@@ -9,7 +9,8 @@
 //!   applying policy names it in `namespaces.names`, cluster-scoped writes only with a
 //!   policy's `namespaces.clusterScoped: true`.
 //! - Mode: enforce only when the Plugin asks for it and no applying policy says dry-run.
-//! - Limits: the lowest of the request's and every applying policy's, field by field.
+//! - Limits: the lowest of the request's and every applying policy's, field by field, where
+//!   a policy sets the field; elsewhere the host's defaults (a request never raises them).
 //! - No applying policy: the request runs as asked but in dry-run, confined to its
 //!   namespace (as a plugin file without a policy file runs in dry-run).
 
@@ -106,8 +107,7 @@ pub fn effective(
             granted_names.push(n.clone());
         }
     }
-    let limits =
-        lowest(std::iter::once(&asked.limits).chain(policies.iter().map(|(_, p)| &p.limits)));
+    let limits = lowest(&asked.limits, policies.iter().map(|(_, p)| &p.limits));
     let document = PolicyDocument {
         api_version: API_VERSION.into(),
         kind: KIND.into(),
@@ -179,19 +179,35 @@ fn covered(
     Ok(())
 }
 
-/// The lowest of each limit that any of `limits` sets.
-fn lowest<'a>(limits: impl Iterator<Item = &'a LimitsSpec> + Clone) -> LimitsSpec {
-    fn min<T: PartialOrd + Copy>(v: impl Iterator<Item = Option<T>>) -> Option<T> {
-        v.flatten().fold(None, |m: Option<T>, x| {
+/// Each limit: the lowest of the request's and the policies' where some policy sets it;
+/// where none does, unset (the host's defaults apply). A tenant's request can lower a
+/// limit a policy sets, never raise a call's memory, time or actions above the host's
+/// flags: a Plugin without a policy cannot ask for 1 GiB and ten-minute calls.
+fn lowest<'a>(
+    asked: &LimitsSpec,
+    policies: impl Iterator<Item = &'a LimitsSpec> + Clone,
+) -> LimitsSpec {
+    fn min<T: PartialOrd + Copy>(
+        asked: Option<T>,
+        set: impl Iterator<Item = Option<T>>,
+    ) -> Option<T> {
+        let lowest = set.flatten().fold(None, |m: Option<T>, x| {
             Some(m.map_or(x, |m| if x < m { x } else { m }))
+        })?;
+        Some(match asked {
+            Some(a) if a < lowest => a,
+            _ => lowest,
         })
     }
     LimitsSpec {
-        memory_mib: min(limits.clone().map(|l| l.memory_mib)),
-        timeout_ms: min(limits.clone().map(|l| l.timeout_ms)),
-        max_actions: min(limits.clone().map(|l| l.max_actions)),
-        writes_per_second: min(limits.clone().map(|l| l.writes_per_second)),
-        write_burst: min(limits.map(|l| l.write_burst)),
+        memory_mib: min(asked.memory_mib, policies.clone().map(|l| l.memory_mib)),
+        timeout_ms: min(asked.timeout_ms, policies.clone().map(|l| l.timeout_ms)),
+        max_actions: min(asked.max_actions, policies.clone().map(|l| l.max_actions)),
+        writes_per_second: min(
+            asked.writes_per_second,
+            policies.clone().map(|l| l.writes_per_second),
+        ),
+        write_burst: min(asked.write_burst, policies.map(|l| l.write_burst)),
     }
 }
 
@@ -347,6 +363,19 @@ mod tests {
         no_shared.permissions.namespaces.names.clear();
         let only_a = effective("team-a", "team-a/x", &no_shared, &[("a", &a)]).unwrap_err();
         assert!(only_a.message.contains("verb delete"), "{}", only_a.message);
+    }
+
+    #[test]
+    fn a_request_never_raises_a_limit_no_policy_sets() {
+        let greedy = request(json!({"limits": {"memoryMib": 1024, "timeoutMs": 600000,
+            "maxActions": 100000, "writesPerSecond": 1000.0, "writeBurst": 100000}}));
+        let none = effective("team-a", "team-a/x", &greedy, &[]).unwrap();
+        assert_eq!(none.document.spec.limits, LimitsSpec::default());
+        let p = tenants();
+        let capped = effective("team-a", "team-a/x", &greedy, &[("tenants", &p)]).unwrap();
+        assert_eq!(capped.document.spec.limits.timeout_ms, Some(500));
+        assert_eq!(capped.document.spec.limits.writes_per_second, Some(2.0));
+        assert_eq!(capped.document.spec.limits.memory_mib, None);
     }
 
     #[test]

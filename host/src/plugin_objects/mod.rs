@@ -18,6 +18,7 @@ pub use grant::{Effective, effective};
 pub use module::DEFAULT_MAX_MODULE_BYTES;
 pub use refusal::{Reason, Refusal};
 pub use source::{
-    ObjectSource, ObjectSourceConfig, ObjectSourceTask, plugin_resource, policy_resource,
+    DEFAULT_MAX_PLUGINS, ObjectSource, ObjectSourceConfig, ObjectSourceTask, plugin_resource,
+    policy_resource,
 };
 pub use spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION};

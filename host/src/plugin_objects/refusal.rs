@@ -28,6 +28,8 @@ pub enum Reason {
     PermissionsExceedPolicy,
     /// The controller refused to start it (e.g. it reconciles a kind its grant omits).
     StartRefused,
+    /// More Plugin objects exist than the host runs; this one is among the newest.
+    TooManyPlugins,
     /// The new revision runs in shadow beside the live one (not a failure: a rollout).
     Shadowing,
     /// The shadow differed on more keys than allowed: the live revision keeps running.
@@ -49,6 +51,7 @@ impl Reason {
             Reason::ContractUnsupported => "ContractUnsupported",
             Reason::PermissionsExceedPolicy => "PermissionsExceedPolicy",
             Reason::StartRefused => "StartRefused",
+            Reason::TooManyPlugins => "TooManyPlugins",
             Reason::Shadowing => "Shadowing",
             Reason::RolloutHeld => "RolloutHeld",
         }
@@ -57,7 +60,10 @@ impl Reason {
     /// Whether the same spec may run later without a change (the API server answered an
     /// error): such a failure is retried, the others wait for a new spec.
     pub fn is_transient(self) -> bool {
-        matches!(self, Reason::ModuleUnavailable | Reason::Shadowing)
+        matches!(
+            self,
+            Reason::ModuleUnavailable | Reason::Shadowing | Reason::TooManyPlugins
+        )
     }
 
     /// Whether this reason is news rather than trouble (its Event is `Normal`).

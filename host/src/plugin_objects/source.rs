@@ -36,6 +36,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+/// The default most Plugin objects one host runs.
+pub const DEFAULT_MAX_PLUGINS: usize = 256;
+
 /// How the API source behaves.
 #[derive(Debug, Clone)]
 pub struct ObjectSourceConfig {
@@ -49,6 +52,9 @@ pub struct ObjectSourceConfig {
     pub identity: String,
     /// Counts alone are written to status at most this often.
     pub counts_every: Duration,
+    /// The most Plugin objects this host runs; the oldest run, newer ones are refused
+    /// (`TooManyPlugins`), so tenants together cannot exhaust the host.
+    pub max_plugins: usize,
 }
 
 impl Default for ObjectSourceConfig {
@@ -59,6 +65,7 @@ impl Default for ObjectSourceConfig {
             crd_poll: Duration::from_secs(10),
             identity: "kubeplug".into(),
             counts_every: Duration::from_secs(30),
+            max_plugins: DEFAULT_MAX_PLUGINS,
         }
     }
 }
@@ -574,7 +581,12 @@ impl ObjectSource {
         let Some((plugins, policies)) = inner.stores.get() else {
             return;
         };
-        let plugins = plugins.state();
+        let mut plugins = plugins.state();
+        // Oldest first: when there are more than the host runs, the newest wait.
+        plugins.sort_by(|a, b| {
+            let at = |o: &DynamicObject| o.metadata.creation_timestamp.clone().map(|t| t.0);
+            (at(a), a.namespace(), a.name_any()).cmp(&(at(b), b.namespace(), b.name_any()))
+        });
         let policy_objects = policies.state();
         let mut state = inner.state.lock().await;
 
@@ -604,11 +616,19 @@ impl ObjectSource {
         // previous revision runs keeps it, re-granted under the policies as they are now.
         let mut entries: Vec<Entry> = Vec::new();
         let mut referenced = HashSet::new();
-        for obj in &plugins {
+        for (i, obj) in plugins.iter().enumerate() {
             let ns = obj.namespace().unwrap_or_default();
             let name = obj.name_any();
+            let max = inner.config.max_plugins;
             let instance = InstanceName::object(&ns, &name)
-                .map_err(|e| Refusal::new(Reason::InvalidName, e.to_string()));
+                .map_err(|e| Refusal::new(Reason::InvalidName, e.to_string()))
+                .and_then(|n| match i < max {
+                    true => Ok(n),
+                    false => Err(Refusal::new(
+                        Reason::TooManyPlugins,
+                        format!("this host runs at most {max} Plugin objects (--max-plugin-objects) and {} exist; older ones run first. A ResourceQuota on count/plugins.kubeplug.dev bounds each namespace", plugins.len()),
+                    )),
+                });
             let (outcome, fallback) = match &instance {
                 Ok(instance) => {
                     let applying = self.applying(&ns, &in_force, &mut labels).await;
