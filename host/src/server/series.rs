@@ -190,7 +190,7 @@ impl Series {
         metrics: impl Fn() -> (String, Vec<String>) + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
         let series = self.clone();
-        let mut sub = hub.subscribe();
+        let mut sub = hub.subscribe_internal();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(STEP);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

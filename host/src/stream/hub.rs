@@ -88,15 +88,29 @@ impl StreamHub {
     /// taken together so nothing falls between them. The client counts until the returned
     /// [`Subscription`] is dropped.
     pub fn subscribe(&self) -> Subscription {
+        self.subscribe_as(true)
+    }
+
+    /// A subscription of the host's own (the dashboard's series keep each plugin's recent
+    /// records): like [`StreamHub::subscribe`], but neither it nor the records it misses
+    /// count in the clients' metrics.
+    pub fn subscribe_internal(&self) -> Subscription {
+        self.subscribe_as(false)
+    }
+
+    fn subscribe_as(&self, client: bool) -> Subscription {
         let recent = self.inner.recent.lock().unwrap_or_else(|p| p.into_inner());
         let receiver = self.inner.sender.subscribe();
         let replay = recent.iter().cloned().collect();
         drop(recent);
-        self.inner.clients.inc();
+        if client {
+            self.inner.clients.inc();
+        }
         Subscription {
             replay,
             receiver,
             hub: self.inner.clone(),
+            client,
         }
     }
 }
@@ -108,6 +122,8 @@ pub struct Subscription {
     pub replay: Vec<Arc<Record>>,
     receiver: broadcast::Receiver<Arc<Record>>,
     hub: Arc<Inner>,
+    /// Counted in the clients' metrics.
+    client: bool,
 }
 
 impl Subscription {
@@ -117,7 +133,9 @@ impl Subscription {
         match self.receiver.recv().await {
             Ok(record) => Some(record),
             Err(broadcast::error::RecvError::Lagged(n)) => {
-                self.hub.dropped.inc_by(n);
+                if self.client {
+                    self.hub.dropped.inc_by(n);
+                }
                 Some(Arc::new(Record::lagged(n)))
             }
             Err(broadcast::error::RecvError::Closed) => None,
@@ -127,7 +145,9 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.hub.clients.dec();
+        if self.client {
+            self.hub.clients.dec();
+        }
     }
 }
 
@@ -186,6 +206,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kubeplug_stream_clients 2"), "{text}");
+        let internal = hub.subscribe_internal();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("kubeplug_stream_clients 2"), "{text}");
+        drop(internal);
         drop(slow);
         drop(fast);
         let mut text = String::new();
