@@ -375,3 +375,148 @@ fn the_plugin_is_named_by_its_file_and_its_declared_name_is_only_shown() {
         "{stderr}"
     );
 }
+
+/// `kubeplug test` with `args`: exit status and stdout.
+fn kubeplug_test(args: &[&str]) -> (bool, String, String) {
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+        .arg("test")
+        .args(args)
+        .env("KUBEPLUG_CACHE_DIR", cache.path())
+        .output()
+        .expect("run kubeplug");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn yaml_output_is_the_json_output_and_recording_it_is_an_expectation() {
+    let (pinner, object) = (plugin("image-pinner"), fixture("web-alpine.yaml"));
+    let args = ["--plugin", s(&pinner), "--object", s(&object)];
+    let json_out = eval_json(&args);
+    let yaml = eval(&[&args[..], &["--format", "yaml"]].concat());
+    assert!(yaml.status.success());
+    let yaml_out: Value = serde_saphyr::from_str(&String::from_utf8_lossy(&yaml.stdout)).unwrap();
+    assert_eq!(yaml_out, json_out);
+
+    let dir = tempfile::tempdir().unwrap();
+    let expect = dir.path().join("web.expect.yaml");
+    std::fs::write(&expect, &yaml.stdout).unwrap();
+    let met = eval(&[&args[..], &["--expect", s(&expect)]].concat());
+    let stderr = String::from_utf8_lossy(&met.stderr);
+    assert!(met.status.success(), "{stderr}");
+    assert!(stderr.contains("expectation met (2 actions)"), "{stderr}");
+    assert!(met.stdout.is_empty());
+
+    // Another image expected: exit 1, the two lines shown as a diff.
+    let text = String::from_utf8_lossy(&yaml.stdout).replace("nginx:1.13", "nginx:1.14");
+    std::fs::write(&expect, text).unwrap();
+    let err = eval_error(&[&args[..], &["--expect", s(&expect)]].concat());
+    assert!(
+        err.contains("web.expect.yaml: the actions differ from the expectation"),
+        "{err}"
+    );
+    // The patch's image line and the log line that names it differ; nothing else does.
+    let changed = |mark: &str| -> Vec<&str> {
+        err.lines()
+            .filter(|l| l.starts_with(mark))
+            .map(|l| l[2..].trim())
+            .collect()
+    };
+    assert_eq!(changed("- ").len(), 2, "{err}");
+    assert!(changed("- ").contains(&"- image: nginx:1.14"), "{err}");
+    assert!(changed("+ ").contains(&"- image: nginx:1.13"), "{err}");
+
+    // No action expected of a Deployment the pinner patches.
+    std::fs::write(&expect, "actions: []\n").unwrap();
+    let err = eval_error(&[&args[..], &["--expect", s(&expect)]].concat());
+    assert!(err.contains("+ writes:"), "{err}");
+
+    // A broken expectation is named before the plugin runs.
+    std::fs::write(&expect, "actoins: []\n").unwrap();
+    let err = eval_error(&[&args[..], &["--expect", s(&expect)]].concat());
+    assert!(
+        err.contains("web.expect.yaml") && err.contains("unknown key `actoins`"),
+        "{err}"
+    );
+    let err = eval_error(&[&args[..], &["--expect", "/nonexistent/e.yaml"]].concat());
+    assert!(
+        err.contains("cannot read expectation /nonexistent/e.yaml"),
+        "{err}"
+    );
+}
+
+#[test]
+fn kubeplug_test_runs_every_case_of_a_folder() {
+    let pinner = plugin("image-pinner");
+    let dir = tempfile::tempdir().unwrap();
+    let case = |name: &str, object: &str, expect: Option<&str>| {
+        std::fs::copy(
+            fixture(object),
+            dir.path().join(format!("{name}.object.yaml")),
+        )
+        .unwrap();
+        if let Some(expect) = expect {
+            std::fs::write(dir.path().join(format!("{name}.expect.yaml")), expect).unwrap();
+        }
+    };
+    let recorded = eval(&[
+        "--plugin",
+        s(&pinner),
+        "--object",
+        s(&fixture("web-alpine.yaml")),
+        "--format",
+        "yaml",
+    ]);
+    case(
+        "alpine",
+        "web-alpine.yaml",
+        Some(&String::from_utf8_lossy(&recorded.stdout)),
+    );
+    case("pinned", "web-pinned.yaml", Some("actions: []\n"));
+    // The configuration of one case only: this one pins another image.
+    case("configured", "web-pinned.yaml", Some("actions: []\n"));
+    std::fs::write(
+        dir.path().join("configured.config.json"),
+        r#"{"image": "nginx:1.25"}"#,
+    )
+    .unwrap();
+    let (ok, stdout, stderr) = kubeplug_test(&[s(dir.path()), "--plugin", s(&pinner)]);
+    assert!(!ok, "{stdout}{stderr}");
+    assert!(stdout.contains("ok   alpine"), "{stdout}");
+    assert!(stdout.contains("ok   pinned"), "{stdout}");
+    assert!(stdout.contains("FAIL configured"), "{stdout}");
+    assert!(
+        stdout.contains("+ writes:") && stdout.contains("nginx:1.25"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 passed, 1 failed"), "{stdout}");
+
+    std::fs::remove_file(dir.path().join("configured.config.json")).unwrap();
+    let (ok, stdout, stderr) = kubeplug_test(&[s(dir.path()), "--plugin", s(&pinner)]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("3 passed, 0 failed"), "{stdout}");
+
+    // A case without its expectation, an empty folder: errors that say what to add.
+    case("orphan", "web-alpine.yaml", None);
+    let (ok, _, stderr) = kubeplug_test(&[s(dir.path()), "--plugin", s(&pinner)]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("orphan.object.yaml has no expectation: record one with `kubeplug eval"),
+        "{stderr}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = kubeplug_test(&[s(empty.path()), "--plugin", s(&pinner)]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("has no NAME.object.yaml / NAME.expect.yaml cases"),
+        "{stderr}"
+    );
+}
+
+/// `kubeplug new` (its scaffolds are tested with `kubeplug test`, whose tests are above).
+#[path = "new.rs"]
+mod new;

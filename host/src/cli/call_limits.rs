@@ -49,6 +49,7 @@ mod tests {
     fn limits_of(command: &str, extra: &[&str]) -> CallLimitArgs {
         let required: &[&str] = match command {
             "run" => &["--plugins", "p"],
+            "test" => &["--plugin", "p.wasm", "cases"],
             _ => &["--plugin", "p.wasm", "--object", "o.yaml"],
         };
         let head = ["kubeplug", command];
@@ -56,7 +57,8 @@ mod tests {
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Run(args) => args.limits,
             Command::Eval(args) => args.limits,
-            Command::Sim(_) => unreachable!(),
+            Command::Test(args) => args.limits,
+            _ => unreachable!("kubeplug {command} takes no call limits"),
         }
     }
 
@@ -71,6 +73,7 @@ mod tests {
             let run = limits_of("run", extra).call_limits();
             let eval = limits_of("eval", extra).call_limits();
             assert_eq!(run, eval, "{extra:?}");
+            assert_eq!(run, limits_of("test", extra).call_limits(), "{extra:?}");
             assert!(run.is_ok(), "{extra:?}");
         }
         assert_eq!(
@@ -87,7 +90,7 @@ mod tests {
                 "--timeout-ms 600001 is not between 1 and 600000: 600000 ms is the longest call the host allows",
             ),
         ] {
-            for command in ["run", "eval"] {
+            for command in ["run", "eval", "test"] {
                 let err = limits_of(command, extra).call_limits().unwrap_err();
                 assert_eq!(err.to_string(), message, "{command} {extra:?}");
             }

@@ -4,7 +4,9 @@ use crate::contract::text::shown;
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
 use crate::fixtures::FixtureObjects;
 use crate::manifest;
-use crate::plugin::{CallContext, Limits, NoObjects, ObjectSource, PluginRuntime, RuntimeConfig};
+use crate::plugin::{
+    CallContext, Limits, NoObjects, ObjectSource, Plugin, PluginRuntime, RuntimeConfig,
+};
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
@@ -47,9 +49,36 @@ pub struct EvalArgs {
     /// Where precompiled plugins are cached (default: $KUBEPLUG_CACHE_DIR or ~/.cache/kubeplug).
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub compile_cache: Option<PathBuf>,
+    /// How the result is printed: json, or yaml (what --expect reads: recording an
+    /// expectation is saving this output).
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    /// Compare the actions with an expectation (YAML or JSON, as `--format yaml` prints
+    /// them) instead of printing them: exit 1 with a diff when they differ.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
 }
 
-fn read_object(path: &Path) -> anyhow::Result<Value> {
+/// How `kubeplug eval` prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Pretty-printed JSON.
+    Json,
+    /// YAML, the form of an expectation file.
+    Yaml,
+}
+
+/// Prints eval's output document in `format`, every terminal control character escaped.
+pub(crate) fn print_output(out: &Value, format: Format) -> anyhow::Result<()> {
+    let text = match format {
+        Format::Json => serde_json::to_string_pretty(out)? + "\n",
+        Format::Yaml => super::golden::yaml(out),
+    };
+    print!("{}", terminal_safe(&text));
+    Ok(())
+}
+
+pub(crate) fn read_object(path: &Path) -> anyhow::Result<Value> {
     let mut docs = manifest::read_file(path)?;
     if docs.len() != 1 {
         bail!(
@@ -64,7 +93,7 @@ fn read_object(path: &Path) -> anyhow::Result<Value> {
 }
 
 /// Kinds that live outside namespaces; every other kind defaults to namespace `default`.
-const CLUSTER_SCOPED: &[&str] = &[
+pub(crate) const CLUSTER_SCOPED: &[&str] = &[
     "Namespace",
     "Node",
     "PersistentVolume",
@@ -92,11 +121,11 @@ fn target_of(object: &Value) -> ObjectRef {
     }
 }
 
-/// JSON text with every character a terminal could act on written as a `\uXXXX` escape:
+/// Text (JSON, YAML or a diff of them) with every character a terminal could act on written as a `\uXXXX` escape:
 /// serde_json escapes C0 controls in strings, not DEL, C1 controls (`\u{9b}` starts an
 /// escape sequence on some terminals) or bidi overrides. Only the pretty printer's own
 /// newlines stay raw.
-fn terminal_safe_json(text: &str) -> String {
+pub(crate) fn terminal_safe(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let risky = (c.is_control() && c != '\n')
@@ -110,7 +139,7 @@ fn terminal_safe_json(text: &str) -> String {
     out
 }
 
-fn read_config(config: Option<&str>) -> anyhow::Result<Option<Arc<str>>> {
+pub(crate) fn read_config(config: Option<&str>) -> anyhow::Result<Option<Arc<str>>> {
     let Some(config) = config else {
         return Ok(None);
     };
@@ -124,91 +153,179 @@ fn read_config(config: Option<&str>) -> anyhow::Result<Option<Arc<str>>> {
     Ok(Some(text.into()))
 }
 
-/// Loads the plugin, calls it once, prints `{plugin, target, actions, logs}` as JSON.
-/// Exits 0 when the plugin returned actions, 1 (after printing the error) when it failed.
+/// What one call is given besides the plugin: `kubeplug eval`'s flags, or a case of
+/// `kubeplug test`.
+pub(crate) struct Inputs {
+    /// The object reconciled.
+    pub object: Value,
+    /// The version last reconciled, for plugins that ask for it.
+    pub previous: Option<Value>,
+    /// The plugin's configuration (JSON text).
+    pub config: Option<Arc<str>>,
+    /// Reconcile as if the object had been deleted.
+    pub deleted: bool,
+    /// The reason sent; derived from `deleted` and `previous` when absent.
+    pub reason: Option<Reason>,
+    /// The attempt number sent.
+    pub attempt: u32,
+}
+
+/// A plugin loaded for offline calls, named as `kubeplug run` would name its file.
+pub(crate) struct Loaded {
+    plugin: Arc<Plugin>,
+    name: String,
+}
+
+impl Loaded {
+    /// Loads (compiles, or takes from the compile cache) the plugin file.
+    pub async fn load(path: &Path, compile_cache: Option<PathBuf>) -> anyhow::Result<Self> {
+        let runtime = PluginRuntime::new(RuntimeConfig {
+            cache_dir: compile_cache.or_else(crate::plugin::default_cache_dir),
+            max_instances: 4,
+            ..RuntimeConfig::default()
+        })?;
+        let plugin = runtime.load_file(path).await?;
+        // The instance name `kubeplug run` would give this file (its name), not the declared one.
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Err(why) = crate::controller::InstanceName::parse(&name) {
+            tracing::warn!("kubeplug run would not start this file: {why}");
+        }
+        Ok(Loaded { plugin, name })
+    }
+
+    /// Calls the plugin once: eval's output document `{plugin, target, actions, logs}`, or
+    /// the lines that say why the call failed (its logs, then the error).
+    pub async fn call(
+        &self,
+        inputs: Inputs,
+        limits: Limits,
+        objects: Arc<dyn ObjectSource>,
+    ) -> Result<Value, Vec<String>> {
+        let (plugin, name) = (&self.plugin, &self.name);
+        let meta = plugin.metadata();
+        if inputs.previous.is_some() && !meta.wants_previous {
+            tracing::warn!(plugin = %name, "--previous ignored: the plugin does not ask for the previous version");
+        }
+        let reason = inputs.reason.unwrap_or(if inputs.deleted {
+            Reason::Deleted
+        } else if inputs.previous.is_some() {
+            Reason::Changed
+        } else {
+            Reason::Added
+        });
+        let request = ReconcileRequest {
+            target: target_of(&inputs.object),
+            object: (!inputs.deleted).then(|| inputs.object.to_string().into()),
+            previous: inputs
+                .previous
+                .filter(|_| meta.wants_previous)
+                .map(|p| p.to_string().into()),
+            reason,
+            attempt: inputs.attempt,
+            config: inputs.config,
+        };
+        let report = plugin
+            .reconcile(
+                &request,
+                &CallContext::new(limits, objects).for_instance(name),
+            )
+            .await;
+        let plugin_info = json!({
+            "name": name, "declared": meta.name, "version": meta.version,
+            "contract": plugin.contract_version(), "digest": plugin.digest(),
+        });
+        match report.outcome {
+            Ok(actions) => {
+                let mut out = json!({
+                    "plugin": plugin_info,
+                    "target": request.target,
+                    "actions": actions,
+                    "logs": report.logs,
+                });
+                if report.dropped_logs > 0 {
+                    out["droppedLogs"] = report.dropped_logs.into();
+                }
+                Ok(out)
+            }
+            Err(err) => {
+                let mut lines: Vec<String> = report
+                    .logs
+                    .iter()
+                    .map(|log| format!("plugin {:?}: {}", log.source, shown(&log.message)))
+                    .collect();
+                if report.dropped_logs > 0 {
+                    lines.push(format!("plugin: {} log lines dropped", report.dropped_logs));
+                }
+                lines.push(format!("error: plugin {name} ({}) {err}", err.kind()));
+                Err(lines)
+            }
+        }
+    }
+}
+
+/// Loads the plugin, calls it once, prints `{plugin, target, actions, logs}` as JSON (or
+/// YAML), or with `--expect` compares the actions with the expectation. Exits 0 when the
+/// plugin returned actions (that met the expectation), 1 (after printing why) when it failed
+/// or they did not.
 pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits::from(args.limits.call_limits()?);
     let object = read_object(&args.object)?;
     let previous = args.previous.as_deref().map(read_object).transpose()?;
     let config = read_config(args.config.as_deref())?;
+    // Read before the plugin loads: a broken expectation is reported without a compile.
+    let expectation = args
+        .expect
+        .as_deref()
+        .map(super::golden::Expectation::read)
+        .transpose()?;
     let objects: Arc<dyn ObjectSource> = match &args.cache {
         Some(dir) => Arc::new(FixtureObjects::from_dir(dir)?),
         None => Arc::new(NoObjects),
     };
-    let runtime = PluginRuntime::new(RuntimeConfig {
-        cache_dir: args
-            .compile_cache
-            .clone()
-            .or_else(crate::plugin::default_cache_dir),
-        max_instances: 4,
-        ..RuntimeConfig::default()
-    })?;
-    let plugin = runtime.load_file(&args.plugin).await?;
-    let meta = plugin.metadata();
-    // The instance name `kubeplug run` would give this file (its name), not the declared one.
-    let stem = args
-        .plugin
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned());
-    let name = stem.unwrap_or_default();
-    if let Err(why) = crate::controller::InstanceName::parse(&name) {
-        tracing::warn!("kubeplug run would not start this file: {why}");
-    }
-    if previous.is_some() && !meta.wants_previous {
-        tracing::warn!(plugin = %name, "--previous ignored: the plugin does not ask for the previous version");
-    }
-    let reason = args.reason.unwrap_or(if args.deleted {
-        Reason::Deleted
-    } else if previous.is_some() {
-        Reason::Changed
-    } else {
-        Reason::Added
-    });
-    let request = ReconcileRequest {
-        target: target_of(&object),
-        object: (!args.deleted).then(|| object.to_string().into()),
-        previous: previous
-            .filter(|_| meta.wants_previous)
-            .map(|p| p.to_string().into()),
-        reason,
-        attempt: args.attempt,
+    let loaded = Loaded::load(&args.plugin, args.compile_cache.clone()).await?;
+    let inputs = Inputs {
+        object,
+        previous,
         config,
+        deleted: args.deleted,
+        reason: args.reason,
+        attempt: args.attempt,
     };
-    let report = plugin
-        .reconcile(
-            &request,
-            &CallContext::new(limits, objects).for_instance(&name),
-        )
-        .await;
-    let plugin_info = json!({
-        "name": name, "declared": meta.name, "version": meta.version,
-        "contract": plugin.contract_version(), "digest": plugin.digest(),
-    });
-    match report.outcome {
-        Ok(actions) => {
-            let mut out = json!({
-                "plugin": plugin_info,
-                "target": request.target,
-                "actions": actions,
-                "logs": report.logs,
-            });
-            if report.dropped_logs > 0 {
-                out["droppedLogs"] = report.dropped_logs.into();
+    match loaded.call(inputs, limits, objects).await {
+        Ok(out) => match expectation {
+            None => {
+                print_output(&out, args.format)?;
+                Ok(ExitCode::SUCCESS)
             }
-            println!(
-                "{}",
-                terminal_safe_json(&serde_json::to_string_pretty(&out)?)
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(err) => {
-            for log in &report.logs {
-                eprintln!("plugin {:?}: {}", log.source, shown(&log.message));
+            Some(expectation) => {
+                let file = args.expect.as_deref().unwrap_or(Path::new("")).display();
+                match expectation.check(&out) {
+                    Ok(()) => {
+                        eprintln!(
+                            "{file}: expectation met ({} actions)",
+                            expectation.action_count()
+                        );
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(diff) => {
+                        eprint!(
+                            "{}",
+                            terminal_safe(&format!(
+                                "{file}: the actions differ from the expectation\n{diff}"
+                            ))
+                        );
+                        Ok(ExitCode::FAILURE)
+                    }
+                }
             }
-            if report.dropped_logs > 0 {
-                eprintln!("plugin: {} log lines dropped", report.dropped_logs);
+        },
+        Err(lines) => {
+            for line in lines {
+                eprintln!("{line}");
             }
-            eprintln!("error: plugin {name} ({}) {err}", err.kind());
             Ok(ExitCode::FAILURE)
         }
     }
@@ -221,7 +338,7 @@ mod tests {
     #[test]
     fn json_for_the_terminal_escapes_what_serde_json_leaves_raw() {
         let v = json!({"m": "a\u{1b}[31m\u{9b}2J\u{7f}\u{202e}\nz"});
-        let text = terminal_safe_json(&serde_json::to_string_pretty(&v).unwrap());
+        let text = terminal_safe(&serde_json::to_string_pretty(&v).unwrap());
         assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text}");
         assert!(
             text.contains("\\u009b") && text.contains("\\u202e"),
@@ -229,5 +346,15 @@ mod tests {
         );
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, v);
+    }
+
+    #[test]
+    fn yaml_for_the_terminal_escapes_controls_and_reads_back_the_same() {
+        let v = json!({"m": "a\u{1b}[31m\u{9b}2J\u{7f}\u{202e}z", "n": "two\nlines"});
+        let text = terminal_safe(&crate::cli::golden::yaml(&v));
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text}");
+        assert!(!text.contains('\u{202e}'), "{text}");
+        let back: Value = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(back, v, "{text}");
     }
 }

@@ -2,9 +2,12 @@
 
 pub mod call_limits;
 pub mod eval;
+mod golden;
+pub mod new;
 pub mod run;
 pub mod run_settings;
 pub mod sim;
+pub mod test_dir;
 
 #[cfg(test)]
 mod deploy_manifests;
@@ -39,6 +42,10 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Serve the embedded Kubernetes API server until interrupted.
     Sim(sim::SimArgs),
+    /// Create a plugin project (Rust, TypeScript or Python) that builds and passes its tests.
+    New(new::NewArgs),
+    /// Run a plugin on every NAME.object.yaml in a folder and compare with NAME.expect.yaml.
+    Test(test_dir::TestArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
@@ -49,6 +56,8 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Eval(args) => rt.block_on(eval::run(args)),
             Command::Run(args) => rt.block_on(run::run(*args)),
             Command::Sim(args) => rt.block_on(sim::run(args)),
+            Command::Test(args) => rt.block_on(test_dir::run(args)),
+            Command::New(args) => new::run(args),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call
         // abandoned at the shutdown deadline must not hold the exit.
