@@ -2,7 +2,8 @@
 //! the leader writes; `kill -9`, SIGTERM and a leader cut off from the API server hand over
 //! in time) and sharding (300 keys split between three replicas, handed over when one dies
 //! and comes back, and under a minute of churn, with no key ever reconciled by two replicas
-//! at once — checked from the reconcile spans every replica logs).
+//! at once — checked from the reconcile spans every replica logs); and Plugin objects'
+//! status, written by one replica only in either mode.
 
 mod common;
 
@@ -917,4 +918,157 @@ async fn a_member_paused_past_its_renew_deadline_loses_no_key() -> Result {
     let spans: Vec<Span> = members.iter().flat_map(Replica::spans).collect();
     assert_no_overlap(&spans);
     Ok(())
+}
+
+/// A cluster serving the Plugin and PluginPolicy CRDs, with a tenant policy for `team-a`, the
+/// image-pinner module in a ConfigMap there, and `plugins` Plugin objects using it.
+async fn tenant_cluster(plugins: usize) -> Result<Cluster> {
+    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
+    let sim = Sim::builder()
+        .auto_create_namespaces(true)
+        .request_log_capacity(200_000)
+        .crd_file(crds.join("plugins.yaml"))
+        .crd_file(crds.join("pluginpolicies.yaml"))
+        .start()
+        .await?;
+    let dir = tempfile::tempdir()?;
+    sim.write_kubeconfig(dir.path().join("kc"))?;
+    std::fs::create_dir(dir.path().join("plugins"))?;
+    let client = sim.client()?;
+    let policies: Api<kube::api::DynamicObject> =
+        Api::all_with(client.clone(), &kubeplug::plugin_objects::policy_resource());
+    let policy = json!({"apiVersion": "kubeplug.dev/v1alpha1", "kind": "PluginPolicy",
+        "metadata": {"name": "tenants"},
+        "spec": {"mode": "enforce", "appliesTo": {"names": ["team-a"]},
+            "rules": [{"apiVersion": "apps/v1", "kind": "Deployment", "verbs": ["patch"],
+                "fields": ["/spec/template/spec/containers/*/name",
+                    "/spec/template/spec/containers/*/image"]}]}});
+    policies
+        .create(&PostParams::default(), &serde_json::from_value(policy)?)
+        .await?;
+    let wasm = std::fs::read(plugin("image-pinner"))?;
+    let cm = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("pinner".into()),
+            namespace: Some("team-a".into()),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "plugin.wasm".to_string(),
+            k8s_openapi::ByteString(wasm),
+        )])),
+        ..Default::default()
+    };
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "team-a")
+        .create(&PostParams::default(), &cm)
+        .await?;
+    let objects: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "team-a",
+        &kubeplug::plugin_objects::plugin_resource(),
+    );
+    for i in 0..plugins {
+        let p = json!({"apiVersion": "kubeplug.dev/v1alpha1", "kind": "Plugin",
+            "metadata": {"name": format!("pinner-{i}"), "namespace": "team-a"},
+            "spec": {"module": {"configMap": {"name": "pinner"}},
+                "config": {"image": PINNED},
+                "permissions": {"rules": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "verbs": ["patch"], "fields": ["/spec/template/spec/containers/*/image"]}]}}});
+        objects
+            .create(&PostParams::default(), &serde_json::from_value(p)?)
+            .await?;
+    }
+    Ok(Cluster { sim, client, dir })
+}
+
+impl Cluster {
+    /// Who wrote each Plugin's status (by the identity in the User-Agent), and how often.
+    fn status_writers(&self) -> BTreeMap<String, BTreeMap<String, usize>> {
+        let mut writers: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+        for r in self.sim.requests().records().iter() {
+            if r.resource != "plugins" || r.subresource.as_deref() != Some("status") {
+                continue;
+            }
+            if !matches!(r.verb.as_str(), "patch" | "update") {
+                continue;
+            }
+            let who = r
+                .user_agent
+                .rsplit_once('(')
+                .map(|(_, w)| w.trim_end_matches(')').to_string())
+                .unwrap_or_default();
+            *writers
+                .entry(r.name.clone().unwrap_or_default())
+                .or_default()
+                .entry(who)
+                .or_default() += 1;
+        }
+        writers
+    }
+
+    /// Whether every Plugin of team-a reads Ready=True.
+    fn plugins_ready(&self) -> bool {
+        let all = self.sim.list("plugins.kubeplug.dev", Some("team-a"));
+        !all.is_empty()
+            && all.iter().all(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+    }
+
+    /// The `Loaded` Events about Plugin `name`.
+    fn loaded_events(&self, name: &str) -> usize {
+        self.sim
+            .list("events", Some("team-a"))
+            .iter()
+            .filter(|e| e["involvedObject"]["name"] == name && e["reason"] == "Loaded")
+            .count()
+    }
+}
+
+/// Both replicas run every Plugin object; each Plugin's status and Events come from one of
+/// them only (the leader, or the shard owning the object), so they never fight over it.
+async fn plugin_status_has_one_writer(mode: &str) -> Result {
+    let cluster = tenant_cluster(4).await?;
+    let r1 = cluster.replica(&format!("{}1", &mode[2..4]), mode);
+    let r2 = cluster.replica(&format!("{}2", &mode[2..4]), mode);
+    let start = Instant::now();
+    while !cluster.plugins_ready() {
+        assert!(
+            start.elapsed() < WAIT,
+            "Plugins not Ready: {:#?}\n{}\n{}",
+            cluster.sim.list("plugins.kubeplug.dev", Some("team-a")),
+            r1.log(),
+            r2.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Several more passes of both replicas (each resyncs): nobody rewrites what stands.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writers = cluster.status_writers();
+    assert_eq!(writers.len(), 4, "{writers:?}");
+    for (plugin, by) in &writers {
+        assert_eq!(by.len(), 1, "{plugin}: status written by {by:?}");
+        let writes: usize = by.values().sum();
+        assert!(writes <= 3, "{plugin}: {writes} status writes: {by:?}");
+        assert_eq!(cluster.loaded_events(plugin), 1, "{plugin}");
+    }
+    if mode == "--leader-elect" {
+        let all: std::collections::BTreeSet<&String> =
+            writers.values().flat_map(|by| by.keys()).collect();
+        assert_eq!(all.len(), 1, "one leader writes every status: {writers:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_objects_status_is_written_by_the_leader_only() -> Result {
+    plugin_status_has_one_writer("--leader-elect").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_objects_status_is_written_by_the_owning_shard_only() -> Result {
+    plugin_status_has_one_writer("--sharding").await
 }
