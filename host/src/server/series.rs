@@ -403,13 +403,14 @@ pub struct PluginView {
     pub points: Vec<Point>,
 }
 
-/// `GET /api/plugins/{name}`: one plugin's view; 400 for a name that cannot be a plugin's,
+/// `GET /api/plugins/{name}` (a Plugin object's `namespace/name` as one segment, `%2F`):
+/// one plugin's view; 400 for a name that cannot be a plugin's,
 /// 404 for one that does not run.
 pub(super) async fn one(State(state): State<PlotState>, Path(name): Path<String>) -> Response {
-    if !crate::contract::names::is_dns_label(&name) {
+    if !crate::stream::is_instance_name(&name) {
         return (
             StatusCode::BAD_REQUEST,
-            "the plugin name is not a DNS-1123 label\n",
+            "the plugin name is not an instance name (a DNS-1123 label, or namespace/name of a Plugin object)\n",
         )
             .into_response();
     }

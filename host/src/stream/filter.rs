@@ -128,6 +128,20 @@ fn checked(
 }
 
 const LABEL: &str = "a DNS-1123 label (lowercase letters, digits and '-', at most 63)";
+const INSTANCE: &str = "a plugin instance name (a DNS-1123 label, or namespace/name of a Plugin object, either with @shadow)";
+
+/// Whether `name` can be a plugin instance's: a DNS-1123 label (a file's instance), or
+/// `namespace/name` of two labels, at most 119 bytes (a `Plugin` object's), either one
+/// with `@shadow` after it (the instance running a candidate revision in shadow).
+pub fn is_instance_name(name: &str) -> bool {
+    let name = name.strip_suffix("@shadow").unwrap_or(name);
+    match name.split_once('/') {
+        None => is_dns_label(name),
+        Some((ns, object)) => {
+            is_dns_label(ns) && is_dns_label(object) && name.len() <= 128 - "kubeplug/".len()
+        }
+    }
+}
 const SUBDOMAIN: &str = "an object name (a DNS-1123 subdomain, at most 253)";
 
 impl Filter {
@@ -141,7 +155,7 @@ impl Filter {
             }
             match &*name {
                 "plugin" => {
-                    let plugin = checked("plugin", &value, is_dns_label, LABEL)?;
+                    let plugin = checked("plugin", &value, is_instance_name, INSTANCE)?;
                     push(&mut filter.plugins, "plugin", plugin)?
                 }
                 "namespace" => {
@@ -348,7 +362,7 @@ mod tests {
         for (query, parameter) in [
             ("namespace=Demo", "namespace"),
             ("namespace=", "namespace"),
-            ("plugin=a%2Fb", "plugin"),
+            ("plugin=a%2Fb%2Fc", "plugin"),
             ("deployment=web%0A", "deployment"),
             ("name=a..b", "name"),
         ] {
@@ -356,6 +370,13 @@ mod tests {
                 Err(FilterError::Value { parameter: p, .. }) => assert_eq!(p, parameter),
                 other => panic!("{query}: {other:?}"),
             }
+        }
+        for instance in ["team-a/pinner", "pinner@shadow", "team-a/pinner@shadow"] {
+            let query = format!("plugin={}", instance.replace('/', "%2F"));
+            assert!(Filter::parse(&query).is_ok(), "{instance}");
+        }
+        for bad in ["a/b/c", "/a", "a@other", "A/b"] {
+            assert!(!is_instance_name(bad), "{bad}");
         }
         let long = format!("name={}", "a".repeat(254));
         let err = Filter::parse(&long).unwrap_err();

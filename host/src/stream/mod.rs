@@ -12,7 +12,7 @@ mod hub;
 mod layer;
 mod record;
 
-pub use filter::{Filter, FilterError, Format, MAX_PARAMETERS, MAX_VALUES};
+pub use filter::{Filter, FilterError, Format, MAX_PARAMETERS, MAX_VALUES, is_instance_name};
 pub use hub::{HUB_CAPACITY, REPLAY_CAPACITY, StreamHub, Subscription, global};
 pub use layer::StreamLayer;
 pub use record::{Level, Record, RecordType};
