@@ -195,18 +195,10 @@ impl Tenancy {
     }
 }
 
-const POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1
-kind: PluginPolicy
-metadata: {name: tenants}
-spec:
-  mode: enforce
-  appliesTo: {names: [team-a]}
-  rules:
-  - apiVersion: apps/v1
-    kind: Deployment
-    verbs: [patch, event]
-    fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
-";
+/// The README's tenant policy: team-a may patch its Deployments' container images.
+const POLICY: &str = include_str!("../../host/samples/tenant/pluginpolicy.yaml");
+/// The README's Plugin: team-a's image-pinner, pinning to nginx:1.25.
+const PLUGIN: &str = include_str!("../../host/samples/tenant/plugin.yaml");
 
 /// A Plugin running image-pinner from ConfigMap `module` (key plugin.wasm), pinning to `image`.
 fn pinner(ns: &str, name: &str, module: &str, image: &str, extra_rule: &str) -> String {
@@ -243,8 +235,7 @@ async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result
     t.apply(POLICY).await?;
     let wasm = common::plugin("image-pinner");
     t.module("team-a", "pinner", "plugin.wasm", &wasm).await?;
-    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.25", ""))
-        .await?;
+    t.apply(PLUGIN).await?;
     t.kubectl(&[
         "wait",
         "--for=condition=Ready",
