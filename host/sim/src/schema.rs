@@ -220,6 +220,44 @@ fn data_errors(
     }
 }
 
+/// The fields of a body (a whole object, or a merge or apply patch of one) that a custom
+/// kind's schema does not declare, as the real server's strict decoding names them
+/// (`spec.modul`): what `fieldValidation=Strict` refuses and `Warn` reports.
+pub(super) fn unknown_fields(kind: &ResourceKind, body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (false, Some(schema)) = (kind.builtin, &kind.schema) {
+        collect_unknown(schema, body, "", &mut out);
+    }
+    out
+}
+
+fn collect_unknown(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in map {
+                if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                match properties.and_then(|p| p.get(k)).or(additional) {
+                    Some(sub) => collect_unknown(sub, v, &child(path, k), out),
+                    None if !preserves(schema) => out.push(child(path, k)),
+                    None => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, item) in items.iter().enumerate() {
+                    collect_unknown(item_schema, item, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Removes fields the schema does not know (unless it preserves unknown fields), drops
 /// `null`s of non-nullable fields, and fills in `default`s of absent properties. `root`: the
 /// object itself, whose `apiVersion`, `kind` and `metadata` are never pruned.
@@ -552,6 +590,26 @@ mod tests {
             "metadata is not pruned"
         );
         validate(&kind, &p).unwrap();
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_their_path() {
+        let kind = plugin_kind();
+        let p = plugin(
+            json!({"modul": 1, "module": {"configMap": {"name": "x", "kee": "y"}},
+            "config": {"free": 1}, "permissions": {"rules": [{"kind": "K", "verb": []}]}}),
+        );
+        assert_eq!(
+            unknown_fields(&kind, &p),
+            [
+                "spec.modul",
+                "spec.module.configMap.kee",
+                "spec.permissions.rules[0].verb"
+            ]
+        );
+        let builtin = super::super::kinds::Registry::builtin();
+        let cm = builtin.by_name("cm").unwrap();
+        assert!(unknown_fields(&cm, &json!({"whatever": 1})).is_empty());
     }
 
     #[test]

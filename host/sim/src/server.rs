@@ -326,6 +326,81 @@ async fn dispatch(
         ));
     }
 
+    let warnings = field_validation(query, &kind, verb, patch_type, &body)?;
+    let mut response = dispatch_verb(
+        shared, method, query, headers, body, &req, verb, &manager, patch_type,
+    )
+    .await?;
+    for warning in warnings {
+        // RFC 7234 warning text: a quoted string, its quotes and backslashes escaped.
+        let text = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    Ok(response)
+}
+
+/// `fieldValidation` for custom kinds with a schema, as the real server applies it to the
+/// fields the schema does not declare (which are pruned in any case): `Strict` (kubectl's
+/// default) refuses the write with 400, `Warn` (the default) answers with a `Warning` header
+/// per field, `Ignore` says nothing. Built-in kinds are not checked (README).
+fn field_validation(
+    query: &HashMap<String, String>,
+    kind: &ResourceKind,
+    verb: &str,
+    patch_type: Option<PatchType>,
+    body: &[u8],
+) -> Result<Vec<String>, ApiError> {
+    let directive = query.get("fieldValidation").map_or("Warn", String::as_str);
+    if !matches!(directive, "Strict" | "Warn" | "Ignore" | "") {
+        return Err(ApiError::bad_request(format!(
+            "fieldValidation must be one of \"Ignore\", \"Warn\" or \"Strict\", not {directive:?}"
+        )));
+    }
+    if kind.builtin || kind.schema.is_none() || matches!(directive, "Ignore" | "") {
+        return Ok(Vec::new());
+    }
+    let parsed = match (verb, patch_type) {
+        ("create" | "update", _) => serde_json::from_slice::<Value>(body).ok(),
+        ("patch", Some(PatchType::Merge)) => serde_json::from_slice::<Value>(body).ok(),
+        ("patch", Some(PatchType::Apply)) => super::patch::parse_apply_body(body).ok(),
+        _ => None,
+    };
+    let unknown = parsed.map_or_else(Vec::new, |b| super::schema::unknown_fields(kind, &b));
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shown: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if directive == "Strict" {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {fields}",
+            kind = kind.kind,
+            version = kind.version,
+            fields = shown.join(", ")
+        )));
+    }
+    Ok(shown)
+}
+
+/// Serves one resource request once its faults and field validation passed.
+#[allow(clippy::too_many_arguments)]
+async fn dispatch_verb(
+    shared: &Arc<Shared>,
+    method: &Method,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Bytes,
+    req: &ResourceRequest,
+    verb: &str,
+    manager: &str,
+    patch_type: Option<PatchType>,
+) -> Result<Response, ApiError> {
+    let kind = req.kind.clone();
+    let manager = manager.to_string();
     let ns = req.namespace.clone().unwrap_or_default();
     let name = req.name.clone().unwrap_or_default();
     let sub = match req.subresource.as_deref() {

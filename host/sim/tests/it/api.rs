@@ -2049,6 +2049,46 @@ async fn plugin_crds_configmaps_and_crd_changes_at_runtime() -> Result {
         "status only through /status"
     );
 
+    // Unknown fields: pruned, and reported as the fieldValidation directive asks.
+    let path = "/apis/kubeplug.dev/v1alpha1/namespaces/team-a/plugins/pinner";
+    let patch = r#"{"spec": {"modul": 1}}"#;
+    let (code, head, _) = raw(&sim, "PATCH", path, "application/merge-patch+json", patch).await?;
+    assert_eq!(code, 200);
+    assert!(
+        head.contains("warning: 299 - \"unknown field \\\"spec.modul\\\"\""),
+        "{head}"
+    );
+    let strict = format!("{path}?fieldValidation=Strict");
+    let (code, _, body) = raw(
+        &sim,
+        "PATCH",
+        &strict,
+        "application/merge-patch+json",
+        patch,
+    )
+    .await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains(r#"Plugin in version \"v1alpha1\" cannot be handled as a Plugin: strict decoding error: unknown field \"spec.modul\""#),
+        "{body}"
+    );
+    let ignore = format!("{path}?fieldValidation=Ignore");
+    let (code, head, _) = raw(
+        &sim,
+        "PATCH",
+        &ignore,
+        "application/merge-patch+json",
+        patch,
+    )
+    .await?;
+    assert_eq!(code, 200);
+    assert!(!head.contains("warning"), "{head}");
+    assert!(
+        sim.get("plugins", Some("team-a"), "pinner").unwrap()["spec"]
+            .get("modul")
+            .is_none()
+    );
+
     // ConfigMaps keep binary data byte for byte; Secrets fold stringData into data.
     let config_maps: Api<ConfigMap> = Api::namespaced(sim.client()?, "team-a");
     let bytes: Vec<u8> = (0..=255u8).collect();

@@ -470,6 +470,29 @@ async fn kubectl_plugins_configmaps_crds_status_and_wait() -> anyhow::Result<()>
         "{err}"
     );
 
+    // A typo is refused (kubectl's default --validate=strict becomes fieldValidation=Strict),
+    // not silently pruned.
+    let typo = file(
+        "typo.yaml",
+        &PLUGIN.replace("  permissions:", "  permisions:"),
+    )?;
+    let err = run(vec!["apply".into(), "-f".into(), typo.clone()])
+        .await?
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("strict decoding error: unknown field \"spec.permisions\""),
+        "{err}"
+    );
+    let out = run(vec![
+        "apply".into(),
+        "--validate=false".into(),
+        "-f".into(),
+        typo,
+    ])
+    .await??;
+    assert!(out.contains("configured"), "ignored and pruned: {out}");
+
     // Cluster-scoped policies and their columns.
     let policy = file("policy.yaml", POLICY)?;
     run(vec!["apply".into(), "-f".into(), policy]).await??;
