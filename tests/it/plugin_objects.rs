@@ -736,6 +736,14 @@ async fn a_new_revision_proves_itself_in_shadow_before_it_writes() -> Result<()>
             .iter()
             .any(|p| p.ends_with("@shadow"))
     );
+    // What the log (and so the live stream, as reload records) said.
+    let promoted = log_lines_with("shadow revision promoted");
+    assert!(
+        promoted
+            .iter()
+            .any(|l| l.contains("team-a/pinner") && l.contains("reload")),
+        "{promoted:?}"
+    );
 
     // A new config that would change every Deployment: held, nothing written by it.
     t.apply(&shadowed(

@@ -15,7 +15,7 @@ use super::status::{
     Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
 };
 use crate::cluster::ObjKey;
-use crate::controller::{Controller, InstanceName, PluginInstance};
+use crate::controller::{Applied, Controller, InstanceName, PluginInstance};
 use crate::coordination::{Gate, Scope};
 use crate::plugin::{LoadError, Plugin, PluginRuntime};
 use crate::policy::{AuditRecord, AuditSink, Decision, Mode, Policy};
@@ -510,7 +510,7 @@ impl ObjectSource {
                         started: Instant::now(),
                     },
                 );
-                tracing::info!(record = "rollout", plugin = %name, phase = "shadowing", candidate = %candidate.0, "a new revision runs in shadow beside the live one");
+                tracing::info!(record = "reload", result = "shadowing", plugin = %name, candidate = %candidate.0, "a new revision runs in shadow beside the live one");
             }
             let started = state.shadows[name.as_str()].started;
             let cmp = lock(&inner.comparisons)
@@ -521,7 +521,7 @@ impl ObjectSource {
             match cmp.verdict(&rollout, started.elapsed()) {
                 Verdict::Promote(why) => {
                     let report = cmp.report("Promoted", &candidate.0, generation, &why);
-                    tracing::info!(record = "rollout", plugin = %name, phase = "promoted", compared = cmp.compared(), differing = cmp.differing(), "shadow revision promoted: {why}");
+                    tracing::info!(record = "reload", result = "promoted", plugin = %name, compared = cmp.compared(), differing = cmp.differing(), "shadow revision promoted: {why}");
                     state.rollouts.insert(name.to_string(), report);
                     // Not wanted any more: its shadow stops below; the planner swaps.
                 }
@@ -545,7 +545,7 @@ impl ObjectSource {
                         .get(name.as_str())
                         .is_none_or(|r| r["phase"] != "Held")
                     {
-                        tracing::warn!(record = "rollout", plugin = %name, phase = "held", compared = cmp.compared(), differing = cmp.differing(), "shadow revision held: {why}");
+                        tracing::warn!(record = "reload", result = "held", plugin = %name, compared = cmp.compared(), differing = cmp.differing(), "shadow revision held: {why}");
                     }
                     state.rollouts.insert(name.to_string(), report.clone());
                     entry.rollout = Some(report);
@@ -564,7 +564,7 @@ impl ObjectSource {
             state.shadows.remove(&name);
             lock(&inner.comparisons).remove(&name);
             inner.controller.remove(&format!("{name}@shadow")).await;
-            tracing::info!(record = "rollout", plugin = %name, "shadow revision stopped");
+            tracing::info!(record = "reload", result = "removed", plugin = %format!("{name}@shadow"), "shadow revision stopped");
         }
         for entry in entries.iter_mut() {
             if entry.rollout.is_none() {
@@ -694,7 +694,12 @@ impl ObjectSource {
                 .with_policy(r.policy.clone());
             match inner.controller.upsert(instance).await {
                 Ok(applied) => {
-                    tracing::info!(plugin = %name, digest = %r.plugin.digest(), ?applied, "Plugin object runs");
+                    let result = match applied {
+                        Applied::Started => "started",
+                        Applied::Updated => "updated",
+                        Applied::Restarted => "restarted",
+                    };
+                    tracing::info!(record = "reload", result, plugin = %name, digest = %r.plugin.digest(), "Plugin object runs");
                     state.failed.remove(&name);
                     state.running.insert(
                         name.clone(),
@@ -731,7 +736,7 @@ impl ObjectSource {
                     loaded.push(name);
                 }
                 Err(err) => {
-                    tracing::warn!(plugin = %name, "Plugin object not started: {err}");
+                    tracing::warn!(record = "reload", result = "failed", plugin = %name, "Plugin object not started: {err}");
                     state.failed.insert(
                         name,
                         FailedStart {
@@ -748,7 +753,7 @@ impl ObjectSource {
             state.running_info.remove(&name);
             state.last_good.remove(&name);
             state.rollouts.remove(&name);
-            tracing::info!(plugin = %name, "Plugin object stopped");
+            tracing::info!(record = "reload", result = "removed", plugin = %name, "Plugin object stopped");
         }
         state.failed.retain(|n, _| planned.keep.contains(n));
         lock(&inner.denials)
