@@ -291,6 +291,8 @@
     fact(dl, "digest", v.digest, "mono");
     fact(dl, "reconciles", v.reconciles);
     fact(dl, "mode", v.mode);
+    const object = /^([a-z0-9-]+)\/([a-z0-9-]+)(@shadow)?$/.exec(v.name);
+    if (object) fact(dl, "Plugin object", "its status: kubectl -n " + object[1] + " get plugin " + object[2] + " -o yaml", "mono");
     $("pv-plots").replaceChildren(plotRow(v.name, v.points || [], 900, true));
     $("pv-problems").tBodies[0].replaceChildren(...(v.problems || []).map(r => {
       const tr = row([
