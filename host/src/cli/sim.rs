@@ -13,7 +13,8 @@ pub struct SimArgs {
     /// Directory of YAML/JSON manifests to load at start.
     #[arg(long, env = "KUBEPLUG_SIM_LOAD")]
     pub load: Option<PathBuf>,
-    /// CustomResourceDefinition YAML files whose kinds to serve (repeatable; comma-separated in the env var).
+    /// CustomResourceDefinition YAML files whose kinds to serve (repeatable; comma-separated in
+    /// the env var; a file may hold several documents), e.g. host/deploy/crds/plugins.yaml.
     #[arg(long, env = "KUBEPLUG_SIM_CRD", value_delimiter = ',')]
     pub crd: Vec<PathBuf>,
     /// Where to write a kubeconfig for kubectl and kube clients.
@@ -71,7 +72,10 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     println!("kubeplug sim: Kubernetes API at {}", sim.url());
     println!("kubeconfig written to {kubeconfig}; try:");
     println!("  kubectl --kubeconfig {kubeconfig} get deployments -A");
-    println!("  kubectl --kubeconfig {kubeconfig} apply --validate=false -f deployment.yaml");
+    println!("  kubectl --kubeconfig {kubeconfig} apply -f deployment.yaml");
+    println!(
+        "  kubectl --kubeconfig {kubeconfig} apply -f host/deploy/crds/   # Plugin, PluginPolicy"
+    );
     println!(
         "fault injection: curl -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'",
         sim.url()
