@@ -567,10 +567,8 @@ impl ObjectSource {
             tracing::info!(record = "reload", result = "removed", plugin = %format!("{name}@shadow"), "shadow revision stopped");
         }
         for entry in entries.iter_mut() {
-            if entry.rollout.is_none() {
-                if let Ok(name) = &entry.instance {
-                    entry.rollout = state.rollouts.get(name.as_str()).cloned();
-                }
+            if let (None, Ok(name)) = (&entry.rollout, &entry.instance) {
+                entry.rollout = state.rollouts.get(name.as_str()).cloned();
             }
         }
     }
@@ -767,6 +765,24 @@ impl ObjectSource {
                 .any(|l| entry.instance.as_ref().is_ok_and(|n| n.as_str() == l));
             self.report(&mut state, entry, loaded).await;
         }
+        // What is remembered per Plugin stays bounded by the Plugins that exist now: Events
+        // sent for their current generation only, count timestamps for existing ones.
+        let current: HashMap<String, i64> = entries
+            .iter()
+            .map(|e| {
+                let (ns, name) = (e.obj.namespace().unwrap_or_default(), e.obj.name_any());
+                (
+                    format!("{ns}/{name}"),
+                    e.obj.metadata.generation.unwrap_or(0),
+                )
+            })
+            .collect();
+        state
+            .evented
+            .retain(|(key, _, generation)| current.get(key) == Some(generation));
+        state
+            .counts_written
+            .retain(|key, _| current.contains_key(key));
         for p in &policy_objects {
             let name = p.name_any();
             let applies = plugins
@@ -963,10 +979,8 @@ impl ObjectSource {
             .map(|i| i.to_string())
             .unwrap_or_else(|| format!("{ns}/{name}"));
         let mut refusal = refusal.cloned();
-        if refusal.is_none() {
-            if let Some(f) = state.failed.get(&key) {
-                refusal = Some(Refusal::new(Reason::StartRefused, f.error.clone()));
-            }
+        if let (None, Some(f)) = (&refusal, state.failed.get(&key)) {
+            refusal = Some(Refusal::new(Reason::StartRefused, f.error.clone()));
         }
         let running = state.running_info.get(&key).cloned();
         let counts = inner.controller.reconcile_counts(&key);
@@ -1021,33 +1035,31 @@ impl ObjectSource {
                 state.evented.insert(mark);
             }
         }
-        if loaded {
-            if let Some(run) = &running {
-                let mark = (key.clone(), format!("Loaded {}", run.digest), generation);
-                if !state.evented.contains(&mark) && pass.holds() {
-                    let message = format!(
-                        "revision {} ({} {}, contract {}) runs in {} mode",
-                        &run.digest[..12.min(run.digest.len())],
-                        run.declared.0,
-                        run.declared.1,
-                        run.declared.2,
-                        if run.mode == Mode::Enforce {
-                            "enforce"
-                        } else {
-                            "dry-run"
-                        }
-                    );
-                    record(
-                        &inner.client,
-                        &regarding,
-                        EventType::Normal,
-                        "Loaded",
-                        &message,
-                        &reporter,
-                    )
-                    .await;
-                    state.evented.insert(mark);
-                }
+        if let (true, Some(run)) = (loaded, &running) {
+            let mark = (key.clone(), format!("Loaded {}", run.digest), generation);
+            if !state.evented.contains(&mark) && pass.holds() {
+                let message = format!(
+                    "revision {} ({} {}, contract {}) runs in {} mode",
+                    &run.digest[..12.min(run.digest.len())],
+                    run.declared.0,
+                    run.declared.1,
+                    run.declared.2,
+                    if run.mode == Mode::Enforce {
+                        "enforce"
+                    } else {
+                        "dry-run"
+                    }
+                );
+                record(
+                    &inner.client,
+                    &regarding,
+                    EventType::Normal,
+                    "Loaded",
+                    &message,
+                    &reporter,
+                )
+                .await;
+                state.evented.insert(mark);
             }
         }
         let unreported: Vec<(String, String)> = {
