@@ -119,3 +119,16 @@ $(KUBEPLUG_TEST_PLUGIN_DIR)/%-js.wasm: tests/plugins/%-js/plugin.ts $$(wildcard 
 bench: bench-polyglot
 bench-polyglot: plugins
 	$(CARGO) bench -p kubeplug --bench polyglot
+
+# ---------------------------------------------------------------------------------------------
+# SDK parity (issue 29): the custom-resource controllers in TypeScript and Python, built into
+# target/plugins beside the Rust ones and run through the same end-to-end scenarios
+# (tests/it/crd_controllers.rs). TypeScript plugins in plugins/NAME-ts/plugin.ts build as the
+# -js ones do.
+PARITY_PLUGINS := $(KUBEPLUG_PLUGIN_DIR)/sample-controller-ts.wasm $(KUBEPLUG_PLUGIN_DIR)/customcluster-py.wasm
+polyglot-plugins: $(PARITY_PLUGINS)
+$(JS_TYPECHECK): $(wildcard plugins/*-ts/*.ts)
+
+$(KUBEPLUG_PLUGIN_DIR)/%-ts.wasm: plugins/%-ts/plugin.ts $$(wildcard plugins/%-ts/*.ts) $(JS_TYPECHECK)
+	@mkdir -p $(@D)
+	$(JCO_BUILD)

@@ -2,6 +2,11 @@
 //! customcluster (Customcluster → Pods) plugins, built for wasm, under their sample policies
 //! from `host/samples/policies`, in the host's controller against the embedded API server
 //! over HTTP with the plugins' CRDs loaded. The sim simulates Deployment and Pod status.
+//!
+//! Every scenario runs against each build of its plugin: the Rust reference plugin and its
+//! port written with the TypeScript SDK (sample-controller-ts) or the Python SDK
+//! (customcluster-py), each loaded under the Rust plugin's instance name and policy, so the
+//! same writes, field manager and audit records are expected of all (issue 29, SDK parity).
 
 use crate::common;
 
@@ -16,6 +21,7 @@ use kube::core::GroupVersionKind;
 use kubeplug::controller::{Controller, PluginInstance};
 use kubeplug::policy::{AuditRecord, Decision, Grant, Policy, PolicyDocument};
 use kubeplug_sim::Sim;
+use rstest::rstest;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,13 +56,15 @@ fn sample_policy(name: &str) -> Policy {
     Policy::from_document(&doc, name, &file).unwrap()
 }
 
-/// Runs plugin `name` under `policy`; returns the controller and its audit channel.
+/// Runs the plugin built as `file` (in target/plugins) as instance `name` under `policy`;
+/// returns the controller and its audit channel.
 async fn start(
     sim: &Sim,
+    file: &str,
     name: &str,
     policy: Policy,
 ) -> Result<(Controller, broadcast::Receiver<Arc<AuditRecord>>)> {
-    let instance = PluginInstance::named(load(&plugin(name)).await, name, None).with_policy(policy);
+    let instance = PluginInstance::named(load(&plugin(file)).await, name, None).with_policy(policy);
     let config = fast_config();
     let audit = config.audit.subscribe();
     let controller = Controller::start(sim.client()?, config, vec![instance]).await?;
@@ -129,11 +137,17 @@ fn writes_by(sim: &Sim, manager: &str) -> usize {
 
 // ----- sample-controller -----
 
+#[rstest]
+#[case::rust("sample-controller")]
+#[case::typescript("sample-controller-ts")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it() -> Result {
+async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it(
+    #[case] file: &str,
+) -> Result {
     let sim = crd_sim().await?;
     let (_controller, _audit) = start(
         &sim,
+        file,
         "sample-controller",
         sample_policy("sample-controller"),
     )
@@ -213,8 +227,13 @@ async fn foo_gets_an_owned_deployment_whose_replicas_and_status_follow_it() -> R
     Ok(())
 }
 
+#[rstest]
+#[case::rust("sample-controller")]
+#[case::typescript("sample-controller-ts")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deployment_the_foo_does_not_control_is_left_alone_and_reported() -> Result {
+async fn a_deployment_the_foo_does_not_control_is_left_alone_and_reported(
+    #[case] file: &str,
+) -> Result {
     let sim = crd_sim().await?;
     let deployments: Api<Deployment> = Api::namespaced(sim.client()?, NS);
     deployments
@@ -223,6 +242,7 @@ async fn a_deployment_the_foo_does_not_control_is_left_alone_and_reported() -> R
     let before = sim.get("deployments", Some(NS), "taken").unwrap();
     let (_controller, _audit) = start(
         &sim,
+        file,
         "sample-controller",
         sample_policy("sample-controller"),
     )
@@ -269,11 +289,15 @@ async fn a_deployment_the_foo_does_not_control_is_left_alone_and_reported() -> R
     Ok(())
 }
 
+#[rstest]
+#[case::rust("sample-controller")]
+#[case::typescript("sample-controller-ts")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_the_foo_deletes_its_deployment() -> Result {
+async fn deleting_the_foo_deletes_its_deployment(#[case] file: &str) -> Result {
     let sim = crd_sim().await?;
     let (_controller, _audit) = start(
         &sim,
+        file,
         "sample-controller",
         sample_policy("sample-controller"),
     )
@@ -339,11 +363,14 @@ fn cc_status(sim: &Sim, name: &str) -> (Value, Value) {
     (at(&cc, "/status/count"), at(&cc, "/status/message"))
 }
 
+#[rstest]
+#[case::rust("customcluster")]
+#[case::python("customcluster-py")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn customcluster_keeps_count_pods_running_its_message() -> Result {
+async fn customcluster_keeps_count_pods_running_its_message(#[case] file: &str) -> Result {
     let sim = crd_sim().await?;
     let (_controller, _audit) =
-        start(&sim, "customcluster", sample_policy("customcluster")).await?;
+        start(&sim, file, "customcluster", sample_policy("customcluster")).await?;
     let ccs = custom_api(&sim, "Customcluster", "customclusters")?;
     let uid = create_custom(&ccs, customcluster("trio", 3, "hello"))
         .await?
@@ -410,11 +437,14 @@ async fn customcluster_keeps_count_pods_running_its_message() -> Result {
     Ok(())
 }
 
+#[rstest]
+#[case::rust("customcluster")]
+#[case::python("customcluster-py")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_labelled_pod_the_customcluster_does_not_own_is_deleted() -> Result {
+async fn a_labelled_pod_the_customcluster_does_not_own_is_deleted(#[case] file: &str) -> Result {
     let sim = crd_sim().await?;
     let (_controller, _audit) =
-        start(&sim, "customcluster", sample_policy("customcluster")).await?;
+        start(&sim, file, "customcluster", sample_policy("customcluster")).await?;
     let ccs = custom_api(&sim, "Customcluster", "customclusters")?;
     let uid = create_custom(&ccs, customcluster("solo", 1, "hi"))
         .await?
@@ -436,8 +466,11 @@ async fn a_labelled_pod_the_customcluster_does_not_own_is_deleted() -> Result {
     Ok(())
 }
 
+#[rstest]
+#[case::rust("customcluster")]
+#[case::python("customcluster-py")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_delete_on_pods_the_deletion_is_denied_and_audited() -> Result {
+async fn without_delete_on_pods_the_deletion_is_denied_and_audited(#[case] file: &str) -> Result {
     let sim = crd_sim().await?;
     // The sample policy without `delete` on Pods.
     let policy = policy_from_spec(
@@ -457,7 +490,7 @@ rules:
         "apiVersion: v1\nkind: Pod\nmetadata: {name: manual, namespace: crd-demo, labels: {controller: guarded}}\n\
          spec: {containers: [{name: app, image: nginx:latest}]}\n",
     )?;
-    let (_controller, mut audit) = start(&sim, "customcluster", policy).await?;
+    let (_controller, mut audit) = start(&sim, file, "customcluster", policy).await?;
     let ccs = custom_api(&sim, "Customcluster", "customclusters")?;
     create_custom(&ccs, customcluster("guarded", 1, "hi")).await?;
     let mut denied = None;
@@ -488,7 +521,7 @@ rules:
 
 // ----- offline, through `kubeplug eval --cache DIR` -----
 
-/// `kubeplug eval` of `plugin` on `object` with the cache directory `cache` (both under
+/// `kubeplug eval` of the plugin built as `plugin_name` on `object` with the cache directory `cache` (both under
 /// tests/fixtures/crd): its actions.
 fn eval(plugin_name: &str, object: &str, cache: &str) -> Vec<Value> {
     let dir = common::fixture("crd");
@@ -517,9 +550,11 @@ fn kinds(actions: &[Value]) -> Vec<&str> {
         .collect()
 }
 
-#[test]
-fn eval_sample_controller_creates_the_missing_deployment() {
-    let actions = eval("sample-controller", "foo.yaml", "foo-new");
+#[rstest]
+#[case::rust("sample-controller")]
+#[case::typescript("sample-controller-ts")]
+fn eval_sample_controller_creates_the_missing_deployment(#[case] file: &str) {
+    let actions = eval(file, "foo.yaml", "foo-new");
     assert_eq!(
         kinds(&actions),
         ["create", "patch", "event"],
@@ -542,9 +577,11 @@ fn eval_sample_controller_creates_the_missing_deployment() {
     assert_eq!(actions[2]["reason"], "Synced");
 }
 
-#[test]
-fn eval_sample_controller_applies_new_replicas_and_copies_the_status() {
-    let actions = eval("sample-controller", "foo.yaml", "foo-scaled");
+#[rstest]
+#[case::rust("sample-controller")]
+#[case::typescript("sample-controller-ts")]
+fn eval_sample_controller_applies_new_replicas_and_copies_the_status(#[case] file: &str) {
+    let actions = eval(file, "foo.yaml", "foo-scaled");
     assert_eq!(kinds(&actions), ["patch", "event"], "{actions:#?}");
     assert_eq!(actions[0]["patchType"], "apply");
     assert_eq!(actions[0]["body"]["spec"]["replicas"], 3);
@@ -553,9 +590,11 @@ fn eval_sample_controller_applies_new_replicas_and_copies_the_status() {
     assert_eq!(actions[1]["reason"], "Synced");
 }
 
-#[test]
-fn eval_sample_controller_reports_a_foreign_deployment() {
-    let actions = eval("sample-controller", "foo.yaml", "foo-taken");
+#[rstest]
+#[case::rust("sample-controller")]
+#[case::typescript("sample-controller-ts")]
+fn eval_sample_controller_reports_a_foreign_deployment(#[case] file: &str) {
+    let actions = eval(file, "foo.yaml", "foo-taken");
     assert_eq!(kinds(&actions), ["event", "requeueAfter"], "{actions:#?}");
     assert_eq!(actions[0]["reason"], "ErrResourceExists");
     assert_eq!(actions[0]["eventType"], "Warning");
@@ -565,9 +604,11 @@ fn eval_sample_controller_reports_a_foreign_deployment() {
     );
 }
 
-#[test]
-fn eval_customcluster_replaces_deletes_and_requeues_without_blocking() {
-    let actions = eval("customcluster", "customcluster.yaml", "cc-mixed");
+#[rstest]
+#[case::rust("customcluster")]
+#[case::python("customcluster-py")]
+fn eval_customcluster_replaces_deletes_and_requeues_without_blocking(#[case] file: &str) {
+    let actions = eval(file, "customcluster.yaml", "cc-mixed");
     assert_eq!(
         kinds(&actions),
         ["log", "delete", "delete", "patch", "requeueAfter"],
@@ -583,9 +624,11 @@ fn eval_customcluster_replaces_deletes_and_requeues_without_blocking() {
     assert_eq!(actions[4]["afterMs"], 2000);
 }
 
-#[test]
-fn eval_sample_controller_deletes_the_deployment_of_an_earlier_name() {
-    let actions = eval("sample-controller", "foo.yaml", "foo-renamed");
+#[rstest]
+#[case::rust("sample-controller")]
+#[case::typescript("sample-controller-ts")]
+fn eval_sample_controller_deletes_the_deployment_of_an_earlier_name(#[case] file: &str) {
+    let actions = eval(file, "foo.yaml", "foo-renamed");
     assert_eq!(
         kinds(&actions),
         ["create", "delete", "patch", "event"],
@@ -602,19 +645,30 @@ fn eval_sample_controller_deletes_the_deployment_of_an_earlier_name() {
 
 /// `kubeplug run --embedded` (what `make demo` runs) serves both CRDs and their example
 /// objects: both plugins start under their sample policies and print no error.
-#[test]
-fn the_embedded_demo_serves_the_crds_and_runs_both_plugins() {
+#[rstest]
+#[case::rust("sample-controller", "customcluster")]
+#[case::typescript_and_python("sample-controller-ts", "customcluster-py")]
+fn the_embedded_demo_serves_the_crds_and_runs_both_plugins(
+    #[case] sample_controller: &str,
+    #[case] customcluster: &str,
+) {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["sample-controller", "customcluster"] {
-        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    // Each build under the instance name its sample policy is for.
+    for (file, name) in [
+        (sample_controller, "sample-controller"),
+        (customcluster, "customcluster"),
+    ] {
+        std::fs::copy(plugin(file), dir.path().join(format!("{name}.wasm"))).unwrap();
     }
     let policies = repo("host/samples/policies");
     let mut host = common::host_process::HostProcess::start(
         dir.path(),
         &["--policies", policies.to_str().unwrap()],
     );
+    // The TypeScript and Python components (12 and 18 MB) are compiled on first load, with
+    // no compile cache yet and the other tests of the binary running beside: allow minutes.
     assert!(
-        host.saw_within("running; stop with Ctrl-C", Duration::from_secs(60)),
+        host.saw_within("running; stop with Ctrl-C", Duration::from_secs(300)),
         "{}",
         host.seen
     );

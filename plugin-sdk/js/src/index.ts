@@ -33,6 +33,31 @@ export type { MetadataOptions } from "./metadata.ts";
 export { Request, keyOf } from "./request.ts";
 export type { Json } from "./request.ts";
 export type * from "./types.ts";
+export {
+  CustomKind,
+  controllerOf,
+  customKind,
+  deepEqual,
+  filterOwned,
+  isControlledBy,
+  isDeleting,
+  objectRef,
+  ownedChildren,
+  ownerReference,
+  statusPatch,
+} from "./resource.ts";
+export type { CustomResource, KubeObject, ObjectMeta, OwnerReference } from "./resource.ts";
+export * as children from "./children.ts";
+export * as conditions from "./conditions.ts";
+export { ChildrenPlan, poolPlan } from "./children.ts";
+import { poolPlan } from "./children.ts";
+import { addFinalizer, hasFinalizer, removeFinalizer } from "./conditions.ts";
+/** Pools of interchangeable children (the Rust SDK's `pool::plan`). */
+export const pool = { plan: poolPlan };
+/** Finalizers (the Rust SDK's `finalizers` module). */
+export const finalizers = { hasFinalizer, addFinalizer, removeFinalizer };
+export type { PoolPlan } from "./children.ts";
+export type { Condition } from "./conditions.ts";
 
 /** The contract version this SDK builds plugins for. */
 export const CONTRACT_VERSION = "0.1.0";

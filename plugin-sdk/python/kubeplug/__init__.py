@@ -31,12 +31,39 @@ from .metadata import Metadata, kind
 from .reconciler import Reconciler, export
 from .request import Request
 from . import actions, host
+from . import children, conditions, finalizers, pool
+from .resource import (
+    CustomKind,
+    controller_of,
+    custom_kind,
+    filter_owned,
+    is_controlled_by,
+    is_deleting,
+    object_ref,
+    owned_children,
+    owner_reference,
+    status_patch,
+)
 
 #: The contract version this SDK builds plugins for.
 CONTRACT_VERSION = "0.1.0"
 
 __all__ = [
     "CONTRACT_VERSION",
+    "CustomKind",
+    "children",
+    "conditions",
+    "controller_of",
+    "custom_kind",
+    "filter_owned",
+    "finalizers",
+    "is_controlled_by",
+    "is_deleting",
+    "object_ref",
+    "owned_children",
+    "owner_reference",
+    "pool",
+    "status_patch",
     "Metadata",
     "PermanentError",
     "Reconciler",
