@@ -70,7 +70,7 @@ fn runtime(cache: &Path) -> PluginRuntime {
         cache_dir: Some(cache.to_path_buf()),
         // Runtime components instantiate several core modules each: the pool's core-instance
         // slots (4 per component instance) ran out at 8.
-        max_instances: 32,
+        max_sandboxes: 32,
         ..RuntimeConfig::default()
     })
     .unwrap()

@@ -93,7 +93,7 @@ fn main() {
         .unwrap();
     let runtime = PluginRuntime::new(RuntimeConfig {
         cache_dir: None,
-        max_instances: 8,
+        max_sandboxes: 8,
         ..RuntimeConfig::default()
     })
     .unwrap();

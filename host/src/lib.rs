@@ -34,9 +34,9 @@
 //!   (its *host name*).
 //! - **sandbox**: one store with its limits, WASI context and deadline, and the plugin
 //!   instantiated in it; every call gets a fresh one ([`plugin::WarmSandbox`], which serves
-//!   call after call, exists for benchmarks). wasmtime's own names keep its word, instance
-//!   (`InstancePre`, its pool's component instances), and so does
-//!   [`plugin::RuntimeConfig::max_instances`], which counts the sandboxes that pool holds.
+//!   call after call, exists for benchmarks; [`plugin::RuntimeConfig::max_sandboxes`] bounds
+//!   how many exist at once). Only wasmtime's own names keep its word, instance
+//!   (`InstancePre`, its pool's component instances).
 //! - **revision**: what one instance runs at a time: the plugin with its policy and the caches
 //!   it reads; a reload swaps in a new revision. Not the plugin's version, the contract
 //!   version, nor an object's `resourceVersion`.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 pub fn runtime(cache: Option<&std::path::Path>) -> PluginRuntime {
     PluginRuntime::new(RuntimeConfig {
         cache_dir: cache.map(Into::into),
-        max_instances: 16,
+        max_sandboxes: 16,
         ..RuntimeConfig::default()
     })
     .unwrap()

@@ -181,7 +181,7 @@ impl Loaded {
     pub async fn load(path: &Path, compile_cache: Option<PathBuf>) -> anyhow::Result<Self> {
         let runtime = PluginRuntime::new(RuntimeConfig {
             cache_dir: compile_cache.or_else(crate::plugin::default_cache_dir),
-            max_instances: 4,
+            max_sandboxes: 4,
             ..RuntimeConfig::default()
         })?;
         let plugin = runtime.load_file(path).await?;

@@ -27,9 +27,9 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// How often the epoch advances: the granularity of call deadlines.
     pub epoch_tick: Duration,
-    /// Sandboxes that may exist at once across all plugins (pooling allocator slots, which
-    /// wasmtime counts as component instances).
-    pub max_instances: u32,
+    /// Sandboxes that may exist at once across all plugins: the pooling allocator's slots
+    /// (wasmtime counts them as component instances).
+    pub max_sandboxes: u32,
     /// The largest memory any plugin may be granted; per-call limits are at most this
     /// (by default [`MAX_MEMORY_MIB`](super::MAX_MEMORY_MIB), which checked limits never exceed).
     pub max_memory_bytes: usize,
@@ -42,7 +42,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             cache_dir: super::compile_cache::default_cache_dir(),
             epoch_tick: Duration::from_millis(5),
-            max_instances: 128,
+            max_sandboxes: 128,
             max_memory_bytes: (super::limits::MAX_MEMORY_MIB as usize) << 20,
             log_rate: LogRateConfig::default(),
         }
@@ -80,20 +80,20 @@ pub const MAX_TABLES_PER_PLUGIN: u32 = 4;
 
 /// The engine every plugin of a runtime shares: Cranelift, the component model, epoch
 /// interruption and the pooling allocator sized by `config`. Each sandbox is held to
-/// per-component limits and the pool's totals are `max_instances` times those limits, so
-/// `max_instances` sandboxes always fit: a plugin whose sandboxes create many core instances,
+/// per-component limits and the pool's totals are `max_sandboxes` times those limits, so that
+/// many sandboxes always fit: a plugin whose sandboxes create many core instances,
 /// memories or tables cannot use up the slots other plugins' sandboxes need (a
 /// component over a limit fails to instantiate, naming it).
 pub(super) fn build_engine(config: &RuntimeConfig) -> Result<Engine, LoadError> {
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(config.max_instances)
+    pool.total_component_instances(config.max_sandboxes)
         .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_PLUGIN)
         .max_memories_per_component(MAX_MEMORIES_PER_PLUGIN)
         .max_tables_per_component(MAX_TABLES_PER_PLUGIN)
-        .total_core_instances(config.max_instances * MAX_CORE_INSTANCES_PER_PLUGIN)
-        .total_memories(config.max_instances * MAX_MEMORIES_PER_PLUGIN)
-        .total_tables(config.max_instances * MAX_TABLES_PER_PLUGIN)
-        .total_stacks(config.max_instances)
+        .total_core_instances(config.max_sandboxes * MAX_CORE_INSTANCES_PER_PLUGIN)
+        .total_memories(config.max_sandboxes * MAX_MEMORIES_PER_PLUGIN)
+        .total_tables(config.max_sandboxes * MAX_TABLES_PER_PLUGIN)
+        .total_stacks(config.max_sandboxes)
         .max_memory_size(config.max_memory_bytes)
         // A fresh sandbox per call must not pay a page fault for every page it touches:
         // keep slots' pages resident and reset only the dirty ones (PAGEMAP_SCAN on Linux
@@ -285,7 +285,7 @@ mod tests {
     fn a_plugin_over_the_core_instance_limit_cannot_take_the_pool_from_the_others() {
         let config = RuntimeConfig {
             cache_dir: None,
-            max_instances: 4,
+            max_sandboxes: 4,
             ..RuntimeConfig::default()
         };
         let engine = build_engine(&config).unwrap();
@@ -302,7 +302,7 @@ mod tests {
         // can take the core instance slots another needs.
         let largest = component(MAX_CORE_INSTANCES_PER_PLUGIN as u8).unwrap();
         let linker = wasmtime::component::Linker::<()>::new(&engine);
-        let mut stores: Vec<_> = (0..config.max_instances)
+        let mut stores: Vec<_> = (0..config.max_sandboxes)
             .map(|_| wasmtime::Store::new(&engine, ()))
             .collect();
         for store in &mut stores {

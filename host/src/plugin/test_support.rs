@@ -32,7 +32,7 @@ pub(crate) fn runtime() -> PluginRuntime {
         cache_dir: Some(
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
         ),
-        max_instances: 16,
+        max_sandboxes: 16,
         ..RuntimeConfig::default()
     })
     .unwrap()

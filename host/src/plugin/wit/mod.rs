@@ -191,7 +191,7 @@ mod tests {
     #[tokio::test]
     async fn the_variant_is_chosen_from_the_components_exports_and_reaches_them() {
         let engine = build_engine(&RuntimeConfig {
-            max_instances: 4,
+            max_sandboxes: 4,
             ..RuntimeConfig::default()
         })
         .unwrap();
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn an_unsupported_version_is_refused_naming_it_and_the_supported_ones() {
         let engine = build_engine(&RuntimeConfig {
-            max_instances: 4,
+            max_sandboxes: 4,
             ..RuntimeConfig::default()
         })
         .unwrap();
