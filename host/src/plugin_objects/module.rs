@@ -82,6 +82,49 @@ fn valid_config_map_part(field: &str, value: &str) -> bool {
     }
 }
 
+/// Compiles a namespace may start at once.
+pub const COMPILE_BURST: f64 = 3.0;
+/// Then one per this many seconds.
+pub const COMPILE_EVERY_SECS: f64 = 20.0;
+
+/// A token bucket of compiles per namespace: a tenant whose modules change all the time
+/// cannot keep the host's cores compiling.
+#[derive(Debug, Default)]
+pub struct CompileBudget {
+    buckets: std::collections::HashMap<String, (f64, std::time::Instant)>,
+}
+
+impl CompileBudget {
+    /// Takes a compile for `namespace` at `now`, or says how long until one is free.
+    pub fn take(
+        &mut self,
+        namespace: &str,
+        now: std::time::Instant,
+    ) -> Result<(), std::time::Duration> {
+        if self.buckets.len() > 10_000 {
+            // Only full buckets are dropped: nobody gains a compile from the pruning.
+            self.buckets.retain(|_, (tokens, at)| {
+                *tokens + now.duration_since(*at).as_secs_f64() / COMPILE_EVERY_SECS < COMPILE_BURST
+            });
+        }
+        let (tokens, at) = self
+            .buckets
+            .entry(namespace.to_string())
+            .or_insert((COMPILE_BURST, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() / COMPILE_EVERY_SECS)
+            .min(COMPILE_BURST);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(std::time::Duration::from_secs_f64(
+                (1.0 - *tokens) * COMPILE_EVERY_SECS,
+            ))
+        }
+    }
+}
+
 /// A module's bytes and what they are.
 #[derive(Debug, Clone)]
 pub struct Module {
@@ -266,6 +309,24 @@ mod tests {
             ByteString(vec![0, 97]),
         )]));
         assert_eq!(extract(&cm, &at()).unwrap(), vec![0, 97]);
+    }
+
+    #[test]
+    fn compiles_per_namespace_are_a_burst_then_one_per_interval() {
+        let mut b = CompileBudget::default();
+        let t0 = std::time::Instant::now();
+        for _ in 0..3 {
+            assert!(b.take("team-a", t0).is_ok());
+        }
+        let wait = b.take("team-a", t0).unwrap_err();
+        assert_eq!(wait.as_secs(), 20);
+        assert!(
+            b.take("team-b", t0).is_ok(),
+            "namespaces do not share a budget"
+        );
+        let later = t0 + std::time::Duration::from_secs(21);
+        assert!(b.take("team-a", later).is_ok());
+        assert!(b.take("team-a", later).is_err());
     }
 
     #[test]

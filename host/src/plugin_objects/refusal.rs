@@ -18,6 +18,8 @@ pub enum Reason {
     ModuleUnavailable,
     /// The module is larger than the host accepts.
     ModuleTooLarge,
+    /// The namespace compiled too many modules lately: this one waits its turn.
+    CompileThrottled,
     /// The module's SHA-256 is not the pinned one.
     DigestMismatch,
     /// The bytes are not a WebAssembly component that compiles.
@@ -46,6 +48,7 @@ impl Reason {
             Reason::ModuleNotFound => "ModuleNotFound",
             Reason::ModuleUnavailable => "ModuleUnavailable",
             Reason::ModuleTooLarge => "ModuleTooLarge",
+            Reason::CompileThrottled => "CompileThrottled",
             Reason::DigestMismatch => "DigestMismatch",
             Reason::CompileFailed => "CompileFailed",
             Reason::ContractUnsupported => "ContractUnsupported",
@@ -62,7 +65,10 @@ impl Reason {
     pub fn is_transient(self) -> bool {
         matches!(
             self,
-            Reason::ModuleUnavailable | Reason::Shadowing | Reason::TooManyPlugins
+            Reason::ModuleUnavailable
+                | Reason::CompileThrottled
+                | Reason::Shadowing
+                | Reason::TooManyPlugins
         )
     }
 

@@ -7,7 +7,7 @@
 
 use super::events::{EventType, Regarding, record};
 use super::grant::effective;
-use super::module::{ModuleRef, fetch};
+use super::module::{COMPILE_BURST, CompileBudget, ModuleRef, fetch};
 use super::refusal::{Reason, Refusal};
 use super::shadow::{Comparison, Verdict};
 use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spec};
@@ -185,6 +185,8 @@ struct State {
     good_policies: HashMap<String, ClusterPolicySpec>,
     /// Events already recorded, by instance: (reason, generation).
     evented: HashSet<(String, String, i64)>,
+    /// Compiles each namespace may start now.
+    compiles: CompileBudget,
     /// When each Plugin's status was last written with new counts.
     counts_written: HashMap<String, Instant>,
 }
@@ -900,7 +902,18 @@ impl ObjectSource {
             let digest = match fetched {
                 Ok(module) => {
                     let digest = module.digest.clone();
-                    if !matches!(state.compiled.get(&digest), Some(Ok(_))) {
+                    if !state.compiled.contains_key(&digest) {
+                        // Compiling costs the host CPU: a namespace gets a few at once, then
+                        // one per interval, however often its modules change.
+                        if let Err(wait) = state.compiles.take(&ns, Instant::now()) {
+                            return Err(Refusal::new(
+                                Reason::CompileThrottled,
+                                format!(
+                                    "namespace {ns} compiled {COMPILE_BURST} modules lately; this one compiles in {}s",
+                                    wait.as_secs().max(1)
+                                ),
+                            ));
+                        }
                         let origin = format!(
                             "Plugin {ns}/{} (ConfigMap {}, key {})",
                             obj.name_any(),
