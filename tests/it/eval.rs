@@ -234,7 +234,7 @@ fn limits_are_taken_and_checked_as_kubeplug_run_takes_them() {
     let err = eval_error(&over);
     assert!(
         err.contains(
-            "--memory-mib 4096 is not between 1 and 1024: 1024 MiB is the most memory the runtime gives a plugin instance"
+            "--memory-mib 4096 is not between 1 and 1024: 1024 MiB is the most memory the runtime gives one call's sandbox"
         ),
         "{err}"
     );

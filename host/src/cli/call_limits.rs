@@ -83,7 +83,7 @@ mod tests {
         for (extra, message) in [
             (
                 &["--memory-mib", "1025"][..],
-                "--memory-mib 1025 is not between 1 and 1024: 1024 MiB is the most memory the runtime gives a plugin instance",
+                "--memory-mib 1025 is not between 1 and 1024: 1024 MiB is the most memory the runtime gives one call's sandbox",
             ),
             (
                 &["--timeout-ms", "600001"],

@@ -73,7 +73,7 @@ impl CallBound {
         let cap = self.cap();
         match self {
             CallBound::Memory => {
-                format!("{cap} MiB is the most memory the runtime gives a plugin instance")
+                format!("{cap} MiB is the most memory the runtime gives one call's sandbox")
             }
             CallBound::Timeout => format!("{cap} ms is the longest call the host allows"),
             CallBound::Actions => format!("{cap} is the most actions a call may be allowed"),
@@ -235,7 +235,7 @@ mod tests {
         for (err, message) in [
             (
                 d.with_memory_mib(MAX_MEMORY_MIB + 1),
-                "1025 is not between 1 and 1024: 1024 MiB is the most memory the runtime gives a plugin instance",
+                "1025 is not between 1 and 1024: 1024 MiB is the most memory the runtime gives one call's sandbox",
             ),
             (
                 d.with_timeout_ms(MAX_TIMEOUT_MS + 1),

@@ -391,7 +391,7 @@ spec:
         assert!(
             err.contains("line 6")
                 && err.contains("spec.limits.memoryMib")
-                && err.contains("1024 MiB is the most memory the runtime gives a plugin instance"),
+                && err.contains("1024 MiB is the most memory the runtime gives one call's sandbox"),
             "{err}"
         );
         let err = doc("timeoutMs: 600001").unwrap_err().to_string();
