@@ -23,7 +23,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -675,17 +675,100 @@ fn is_crd(kind: &ResourceKind) -> bool {
 }
 
 /// A CRD created or changed over the API (or loaded by the library) registers its kinds at
-/// once, with its current printer columns and schema (the real server also sets
-/// Established; the sim does not maintain CRD conditions).
+/// once, with its current printer columns and schema, and its status says so as the real
+/// server's does once the names are served (`NamesAccepted` and `Established` true,
+/// `acceptedNames`, `storedVersions`), so `kubectl wait --for condition=established` returns.
 pub(crate) fn register_crd(shared: &Shared, crd: &Value) {
     match kinds_from_crd(crd) {
         Ok(kinds) => {
-            let mut registry = shared.registry.write().unwrap_or_else(|p| p.into_inner());
-            for kind in kinds {
-                tracing::info!(group = %kind.group, version = %kind.version, plural = %kind.plural, "registered custom kind");
-                registry.register(kind);
+            {
+                let mut registry = shared.registry.write().unwrap_or_else(|p| p.into_inner());
+                for kind in kinds {
+                    tracing::info!(group = %kind.group, version = %kind.version, plural = %kind.plural, "registered custom kind");
+                    registry.register(kind);
+                }
             }
+            establish(shared, crd);
         }
         Err(err) => tracing::warn!(%err, "created CRD could not be registered"),
+    }
+}
+
+/// Writes a registered CRD's status (through `/status`, as the apiextensions controllers
+/// do); a no-op when it already says so.
+fn establish(shared: &Shared, crd: &Value) {
+    let Some(name) = crd["metadata"]["name"].as_str() else {
+        return;
+    };
+    let Ok(kind) = shared.kind("customresourcedefinitions.apiextensions.k8s.io") else {
+        return;
+    };
+    let result = shared.modify_part(&kind, "", name, "kube-apiserver", Sub::Status, |o| {
+        let before = o.get("status").cloned();
+        let mut names = o["spec"]["names"].clone();
+        if names.is_object() {
+            if names.get("singular").is_none() {
+                names["singular"] =
+                    json!(names["kind"].as_str().unwrap_or_default().to_lowercase());
+            }
+            if names.get("listKind").is_none() {
+                names["listKind"] = json!(format!(
+                    "{}List",
+                    names["kind"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+        let storage: Vec<Value> = o["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["storage"] == true)
+            .map(|v| v["name"].clone())
+            .collect();
+        let status = o
+            .as_object_mut()
+            .map(|m| m.entry("status").or_insert_with(|| json!({})));
+        let Some(status) = status else {
+            return false;
+        };
+        if !status.is_object() {
+            *status = json!({});
+        }
+        status["acceptedNames"] = names;
+        let mut stored: Vec<Value> = status["storedVersions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for v in storage {
+            if !stored.contains(&v) {
+                stored.push(v);
+            }
+        }
+        status["storedVersions"] = Value::Array(stored);
+        let now = super::patch::fields::now();
+        let mut conditions: Vec<Value> =
+            status["conditions"].as_array().cloned().unwrap_or_default();
+        for (type_, reason, message) in [
+            ("NamesAccepted", "NoConflicts", "no conflicts found"),
+            (
+                "Established",
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+            ),
+        ] {
+            let holds = conditions
+                .iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True");
+            if !holds {
+                conditions.retain(|c| c["type"] != type_);
+                conditions.push(json!({"type": type_, "status": "True", "reason": reason,
+                    "message": message, "lastTransitionTime": now}));
+            }
+        }
+        status["conditions"] = Value::Array(conditions);
+        o.get("status") != before.as_ref()
+    });
+    if let Err(err) = result {
+        tracing::warn!(%err, crd = name, "could not write the CRD's status");
     }
 }

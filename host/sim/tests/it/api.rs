@@ -1983,6 +1983,18 @@ async fn plugin_crds_configmaps_and_crd_changes_at_runtime() -> Result {
         sim.get("namespaces", None, "team-a").is_some(),
         "other documents load too"
     );
+    let crd = sim
+        .get("customresourcedefinitions", None, "plugins.kubeplug.dev")
+        .unwrap();
+    let established = crd["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Established" && c["status"] == "True");
+    assert!(established, "{crd}");
+    assert_eq!(crd["status"]["acceptedNames"]["kind"], "Plugin");
+    assert_eq!(crd["status"]["acceptedNames"]["listKind"], "PluginList");
+    assert_eq!(crd["status"]["storedVersions"], json!(["v1alpha1"]));
 
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("kubeplug.dev", "v1alpha1", "Plugin"),

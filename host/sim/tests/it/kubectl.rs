@@ -274,6 +274,11 @@ async fn kubectl_plugins_configmaps_crds_status_and_wait() -> anyhow::Result<()>
             && out.contains("pluginpolicies.kubeplug.dev created"),
         "{out}"
     );
+    let out = run(args(
+        "wait --for condition=established --timeout=10s crd/plugins.kubeplug.dev crd/pluginpolicies.kubeplug.dev",
+    ))
+    .await??;
+    assert_eq!(out.matches("condition met").count(), 2, "{out}");
     let out = run(args("get plugins -A")).await??;
     assert_eq!(out, "", "served and empty");
     let out = run(args("explain plugins.spec.module")).await??;
