@@ -5,8 +5,8 @@
 //!
 //! Per plugin: first load (compile, in a child process of its own), cached load (from the
 //! compile cache, in another), the resident memory a loaded plugin adds (in that child: after
-//! the load, one fresh call and one warm instance), then in this process, interleaved: a call on
-//! a fresh instance (what the controller does), a call on a warm instance, and instantiation
+//! the load, one fresh call and one warm sandbox), then in this process, interleaved: a call in
+//! a fresh sandbox (what the controller does), a call in a warm sandbox, and instantiation
 //! alone. Run with `make bench` (or `cargo bench -p kubeplug --bench polyglot` after
 //! `make plugins`).
 
@@ -76,8 +76,8 @@ fn runtime(cache: &Path) -> PluginRuntime {
     .unwrap()
 }
 
-/// In a child: load one plugin (compiling or from the cache), call it once on a fresh
-/// instance, keep a warm one; print `load-seconds rss-added-bytes`.
+/// In a child: load one plugin (compiling or from the cache), call it once in a fresh
+/// sandbox, keep a warm one; print `load-seconds rss-added-bytes`.
 fn child(spec: &str) {
     let (path, cache) = spec.split_once('\t').unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -215,7 +215,7 @@ fn main() {
             let w = &mut warms[i];
             let resets = &mut warm_resets[i];
             times[i][1].push(sample(&mut iters[i][1], || {
-                // A reused instance keeps what the guest's runtime allocated: once it hits
+                // A reused sandbox keeps what the guest's runtime allocated: once it hits
                 // the memory limit it is replaced, as a worker would reset it after a trap.
                 match rt.block_on(w.reconcile(black_box(&request))).outcome {
                     Ok(actions) => {
@@ -280,7 +280,7 @@ fn main() {
     for (name, resets) in PLUGINS.iter().zip(&warm_resets) {
         let calls: u64 = iters.iter().map(|i| i[1]).sum::<u64>() / PLUGINS.len() as u64;
         println!(
-            "{name}: warm instance replaced {resets} times at its memory limit (about {calls} warm calls per sample)"
+            "{name}: warm sandbox replaced {resets} times at its memory limit (about {calls} warm calls per sample)"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! One image-pinner reconcile of a realistic ~6 KB Deployment: compiled natively, through the
-//! runtime with a fresh instance per call (what the controller does), and on a warm instance;
+//! runtime with a fresh sandbox per call (what the controller does), and in a warm sandbox;
 //! plus instantiation alone, and the per-call cost the cache avoids by serialising once.
 //!
 //! Samples of the three variants are interleaved, so the machine's speed changes hit all of
@@ -183,8 +183,8 @@ fn main() {
     println!("{:<28} {:>10} {:>8}", "variant", "µs/call", "× native");
     for (name, t) in [
         ("native (same Rust code)", n),
-        ("wasm, fresh instance", f),
-        ("wasm, warm instance", w),
+        ("wasm, fresh sandbox", f),
+        ("wasm, warm sandbox", w),
         ("instantiation alone", i),
         ("re-serialising the object", ser),
     ] {

@@ -298,7 +298,7 @@ mod tests {
                 .contains("exceeds the configured maximum of 32"),
             "{err}"
         );
-        // At the limit, as many instances as the pool has slots fit at once: none of them
+        // At the limit, as many sandboxes as the pool has slots fit at once: none of them
         // can take the core instance slots another needs.
         let largest = component(MAX_CORE_INSTANCES_PER_PLUGIN as u8).unwrap();
         let linker = wasmtime::component::Linker::<()>::new(&engine);

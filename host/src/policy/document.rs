@@ -183,7 +183,7 @@ impl Verb {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsSpec {
-    /// Memory of one instance, in MiB (1–1024, the runtime's cap).
+    /// Memory of one call's sandbox, in MiB (1–1024, the runtime's cap).
     pub memory_mib: Option<usize>,
     /// Time limit of one call, in milliseconds (1–600000).
     pub timeout_ms: Option<u64>,

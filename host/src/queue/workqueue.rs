@@ -1,5 +1,5 @@
 //! The workqueue: client-go's `workqueue.Typed` (dirty and processing sets) combined with its
-//! delaying queue and rate-limiting queue, one instance per plugin.
+//! delaying queue and rate-limiting queue; each running plugin has its own.
 //!
 //! Semantics kept from client-go: a key added many times before it is handed out is handed out
 //! once; a key is never held by two workers; a key added while it is being processed is queued
