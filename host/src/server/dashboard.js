@@ -210,11 +210,25 @@
     const top = max > 0 ? max * 1.1 : 1;
     const x = t => pad + (w - 2 * pad) * Math.max(0, (t - start)) / (windowSeconds * 1000);
     const y = v => h - pad - (h - 2 * pad) * v / top;
+    // One polyline per run of points with a value (a step without calls has no latency:
+    // the line breaks there); a lone point is a dot.
     for (const [cls, f] of spec.lines) {
-      const coords = [];
-      for (const p of points) { const v = f(p); if (v != null && isFinite(v)) coords.push(x(p.t).toFixed(1) + "," + y(v).toFixed(1)); }
-      if (coords.length === 1) coords.unshift((pad).toFixed(1) + "," + coords[0].split(",")[1]);
-      el.appendChild(svg("polyline", { points: coords.join(" "), class: "line " + cls }));
+      let run = [];
+      const end = () => {
+        if (run.length === 1) {
+          const [cx, cy] = run[0].split(",");
+          el.appendChild(svg("circle", { cx, cy, r: 2, class: "dot " + cls }));
+        } else if (run.length > 1) {
+          el.appendChild(svg("polyline", { points: run.join(" "), class: "line " + cls }));
+        }
+        run = [];
+      };
+      for (const p of points) {
+        const v = f(p);
+        if (v != null && isFinite(v)) run.push(x(p.t).toFixed(1) + "," + y(v).toFixed(1));
+        else end();
+      }
+      end();
     }
     const label = svg("text", { x: w - 4, y: 12, class: "max", "text-anchor": "end" });
     label.textContent = "max " + fmt(max, max >= 10 ? 0 : 2);
