@@ -78,7 +78,7 @@ mod status;
 #[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/v0.1.0",
+        path: "wit/v0.1.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin_world",

@@ -14,10 +14,12 @@ mod controller;
 mod crd_controllers;
 mod dashboard;
 mod eval;
+mod oci;
 mod plugin_objects;
 mod policy;
 mod reload;
 mod sandbox_memory;
+mod sdk_packages;
 mod stream;
 
 /// The log capture keeps the tests of this binary apart: the lines written on another test's
