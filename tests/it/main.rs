@@ -14,7 +14,6 @@ mod controller;
 mod crd_controllers;
 mod dashboard;
 mod eval;
-mod oci;
 mod plugin_objects;
 mod policy;
 mod reload;
