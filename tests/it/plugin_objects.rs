@@ -229,7 +229,7 @@ async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
-    let t = start(|_| {}).await?;
+    let t = start(|c| c.listen = Some("127.0.0.1:0".parse().unwrap())).await?;
     t.deployment("team-a", "web", "alpine").await?;
     t.deployment("team-b", "web", "alpine").await?;
     t.apply(POLICY).await?;
@@ -291,6 +291,20 @@ async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result
         t.sim.get("deployments", Some("team-a"), "web").unwrap()["metadata"]["managedFields"]
             .to_string();
     assert!(managers.contains("kubeplug/team-a/pinner"), "{managers}");
+
+    // The dashboard's per-plugin view shows the status the host computed.
+    let addr = t.host.server_addr().unwrap().to_string();
+    let (code, body) = tokio::task::spawn_blocking(move || {
+        common::http(&addr, "GET", "/api/plugins/team-a%2Fpinner", &[], "")
+    })
+    .await?;
+    assert_eq!(code, 200, "{body}");
+    let view: Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        view["objectStatus"]["conditions"][0]["reason"], "Running",
+        "{view:#}"
+    );
+    assert_eq!(view["objectStatus"]["shortDigest"], digest[..12]);
 
     // team-b's Deployment is not the tenant's: never queued, never written.
     t.kubectl(&["-n", "team-a", "set", "image", "deploy/web", "app=busybox"])

@@ -84,6 +84,7 @@ impl Host {
         if files.is_some() {
             reloader.rescan(false).await?;
         }
+        let mut plugin_statuses = None;
         let objects = config.objects.map(|objects| {
             let source = ObjectSource::new(
                 client,
@@ -96,6 +97,7 @@ impl Host {
                     ..objects
                 },
             );
+            plugin_statuses = Some(source.statuses());
             source.start()
         });
         // Without file events the host still serves what it loaded, and a rescan still reloads.
@@ -118,6 +120,7 @@ impl Host {
                     access: config.access.clone(),
                     hub,
                     coordination: coordinator.clone(),
+                    plugin_statuses: plugin_statuses.clone(),
                 };
                 let server = Server::start(addr, state)
                     .await

@@ -13,6 +13,7 @@ mod shadow;
 mod source;
 mod spec;
 mod status;
+mod statuses;
 
 pub use grant::{Effective, effective};
 pub use module::DEFAULT_MAX_MODULE_BYTES;
@@ -22,3 +23,4 @@ pub use source::{
     policy_resource,
 };
 pub use spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION};
+pub use statuses::PluginStatuses;

@@ -14,6 +14,7 @@ use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spe
 use super::status::{
     Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
 };
+use super::statuses::PluginStatuses;
 use crate::cluster::ObjKey;
 use crate::controller::{Applied, Controller, InstanceName, PluginInstance};
 use crate::coordination::{Gate, Scope};
@@ -217,6 +218,8 @@ struct Inner {
     audit: AuditSink,
     /// The comparisons of candidates in shadow, by the live instance's name.
     comparisons: Mutex<HashMap<String, Comparison>>,
+    /// The statuses computed in the last pass, for the dashboard.
+    statuses: PluginStatuses,
 }
 
 /// The API source; clones share it.
@@ -268,8 +271,14 @@ impl ObjectSource {
                 denials: Mutex::default(),
                 audit,
                 comparisons: Mutex::default(),
+                statuses: PluginStatuses::default(),
             }),
         }
+    }
+
+    /// The statuses it computes (every replica computes them; one writes them).
+    pub fn statuses(&self) -> PluginStatuses {
+        self.inner.statuses.clone()
     }
 
     /// Starts following: waits until the CRDs are served, then watches and applies.
@@ -761,12 +770,15 @@ impl ObjectSource {
         self.prune(&mut state);
 
         // Status and Events, from the replica that owns each object.
+        let mut computed = HashMap::new();
         for entry in &entries {
             let loaded = loaded
                 .iter()
                 .any(|l| entry.instance.as_ref().is_ok_and(|n| n.as_str() == l));
-            self.report(&mut state, entry, loaded).await;
+            let (key, status) = self.report(&mut state, entry, loaded).await;
+            computed.insert(key, status);
         }
+        inner.statuses.replace(computed);
         // What is remembered per Plugin stays bounded by the Plugins that exist now: Events
         // sent for their current generation only, count timestamps for existing ones.
         let current: HashMap<String, i64> = entries
@@ -980,7 +992,7 @@ impl ObjectSource {
     }
 
     /// Writes one Plugin's status (and its Events) if this replica owns it and it changed.
-    async fn report(&self, state: &mut State, entry: &Entry, loaded: bool) {
+    async fn report(&self, state: &mut State, entry: &Entry, loaded: bool) -> (String, Value) {
         let obj = &entry.obj;
         let instance = entry.instance.as_ref().ok();
         let refusal = entry.outcome.as_ref().err().or(entry.held.as_ref());
@@ -1006,11 +1018,11 @@ impl ObjectSource {
             counts: (counts.total, counts.errors, denied),
             rollout: entry.rollout.clone(),
         };
-        let Some(pass) = inner.gate.enter(&ObjKey::new(Some(&ns), &name)) else {
-            return;
-        };
         let previous = obj.data.get("status");
         let status = plugin_status(&obs, previous, &now());
+        let Some(pass) = inner.gate.enter(&ObjKey::new(Some(&ns), &name)) else {
+            return (key, status);
+        };
         let counts_due = state
             .counts_written
             .get(&key)
@@ -1099,6 +1111,7 @@ impl ObjectSource {
                 .await;
             }
         }
+        (key, status)
     }
 
     /// Sends `status` as a merge patch of the status subresource; keys the previous status

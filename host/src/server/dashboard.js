@@ -306,7 +306,17 @@
     fact(dl, "reconciles", v.reconciles);
     fact(dl, "mode", v.mode);
     const object = /^([a-z0-9-]+)\/([a-z0-9-]+)(@shadow)?$/.exec(v.name);
-    if (object) fact(dl, "Plugin object", "its status: kubectl -n " + object[1] + " get plugin " + object[2] + " -o yaml", "mono");
+    if (object) fact(dl, "Plugin object", "kubectl -n " + object[1] + " get plugin " + object[2] + " -o yaml", "mono");
+    const status = v.objectStatus;
+    if (status) {
+      for (const c of status.conditions || []) {
+        fact(dl, c.type, c.status + " " + (c.reason || "") + ": " + (c.message || ""));
+      }
+      if (status.grant) fact(dl, "grant", status.grant, "mono");
+      if (status.runner) fact(dl, "runner", status.runner);
+      const r = status.rollout;
+      if (r) fact(dl, "rollout", r.phase + ": " + r.keysCompared + " keys compared, " + r.differing + " differing");
+    }
     $("pv-plots").replaceChildren(plotRow(v.name, v.points || [], 900, true));
     $("pv-problems").tBodies[0].replaceChildren(...(v.problems || []).map(r => {
       const tr = row([

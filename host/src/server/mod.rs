@@ -39,6 +39,8 @@ pub struct ServerState {
     pub hub: crate::stream::StreamHub,
     /// Leader election or sharding, when replicas coordinate.
     pub coordination: Option<crate::coordination::Coordinator>,
+    /// The status of each Plugin object's instance, when the host follows them.
+    pub plugin_statuses: Option<crate::plugin_objects::PluginStatuses>,
 }
 
 /// The running server; dropping it stops serving.

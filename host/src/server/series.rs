@@ -401,6 +401,10 @@ pub struct PluginView {
     pub step_seconds: u64,
     /// Its points.
     pub points: Vec<Point>,
+    /// For a Plugin object's instance: the status the host computed for it (conditions,
+    /// digest, grant, rollout), as `kubectl get plugin -o yaml` shows it once written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_status: Option<Value>,
 }
 
 /// `GET /api/plugins/{name}` (a Plugin object's `namespace/name` as one segment, `%2F`):
@@ -443,6 +447,11 @@ pub(super) async fn one(State(state): State<PlotState>, Path(name): Path<String>
         problems,
         step_seconds: STEP.as_secs(),
         points,
+        object_status: state
+            .server
+            .plugin_statuses
+            .as_ref()
+            .and_then(|s| s.get(&name)),
         name,
     })
     .into_response()
