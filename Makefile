@@ -24,11 +24,14 @@ plugins: setup
 	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(KUBEPLUG_TEST_PLUGIN_DIR)/$$p.wasm; done
 
 ## test-deps: what the tests need besides Rust, when missing: Chromium for the dashboard test
-## (Debian's package; where it cannot be installed, that test skips and says why, except
-## under CI=true, where a missing dependency fails)
+## and docker-registry (CNCF distribution) for the OCI tests (Debian's packages; where one
+## cannot be installed, its tests skip and say why, except under CI=true, where a missing
+## dependency fails)
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
 		{ echo "chromium could not be installed: the dashboard test will skip (and fail under CI=true)"; [ "$$CI" != true ]; }
+	@command -v docker-registry >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq docker-registry >/dev/null) || \
+		{ echo "docker-registry could not be installed: the OCI tests will skip (and fail under CI=true)"; [ "$$CI" != true ]; }
 
 ## test: build the plugins, then run every test of the workspace
 test: plugins test-deps

@@ -60,6 +60,7 @@ pub mod coordination;
 mod fixtures;
 mod manifest;
 pub mod metrics;
+pub mod oci;
 pub mod plugin;
 pub mod plugin_objects;
 pub mod policy;

@@ -14,6 +14,7 @@ mod controller;
 mod crd_controllers;
 mod dashboard;
 mod eval;
+mod oci;
 mod plugin_objects;
 mod policy;
 mod reload;

@@ -17,7 +17,8 @@ use std::sync::Arc;
 /// Options of `kubeplug eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// The plugin (.wasm component).
+    /// The plugin: a .wasm component, or oci://HOST[:PORT]/REPO[:TAG][@sha256:DIGEST] to
+    /// pull it (through the module cache) with the registry flags.
     #[arg(long)]
     pub plugin: PathBuf,
     /// The object to reconcile (YAML or JSON manifest).
@@ -57,6 +58,9 @@ pub struct EvalArgs {
     /// them) instead of printing them: exit 1 with a diff when they differ.
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
+    /// Registry flags, for an oci:// plugin.
+    #[command(flatten)]
+    pub registry: crate::oci::RegistryArgs,
 }
 
 /// How `kubeplug eval` prints its result.
@@ -196,6 +200,33 @@ impl Loaded {
         Ok(Loaded { plugin, name })
     }
 
+    /// Pulls the module `reference` names (from the module cache when held) and loads it;
+    /// its instance name is the repository's last component.
+    pub async fn load_oci(
+        reference: &crate::oci::OciRef,
+        registry: &crate::oci::RegistryArgs,
+        compile_cache: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
+        let registries = crate::oci::Registries::new(registry)?;
+        let pulled = crate::oci::transfer::pull(&registries, reference).await?;
+        tracing::info!(module = %pulled.pinned, sha256 = %pulled.module_digest, cached = pulled.cached, "pulled");
+        let runtime = PluginRuntime::new(RuntimeConfig {
+            cache_dir: compile_cache.or_else(crate::plugin::default_cache_dir),
+            max_sandboxes: 4,
+            ..RuntimeConfig::default()
+        })?;
+        let plugin = runtime
+            .load_bytes(&pulled.pinned.to_string(), pulled.bytes)
+            .await?;
+        let name = reference
+            .repository
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        Ok(Loaded { plugin, name })
+    }
+
     /// Calls the plugin once: eval's output document `{plugin, target, actions, logs}`, or
     /// the lines that say why the call failed (its logs, then the error).
     pub async fn call(
@@ -285,7 +316,13 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         Some(dir) => Arc::new(FixtureObjects::from_dir(dir)?),
         None => Arc::new(NoObjects),
     };
-    let loaded = Loaded::load(&args.plugin, args.compile_cache.clone()).await?;
+    let loaded = match args.plugin.to_str().filter(|p| p.starts_with("oci://")) {
+        Some(text) => {
+            let reference = crate::oci::OciRef::parse(text)?;
+            Loaded::load_oci(&reference, &args.registry, args.compile_cache.clone()).await?
+        }
+        None => Loaded::load(&args.plugin, args.compile_cache.clone()).await?,
+    };
     let inputs = Inputs {
         object,
         previous,

@@ -4,6 +4,7 @@ pub mod call_limits;
 pub mod eval;
 mod golden;
 pub mod new;
+pub mod oci;
 pub mod run;
 pub mod run_settings;
 pub mod sim;
@@ -46,6 +47,10 @@ pub enum Command {
     New(new::NewArgs),
     /// Run a plugin on every NAME.object.yaml in a folder and compare with NAME.expect.yaml.
     Test(test_dir::TestArgs),
+    /// Push a .wasm module to an OCI registry (CNCF Wasm layout) and print its digest.
+    Push(oci::PushArgs),
+    /// Pull a module from an OCI registry into the module cache (and -o FILE).
+    Pull(oci::PullArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
@@ -58,6 +63,8 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Sim(args) => rt.block_on(sim::run(args)),
             Command::Test(args) => rt.block_on(test_dir::run(args)),
             Command::New(args) => new::run(args),
+            Command::Push(args) => rt.block_on(oci::push(args)),
+            Command::Pull(args) => rt.block_on(oci::pull(args)),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call
         // abandoned at the shutdown deadline must not hold the exit.

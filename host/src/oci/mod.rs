@@ -1,0 +1,11 @@
+//! Modules from OCI registries (issue 26): `oci://` references, push and pull of wasm
+//! modules in both media-type conventions, registry flags and credentials, and the
+//! content-addressed cache of pulled modules. The registry protocol is oci-client's.
+
+pub mod cache;
+pub mod reference;
+pub mod registry;
+pub mod transfer;
+
+pub use reference::OciRef;
+pub use registry::{Registries, RegistryArgs};

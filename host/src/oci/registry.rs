@@ -1,0 +1,266 @@
+//! Registries as they are: plain HTTP only for hosts listed as insecure, extra CA
+//! certificates, credentials from a docker config (`~/.docker/config.json` or a
+//! `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`). One set of flags for every
+//! command that talks to a registry.
+
+use super::reference::OciRef;
+use anyhow::{Context, bail};
+use base64::Engine;
+use clap::Args;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The largest docker config or CA file read.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The registry flags every command shares (`run`, `eval`, `push`, `pull`, `mirror`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RegistryArgs {
+    /// A registry (HOST:PORT, as in the reference) spoken to over plain HTTP; repeat for
+    /// several. Every other registry is HTTPS only.
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST:PORT",
+        env = "KUBEPLUG_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registry: Vec<String>,
+    /// A PEM file of CA certificates trusted for registries besides the system's; repeat
+    /// for several.
+    #[arg(long = "registry-ca", value_name = "FILE")]
+    pub registry_ca: Vec<PathBuf>,
+    /// Registry credentials: a docker config.json (the `auths` of `docker login`, or a
+    /// `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`).
+    #[arg(
+        long = "registry-config",
+        value_name = "FILE",
+        env = "KUBEPLUG_REGISTRY_CONFIG"
+    )]
+    pub registry_config: Option<PathBuf>,
+    /// The largest module pulled or pushed, in MiB: a pull stops as soon as a blob passes it.
+    #[arg(long = "max-module-mib", value_name = "MIB", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_module_mib: u64,
+    /// Where pulled modules are cached by digest (default: $KUBEPLUG_CACHE_DIR/oci, else
+    /// ~/.cache/kubeplug/oci).
+    #[arg(long = "module-cache", value_name = "DIR")]
+    pub module_cache: Option<PathBuf>,
+}
+
+/// Credentials by registry host (`HOST[:PORT]`).
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    by_registry: HashMap<String, (String, String)>,
+}
+
+impl Credentials {
+    /// Reads a docker config file (bounded to 1 MiB).
+    pub fn from_file(path: &Path) -> anyhow::Result<Credentials> {
+        let text = read_bounded(path)?;
+        Credentials::from_docker_config(&text)
+            .with_context(|| format!("registry config {}", path.display()))
+    }
+
+    /// Parses the `auths` of a docker config: `auth` (base64 of `user:password`) or
+    /// `username` and `password`, keyed by `HOST[:PORT]` or a URL of it.
+    pub fn from_docker_config(text: &[u8]) -> anyhow::Result<Credentials> {
+        #[derive(serde::Deserialize)]
+        struct File {
+            #[serde(default)]
+            auths: HashMap<String, Entry>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            auth: Option<String>,
+            username: Option<String>,
+            password: Option<String>,
+        }
+        let file: File =
+            serde_json::from_slice(text).context("not a docker config (JSON with auths)")?;
+        let mut by_registry = HashMap::new();
+        for (key, entry) in file.auths {
+            let pair = match (entry.auth, entry.username, entry.password) {
+                (Some(auth), _, _) => {
+                    let raw = base64::engine::general_purpose::STANDARD
+                        .decode(auth.trim())
+                        .with_context(|| format!("auths.{key}.auth is not base64"))?;
+                    let raw = String::from_utf8(raw)
+                        .with_context(|| format!("auths.{key}.auth is not UTF-8"))?;
+                    let Some((u, p)) = raw.split_once(':') else {
+                        bail!("auths.{key}.auth is not base64 of user:password");
+                    };
+                    (u.to_string(), p.to_string())
+                }
+                (None, Some(u), Some(p)) => (u, p),
+                _ => continue,
+            };
+            by_registry.insert(registry_key(&key), pair);
+        }
+        Ok(Credentials { by_registry })
+    }
+
+    /// The credentials for `registry` (`HOST[:PORT]`), anonymous when none are known.
+    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
+        match self.by_registry.get(registry) {
+            Some((u, p)) => RegistryAuth::Basic(u.clone(), p.clone()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+
+    /// Whether any credentials are known.
+    pub fn is_empty(&self) -> bool {
+        self.by_registry.is_empty()
+    }
+}
+
+/// `https://host:port/v1/` → `host:port`; Docker Hub's legacy key → `docker.io`.
+fn registry_key(key: &str) -> String {
+    let key = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    let key = key.split('/').next().unwrap_or(key);
+    match key {
+        "index.docker.io" | "registry-1.docker.io" => "docker.io".into(),
+        k => k.into(),
+    }
+}
+
+fn read_bounded(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut out = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > MAX_CONFIG_BYTES {
+        bail!(
+            "{} is larger than {} bytes",
+            path.display(),
+            MAX_CONFIG_BYTES
+        );
+    }
+    Ok(out)
+}
+
+/// A client for the registries the flags describe, with the credentials they name.
+#[derive(Clone)]
+pub struct Registries {
+    /// The oci-client client.
+    pub client: oci_client::Client,
+    /// Credentials by registry.
+    pub credentials: Credentials,
+    /// Hosts spoken to over plain HTTP.
+    pub insecure: Vec<String>,
+    /// The largest module, in bytes.
+    pub max_module_bytes: u64,
+    /// The content-addressed cache of pulled modules.
+    pub cache: super::cache::ModuleCache,
+}
+
+impl std::fmt::Debug for Registries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registries")
+            .field("insecure", &self.insecure)
+            .field("max_module_bytes", &self.max_module_bytes)
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registries {
+    /// The client the flags describe.
+    pub fn new(args: &RegistryArgs) -> anyhow::Result<Registries> {
+        // reqwest is built without a crypto provider of its own: rustls' ring provider, as
+        // kube's. Installing it twice is harmless (the second call reports the first).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut extra_root_certificates = Vec::new();
+        for path in &args.registry_ca {
+            let data = read_bounded(path)?;
+            if !data
+                .windows(27)
+                .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+            {
+                bail!("--registry-ca {}: no PEM certificate in it", path.display());
+            }
+            extra_root_certificates.push(Certificate {
+                encoding: CertificateEncoding::Pem,
+                data,
+            });
+        }
+        for host in &args.insecure_registry {
+            if host.is_empty() || host.contains('/') || host.contains("://") {
+                bail!(
+                    "--insecure-registry {host:?}: expected HOST or HOST:PORT as in the oci:// reference"
+                );
+            }
+        }
+        let credentials = match &args.registry_config {
+            Some(path) => Credentials::from_file(path)?,
+            None => Credentials::default(),
+        };
+        let config = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(args.insecure_registry.clone()),
+            extra_root_certificates,
+            connect_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Some(Duration::from_secs(30)),
+            ..ClientConfig::default()
+        };
+        let cache_dir = match &args.module_cache {
+            Some(dir) => dir.clone(),
+            None => crate::plugin::default_cache_dir()
+                .context("no cache folder: set --module-cache or KUBEPLUG_CACHE_DIR")?
+                .join("oci"),
+        };
+        Ok(Registries {
+            client: oci_client::Client::new(config),
+            credentials,
+            insecure: args.insecure_registry.clone(),
+            max_module_bytes: args.max_module_mib << 20,
+            cache: super::cache::ModuleCache::new(cache_dir),
+        })
+    }
+
+    /// The credentials for the registry of `r`.
+    pub fn auth(&self, r: &OciRef) -> RegistryAuth {
+        self.credentials.auth_for(&r.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_config_forms() {
+        let cfg = br#"{"auths":{
+            "https://reg.example:5000/v1/": {"auth": "dXNlcjpwYXNz"},
+            "other.example": {"username": "u", "password": "p:w"},
+            "https://index.docker.io/v1/": {"auth": "aHViOnNlY3JldA=="},
+            "tokenonly.example": {"identitytoken": "x"}
+        }}"#;
+        let c = Credentials::from_docker_config(cfg).unwrap();
+        assert!(
+            matches!(c.auth_for("reg.example:5000"), RegistryAuth::Basic(u, p) if u == "user" && p == "pass")
+        );
+        assert!(
+            matches!(c.auth_for("other.example"), RegistryAuth::Basic(u, p) if u == "u" && p == "p:w")
+        );
+        assert!(matches!(c.auth_for("docker.io"), RegistryAuth::Basic(u, _) if u == "hub"));
+        assert!(matches!(
+            c.auth_for("tokenonly.example"),
+            RegistryAuth::Anonymous
+        ));
+        assert!(matches!(c.auth_for("reg.example"), RegistryAuth::Anonymous));
+        let err = Credentials::from_docker_config(br#"{"auths":{"h":{"auth":"!!"}}}"#).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("auths.h.auth is not base64"),
+            "{err:#}"
+        );
+        let err =
+            Credentials::from_docker_config(br#"{"auths":{"h":{"auth":"dXNlcg=="}}}"#).unwrap_err();
+        assert!(format!("{err:#}").contains("user:password"), "{err:#}");
+        assert!(Credentials::from_docker_config(b"not json").is_err());
+    }
+}

@@ -1,0 +1,375 @@
+//! Push and pull of wasm modules. Push writes the CNCF Wasm OCI artifact layout (as `wkg` and
+//! `oci-wasm` do); pull accepts it and Kubewarden's layout, and refuses anything else (a
+//! container image, an index, two wasm layers) naming what it found.
+
+use super::reference::OciRef;
+use super::registry::Registries;
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use oci_client::RegistryOperation;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+
+/// The CNCF layout's layer media type.
+pub const CNCF_LAYER: &str = "application/wasm";
+/// The CNCF layout's config media type.
+pub const CNCF_CONFIG: &str = "application/vnd.wasm.config.v0+json";
+/// Kubewarden's layer media type.
+pub const KUBEWARDEN_LAYER: &str = "application/vnd.wasm.content.layer.v1+wasm";
+/// Kubewarden's config media type.
+pub const KUBEWARDEN_CONFIG: &str = "application/vnd.wasm.config.v1+json";
+/// The OCI image manifest media type.
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// The manifest media types asked for (indexes too, to refuse them by name).
+const ACCEPTED: &[&str] = &[OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST];
+
+/// A pulled module.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    /// The reference pinned to the manifest's digest.
+    pub pinned: OciRef,
+    /// The manifest's digest (64 hex digits): what `@sha256:` pins.
+    pub manifest_digest: String,
+    /// The module's (the wasm layer's) SHA-256, 64 hex digits.
+    pub module_digest: String,
+    /// The component.
+    pub bytes: Vec<u8>,
+    /// Whether the module came from the cache (no blob was downloaded).
+    pub cached: bool,
+}
+
+/// The one wasm layer a manifest names: its digest (hex) and size.
+pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
+    let m: Value = serde_json::from_slice(manifest).context("the manifest is not JSON")?;
+    let media = m.get("mediaType").and_then(Value::as_str).unwrap_or("");
+    if media == OCI_INDEX || media == DOCKER_LIST || m.get("manifests").is_some() {
+        let n = m
+            .get("manifests")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        bail!(
+            "found an image index ({media}) of {n} manifests, not a wasm module: push the module itself (kubeplug push)"
+        );
+    }
+    let config = m
+        .pointer("/config/mediaType")
+        .and_then(Value::as_str)
+        .unwrap_or("none");
+    let layers = m
+        .get("layers")
+        .and_then(Value::as_array)
+        .context("the manifest has no layers")?;
+    let types: Vec<&str> = layers
+        .iter()
+        .map(|l| l.get("mediaType").and_then(Value::as_str).unwrap_or("none"))
+        .collect();
+    let wasm: Vec<&Value> = layers
+        .iter()
+        .zip(&types)
+        .filter(|(_, t)| **t == CNCF_LAYER || **t == KUBEWARDEN_LAYER)
+        .map(|(l, _)| l)
+        .collect();
+    let shown = |types: &[&str]| {
+        types
+            .iter()
+            .take(5)
+            .map(|t| crate::contract::text::prefix(t, 100))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let layer = match wasm.as_slice() {
+        [one] => *one,
+        [] => bail!(
+            "no wasm layer ({CNCF_LAYER} or {KUBEWARDEN_LAYER}): found config {} and {} layer(s) [{}]{}",
+            crate::contract::text::prefix(config, 100),
+            types.len(),
+            shown(&types),
+            if config.contains("image.config") || config.contains("container.image") {
+                ": a container image, not a wasm module"
+            } else {
+                ""
+            }
+        ),
+        more => bail!(
+            "{} wasm layers, expected one: found [{}]",
+            more.len(),
+            shown(&types)
+        ),
+    };
+    let digest = layer
+        .get("digest")
+        .and_then(Value::as_str)
+        .context("the wasm layer has no digest")?;
+    let hex = super::reference::parse_digest(digest).map_err(anyhow::Error::msg)?;
+    let size = layer
+        .get("size")
+        .and_then(Value::as_u64)
+        .context("the wasm layer has no size")?;
+    Ok((hex, size))
+}
+
+/// Resolves `r` to its manifest digest: a pinned reference is its own, a tag asks the
+/// registry (a HEAD request).
+pub async fn resolve(reg: &Registries, r: &OciRef) -> anyhow::Result<String> {
+    if let Some(d) = &r.digest {
+        return Ok(d.clone());
+    }
+    let digest = reg
+        .client
+        .fetch_manifest_digest(&r.to_client(), &reg.auth(r))
+        .await
+        .with_context(|| format!("resolving {r}"))?;
+    super::reference::parse_digest(&digest)
+        .map_err(|e| anyhow::anyhow!("{r}: the registry answered {e}"))
+}
+
+/// Pulls the module `r` names: the tag resolved to a digest, the manifest checked (one wasm
+/// layer of a known media type, within the size limit), the blob streamed into the cache with
+/// the limit enforced as it arrives and its digest verified. A module already cached is not
+/// downloaded again; a pinned reference whose manifest was seen needs no request at all.
+pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
+    let manifest_digest = resolve(reg, r).await?;
+    let pinned = r.pinned(&manifest_digest);
+    if let Some(module_digest) = reg.cache.module_of_manifest(&manifest_digest)
+        && let Some(bytes) = reg.cache.module(&module_digest)
+    {
+        return Ok(Pulled {
+            pinned,
+            manifest_digest,
+            module_digest,
+            bytes,
+            cached: true,
+        });
+    }
+    let client_ref = pinned.to_client();
+    let (manifest, _) = reg
+        .client
+        .pull_manifest_raw(&client_ref, &reg.auth(r), ACCEPTED)
+        .await
+        .with_context(|| format!("pulling the manifest of {pinned}"))?;
+    // oci-client checks a pinned manifest's bytes against the digest; again here, so the
+    // cache never records a manifest under another digest whatever the client does.
+    let got = hex::encode(Sha256::digest(&manifest));
+    if got != manifest_digest {
+        bail!("{pinned}: the registry's manifest has digest sha256:{got}");
+    }
+    let (module_digest, size) = wasm_layer(&manifest).with_context(|| format!("{pinned}"))?;
+    if size > reg.max_module_bytes {
+        bail!(
+            "{pinned}: the wasm layer is {size} bytes, more than the {} MiB limit (--max-module-mib)",
+            reg.max_module_bytes >> 20
+        );
+    }
+    let (bytes, cached) = match reg.cache.module(&module_digest) {
+        Some(bytes) => (bytes, true),
+        None => (download(reg, &pinned, &module_digest, size).await?, false),
+    };
+    reg.cache
+        .record_manifest(&manifest_digest, &module_digest)
+        .context("recording the manifest in the module cache")?;
+    Ok(Pulled {
+        pinned,
+        manifest_digest,
+        module_digest,
+        bytes,
+        cached,
+    })
+}
+
+async fn download(
+    reg: &Registries,
+    pinned: &OciRef,
+    hex: &str,
+    size: u64,
+) -> anyhow::Result<Vec<u8>> {
+    let layer = format!("sha256:{hex}");
+    let mut stream = reg
+        .client
+        .pull_blob_stream(&pinned.to_client(), layer.as_str())
+        .await
+        .with_context(|| format!("{pinned}: pulling the wasm layer"))?;
+    let mut temp = reg
+        .cache
+        .temp_file()
+        .context("writing to the module cache")?;
+    let mut hasher = Sha256::new();
+    let mut bytes = Vec::with_capacity(size.min(reg.max_module_bytes) as usize);
+    while let Some(chunk) = stream.stream.next().await {
+        let chunk = chunk.with_context(|| format!("{pinned}: reading the wasm layer"))?;
+        if (bytes.len() + chunk.len()) as u64 > size.min(reg.max_module_bytes) {
+            bail!(
+                "{pinned}: the wasm layer is longer than {} bytes (its manifest says {size}, the limit is {} MiB); stopped reading",
+                size.min(reg.max_module_bytes),
+                reg.max_module_bytes >> 20
+            );
+        }
+        hasher.update(&chunk);
+        bytes.extend_from_slice(&chunk);
+        temp.write_all(&chunk)?;
+    }
+    if bytes.len() as u64 != size {
+        bail!(
+            "{pinned}: the wasm layer is {} bytes, its manifest says {size} (truncated?)",
+            bytes.len()
+        );
+    }
+    let got = hex::encode(hasher.finalize());
+    if got != hex {
+        bail!("{pinned}: the wasm layer's digest is sha256:{got}, its manifest says sha256:{hex}");
+    }
+    reg.cache.commit(temp, hex)?;
+    Ok(bytes)
+}
+
+/// Pushes `module` to `r` (a tag; `latest` if none) in the CNCF Wasm layout and returns the
+/// manifest's digest (64 hex digits).
+pub async fn push(reg: &Registries, r: &OciRef, module: &[u8]) -> anyhow::Result<String> {
+    if r.digest.is_some() {
+        bail!("{r}: push to a tag, not a digest (the digest is what push prints)");
+    }
+    if !module.starts_with(b"\0asm") {
+        bail!("not a WebAssembly file (no \\0asm header)");
+    }
+    if module.len() as u64 > reg.max_module_bytes {
+        bail!(
+            "the module is {} bytes, more than the {} MiB limit (--max-module-mib)",
+            module.len(),
+            reg.max_module_bytes >> 20
+        );
+    }
+    let layer_digest = format!("sha256:{}", hex::encode(Sha256::digest(module)));
+    let config = serde_json::to_vec(&json!({
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer_digest],
+    }))?;
+    push_manifest_of(reg, r, module, CNCF_LAYER, &config, CNCF_CONFIG).await
+}
+
+/// Pushes one layer of `layer_type` and a config of `config_type` under `r`'s tag: the
+/// building block of push and of tests that push other layouts.
+pub async fn push_manifest_of(
+    reg: &Registries,
+    r: &OciRef,
+    layer: &[u8],
+    layer_type: &str,
+    config: &[u8],
+    config_type: &str,
+) -> anyhow::Result<String> {
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": descriptor(config_type, config),
+        "layers": [descriptor(layer_type, layer)],
+    });
+    push_raw(reg, r, &[layer, config], &serde_json::to_vec(&manifest)?).await
+}
+
+/// Pushes `blobs`, then `manifest` (an OCI image manifest) under `r`'s tag; returns the
+/// manifest's digest (hex).
+pub async fn push_raw(
+    reg: &Registries,
+    r: &OciRef,
+    blobs: &[&[u8]],
+    manifest: &[u8],
+) -> anyhow::Result<String> {
+    let target = oci_client::Reference::with_tag(
+        r.registry.clone(),
+        r.repository.clone(),
+        r.tag_or_default().to_string(),
+    );
+    reg.client
+        .auth(&target, &reg.auth(r), RegistryOperation::Push)
+        .await
+        .with_context(|| format!("{r}: authenticating to push"))?;
+    for blob in blobs {
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(blob)));
+        if reg
+            .client
+            .blob_exists(&target, &digest)
+            .await
+            .unwrap_or(false)
+        {
+            continue;
+        }
+        reg.client
+            .push_blob(&target, blob.to_vec(), &digest)
+            .await
+            .with_context(|| format!("{r}: pushing blob {digest}"))?;
+    }
+    reg.client
+        .push_manifest_raw(&target, manifest.to_vec(), http_header(OCI_MANIFEST))
+        .await
+        .with_context(|| format!("{r}: pushing the manifest"))?;
+    Ok(hex::encode(Sha256::digest(manifest)))
+}
+
+fn http_header(value: &'static str) -> http::HeaderValue {
+    http::HeaderValue::from_static(value)
+}
+
+fn descriptor(media_type: &str, bytes: &[u8]) -> Value {
+    json!({
+        "mediaType": media_type,
+        "digest": format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
+        "size": bytes.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(config: &str, layers: &[&str]) -> Vec<u8> {
+        let d = format!("sha256:{}", "a".repeat(64));
+        serde_json::to_vec(&json!({
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": config, "digest": d, "size": 2},
+            "layers": layers.iter().map(|t| json!({"mediaType": t, "digest": d, "size": 7})).collect::<Vec<_>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn both_conventions_and_nothing_else() {
+        assert_eq!(
+            wasm_layer(&manifest(CNCF_CONFIG, &[CNCF_LAYER])).unwrap().1,
+            7
+        );
+        assert_eq!(
+            wasm_layer(&manifest(KUBEWARDEN_CONFIG, &[KUBEWARDEN_LAYER]))
+                .unwrap()
+                .0,
+            "a".repeat(64)
+        );
+        let err = wasm_layer(&manifest(
+            "application/vnd.oci.image.config.v1+json",
+            &["application/vnd.oci.image.layer.v1.tar+gzip"],
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("a container image"), "{err}");
+        assert!(
+            err.contains("application/vnd.oci.image.layer.v1.tar+gzip"),
+            "{err}"
+        );
+        let err = wasm_layer(&manifest(CNCF_CONFIG, &[CNCF_LAYER, KUBEWARDEN_LAYER]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("2 wasm layers"), "{err}");
+        let index = json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [{}, {}]});
+        let err = wasm_layer(&serde_json::to_vec(&index).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("image index") && err.contains("of 2 manifests"),
+            "{err}"
+        );
+        assert!(wasm_layer(b"<html>").is_err());
+    }
+}
