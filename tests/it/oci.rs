@@ -371,3 +371,73 @@ fn eval_runs_a_plugin_from_a_registry() {
     let pinned_run = eval(pinned.trim());
     assert_eq!(pinned_run["actions"], from_file["actions"]);
 }
+
+/// `kubeplug mirror` between two registries: the same digest on the destination, which a
+/// pinned pull from there (into an empty cache) gives back byte for byte; a Kubewarden-layout
+/// module keeps its layout and digest too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_keeps_the_digest() {
+    let Some(src) = Registry::start() else { return };
+    let Some(dst) = Registry::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let wasm = crate::common::plugin("image-pinner");
+    let module = std::fs::read(&wasm).unwrap();
+    let src_ref = format!("oci://{}/team-a/image-pinner:v1", src.addr);
+    let dst_ref = format!("oci://{}/mirror/image-pinner", dst.addr);
+    let insecure = format!("{},{}", src.addr, dst.addr);
+    let cache = work.path().join("cache");
+    let flags = [
+        "--insecure-registry",
+        insecure.as_str(),
+        "--module-cache",
+        cache.to_str().unwrap(),
+    ];
+    let mut push = vec!["push", wasm.to_str().unwrap(), src_ref.as_str()];
+    push.extend(flags);
+    let (ok, pinned, err) = kubeplug(&push);
+    assert!(ok, "{err}");
+    let digest = pinned.trim().rsplit_once('@').unwrap().1.to_string();
+    let mut mirror = vec!["mirror", src_ref.as_str(), dst_ref.as_str()];
+    mirror.extend(flags);
+    let (ok, out, err) = kubeplug(&mirror);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), format!("{dst_ref}:v1@{digest}"));
+
+    let fresh = work.path().join("fresh");
+    let client = Registries::new(&dst.args(&fresh)).unwrap();
+    let pulled = transfer::pull(&client, &OciRef::parse(out.trim()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(pulled.bytes, module);
+    assert!(!pulled.cached);
+
+    let both = Registries::new(&RegistryArgs {
+        insecure_registry: vec![src.addr.clone(), dst.addr.clone()],
+        ..src.args(&work.path().join("kw"))
+    })
+    .unwrap();
+    let kw = src.reference("kw/policy:v2");
+    let kw_digest = transfer::push_manifest_of(
+        &both,
+        &kw,
+        &module,
+        KUBEWARDEN_LAYER,
+        b"{}",
+        KUBEWARDEN_CONFIG,
+    )
+    .await
+    .unwrap();
+    let mirrored = transfer::mirror(&both, &kw, &dst.reference("kw/policy"))
+        .await
+        .unwrap();
+    assert_eq!(mirrored, kw_digest);
+    let err = transfer::mirror(
+        &both,
+        &kw,
+        &dst.reference(&format!("x/y@sha256:{kw_digest}")),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("not a digest"), "{err}");
+}

@@ -51,6 +51,8 @@ pub enum Command {
     Push(oci::PushArgs),
     /// Pull a module from an OCI registry into the module cache (and -o FILE).
     Pull(oci::PullArgs),
+    /// Copy a module from one registry to another, digest unchanged (the air-gapped path).
+    Mirror(oci::MirrorArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
@@ -65,6 +67,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::New(args) => new::run(args),
             Command::Push(args) => rt.block_on(oci::push(args)),
             Command::Pull(args) => rt.block_on(oci::pull(args)),
+            Command::Mirror(args) => rt.block_on(oci::mirror(args)),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call
         // abandoned at the shutdown deadline must not hold the exit.

@@ -31,6 +31,27 @@ pub struct PullArgs {
     pub registry: RegistryArgs,
 }
 
+/// Options of `kubeplug mirror`.
+#[derive(Debug, Args)]
+pub struct MirrorArgs {
+    /// The module to copy: oci://HOST[:PORT]/REPO[:TAG][@sha256:DIGEST].
+    pub source: OciRef,
+    /// Where to: oci://HOST[:PORT]/REPO[:TAG] (the source's tag when none).
+    pub destination: OciRef,
+    /// Registry flags (for both registries).
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Copies a module between registries, digest unchanged, and prints the destination pinned.
+pub async fn mirror(args: MirrorArgs) -> anyhow::Result<ExitCode> {
+    let reg = Registries::new(&args.registry)?;
+    let digest = transfer::mirror(&reg, &args.source, &args.destination).await?;
+    let dst = args.source.retargeted(&args.destination);
+    println!("{}", dst.pinned(&digest));
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Pushes a module in the CNCF Wasm layout and prints the pinned reference.
 pub async fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let reg = Registries::new(&args.registry)?;

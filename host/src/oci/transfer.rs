@@ -278,6 +278,17 @@ pub async fn push_raw(
     blobs: &[&[u8]],
     manifest: &[u8],
 ) -> anyhow::Result<String> {
+    push_raw_as(reg, r, blobs, manifest, OCI_MANIFEST).await
+}
+
+/// [`push_raw`] of a manifest of media type `media_type`.
+async fn push_raw_as(
+    reg: &Registries,
+    r: &OciRef,
+    blobs: &[&[u8]],
+    manifest: &[u8],
+    media_type: &str,
+) -> anyhow::Result<String> {
     let target = oci_client::Reference::with_tag(
         r.registry.clone(),
         r.repository.clone(),
@@ -303,14 +314,81 @@ pub async fn push_raw(
             .with_context(|| format!("{r}: pushing blob {digest}"))?;
     }
     reg.client
-        .push_manifest_raw(&target, manifest.to_vec(), http_header(OCI_MANIFEST))
+        .push_manifest_raw(&target, manifest.to_vec(), http_header(media_type)?)
         .await
         .with_context(|| format!("{r}: pushing the manifest"))?;
     Ok(hex::encode(Sha256::digest(manifest)))
 }
 
-fn http_header(value: &'static str) -> http::HeaderValue {
-    http::HeaderValue::from_static(value)
+/// The largest config blob copied by [`mirror`].
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Copies the module `src` names to `dst` (its registry and repository; `src`'s tag unless
+/// `dst` names one): the same manifest bytes, so the same digest, which is returned. Only
+/// wasm modules are copied (the same checks as pull). Signatures are not copied yet.
+pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Result<String> {
+    if dst.digest.is_some() {
+        bail!("{dst}: mirror to a repository or tag, not a digest (the digest stays the source's)");
+    }
+    let pulled = pull(reg, src).await?;
+    let (manifest, _) = reg
+        .client
+        .pull_manifest_raw(&pulled.pinned.to_client(), &reg.auth(src), ACCEPTED)
+        .await
+        .with_context(|| format!("pulling the manifest of {}", pulled.pinned))?;
+    if hex::encode(Sha256::digest(&manifest)) != pulled.manifest_digest {
+        bail!("{}: the registry's manifest changed digest", pulled.pinned);
+    }
+    let m: Value = serde_json::from_slice(&manifest)?;
+    let media_type = m
+        .get("mediaType")
+        .and_then(Value::as_str)
+        .unwrap_or(OCI_MANIFEST)
+        .to_string();
+    let config_digest = m
+        .pointer("/config/digest")
+        .and_then(Value::as_str)
+        .context("the manifest has no config")?
+        .to_string();
+    let config_size = m
+        .pointer("/config/size")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if config_size > MAX_CONFIG_BYTES {
+        bail!(
+            "{}: a config of {config_size} bytes, more than {MAX_CONFIG_BYTES}",
+            pulled.pinned
+        );
+    }
+    let mut config = Vec::new();
+    reg.client
+        .pull_blob(
+            &pulled.pinned.to_client(),
+            config_digest.as_str(),
+            &mut config,
+        )
+        .await
+        .with_context(|| format!("{}: pulling the config", pulled.pinned))?;
+    let target = OciRef {
+        digest: None,
+        ..src.retargeted(dst)
+    };
+    let digest = push_raw_as(
+        reg,
+        &target,
+        &[&pulled.bytes, &config],
+        &manifest,
+        &media_type,
+    )
+    .await?;
+    if digest != pulled.manifest_digest {
+        bail!("{target}: pushed digest sha256:{digest} differs from the source's");
+    }
+    Ok(digest)
+}
+
+fn http_header(value: &str) -> anyhow::Result<http::HeaderValue> {
+    http::HeaderValue::from_str(value).context("the manifest's media type is no header value")
 }
 
 fn descriptor(media_type: &str, bytes: &[u8]) -> Value {
