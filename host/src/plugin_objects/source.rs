@@ -689,7 +689,6 @@ impl ObjectSource {
             })
         });
         let planned = plan(runnable, &state.running, &state.failed, false);
-        let mut loaded: Vec<String> = Vec::new();
         for start in planned.start {
             let name = start.name.to_string();
             let Some(r) = entries
@@ -742,7 +741,6 @@ impl ObjectSource {
                             generation: r.generation,
                         },
                     );
-                    loaded.push(name);
                 }
                 Err(err) => {
                     tracing::warn!(record = "reload", result = "failed", plugin = %name, "Plugin object not started: {err}");
@@ -772,10 +770,7 @@ impl ObjectSource {
         // Status and Events, from the replica that owns each object.
         let mut computed = HashMap::new();
         for entry in &entries {
-            let loaded = loaded
-                .iter()
-                .any(|l| entry.instance.as_ref().is_ok_and(|n| n.as_str() == l));
-            let (key, status) = self.report(&mut state, entry, loaded).await;
+            let (key, status) = self.report(&mut state, entry).await;
             computed.insert(key, status);
         }
         inner.statuses.replace(computed);
@@ -992,7 +987,7 @@ impl ObjectSource {
     }
 
     /// Writes one Plugin's status (and its Events) if this replica owns it and it changed.
-    async fn report(&self, state: &mut State, entry: &Entry, loaded: bool) -> (String, Value) {
+    async fn report(&self, state: &mut State, entry: &Entry) -> (String, Value) {
         let obj = &entry.obj;
         let instance = entry.instance.as_ref().ok();
         let refusal = entry.outcome.as_ref().err().or(entry.held.as_ref());
@@ -1060,8 +1055,14 @@ impl ObjectSource {
                 state.evented.insert(mark);
             }
         }
-        if let (true, Some(run)) = (loaded, &running) {
-            let mark = (key.clone(), format!("Loaded {}", run.digest), generation);
+        // Once per revision and grant, by the replica holding the Plugin when it first can
+        // (a shard may own it only after the ring settles, passes after the start).
+        if let Some(run) = &running {
+            let mark = (
+                key.clone(),
+                format!("Loaded {} {}", run.digest, run.grant),
+                generation,
+            );
             if !state.evented.contains(&mark) && pass.holds() {
                 let message = format!(
                     "revision {} ({} {}, contract {}) runs in {} mode",
