@@ -1151,7 +1151,8 @@ impl ObjectSource {
         let me = &self.inner.config.identity;
         match &*self.inner.gate.scope() {
             Scope::Everything => me.clone(),
-            Scope::Leader { .. } => format!("{me} (leader)"),
+            Scope::Leader { leading: true } => format!("{me} (leader)"),
+            Scope::Leader { leading: false } => format!("{me} (follower)"),
             Scope::Shard(view) => {
                 let n = view.current.as_ref().map_or(0, |r| r.members().len());
                 format!("{n} shards; status by {me}")
