@@ -19,11 +19,37 @@ pub const MAX_EXAMPLES: usize = 3;
 /// Decision lines kept per side in one example.
 const MAX_EXAMPLE_LINES: usize = 4;
 
+/// One side's latest decision on a key: a digest of all its lines (in any order), and the
+/// first few lines for examples. A call may decide up to its action limit; only this much
+/// of it is kept per key.
+#[derive(Debug, Clone, PartialEq)]
+struct Decided {
+    digest: [u8; 32],
+    lines: Vec<String>,
+}
+
+impl Decided {
+    fn of(mut lines: Vec<String>) -> Decided {
+        use sha2::{Digest, Sha256};
+        lines.sort();
+        let mut hasher = Sha256::new();
+        for line in &lines {
+            hasher.update(line.as_bytes());
+            hasher.update([0]);
+        }
+        lines.truncate(MAX_EXAMPLE_LINES);
+        Decided {
+            digest: hasher.finalize().into(),
+            lines,
+        }
+    }
+}
+
 /// The comparison of one candidate revision with the live one.
 #[derive(Debug, Clone, Default)]
 pub struct Comparison {
-    live: HashMap<String, Vec<String>>,
-    shadow: HashMap<String, Vec<String>>,
+    live: HashMap<String, Decided>,
+    shadow: HashMap<String, Decided>,
     /// Per key both sides decided on: whether they agree.
     verdicts: BTreeMap<String, bool>,
 }
@@ -42,23 +68,19 @@ pub enum Verdict {
 impl Comparison {
     /// Records the live revision's latest decision on `key`.
     pub fn live(&mut self, key: &str, decided: Vec<String>) {
-        self.live.insert(key.to_string(), decided);
+        self.live.insert(key.to_string(), Decided::of(decided));
         self.judge(key);
     }
 
     /// Records the candidate's latest decision on `key`.
     pub fn shadow(&mut self, key: &str, decided: Vec<String>) {
-        self.shadow.insert(key.to_string(), decided);
+        self.shadow.insert(key.to_string(), Decided::of(decided));
         self.judge(key);
     }
 
     fn judge(&mut self, key: &str) {
         if let (Some(l), Some(s)) = (self.live.get(key), self.shadow.get(key)) {
-            let mut l = l.clone();
-            let mut s = s.clone();
-            l.sort();
-            s.sort();
-            self.verdicts.insert(key.to_string(), l == s);
+            self.verdicts.insert(key.to_string(), l.digest == s.digest);
         }
     }
 
@@ -112,15 +134,8 @@ impl Comparison {
             .filter(|(_, agree)| !**agree)
             .take(MAX_EXAMPLES)
             .map(|(key, _)| {
-                let side = |m: &HashMap<String, Vec<String>>| {
-                    m.get(key)
-                        .map(|v| {
-                            v.iter()
-                                .take(MAX_EXAMPLE_LINES)
-                                .cloned()
-                                .collect::<Vec<_>>()
-                        })
-                        .unwrap_or_default()
+                let side = |m: &HashMap<String, Decided>| {
+                    m.get(key).map(|d| d.lines.clone()).unwrap_or_default()
                 };
                 json!({"key": key, "live": side(&self.live), "shadow": side(&self.shadow)})
             })
@@ -166,6 +181,20 @@ mod tests {
         // The latest decisions count: b converges.
         c.live("b", vec![]);
         assert_eq!((c.compared(), c.differing()), (2, 0));
+    }
+
+    #[test]
+    fn a_huge_decision_is_kept_as_a_digest_and_a_few_lines() {
+        let mut c = Comparison::default();
+        let many: Vec<String> = (0..10_000).map(|i| format!("patch x {i}")).collect();
+        let mut reversed = many.clone();
+        reversed.reverse();
+        c.live("a", many);
+        c.shadow("a", reversed);
+        assert_eq!((c.compared(), c.differing()), (1, 0));
+        assert!(c.live["a"].lines.len() <= MAX_EXAMPLE_LINES);
+        c.shadow("a", vec!["patch x 0".into()]);
+        assert_eq!(c.differing(), 1);
     }
 
     #[test]
