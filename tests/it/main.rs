@@ -17,6 +17,7 @@ mod eval;
 mod oci;
 mod plugin_objects;
 mod policy;
+mod registry;
 mod reload;
 mod sandbox_memory;
 mod sdk_packages;

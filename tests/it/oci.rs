@@ -3,102 +3,12 @@
 //! tests say so and skip, except under `CI=true`, where they fail (`make test-deps` installs
 //! it).
 
+use super::registry::Registry;
 use kubeplug::oci::transfer::{self, CNCF_CONFIG, CNCF_LAYER, KUBEWARDEN_CONFIG, KUBEWARDEN_LAYER};
 use kubeplug::oci::{OciRef, Registries, RegistryArgs};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A registry process on 127.0.0.1, stopped when dropped.
-struct Registry {
-    child: Child,
-    addr: String,
-    root: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Registry {
-    /// Starts one, or `None` (after saying why) where the package is missing outside CI.
-    fn start() -> Option<Registry> {
-        let bin = "docker-registry";
-        if Command::new(bin).arg("--version").output().is_err() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "no docker-registry on PATH and CI=true: `make test-deps` installs the Debian package"
-            );
-            eprintln!("skipped: no docker-registry on PATH (apt-get install docker-registry)");
-            return None;
-        }
-        for _ in 0..5 {
-            let root = tempfile::tempdir().unwrap();
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let addr = format!("127.0.0.1:{port}");
-            let config = root.path().join("config.yml");
-            std::fs::write(
-                &config,
-                format!(
-                    "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: \"{addr}\"}}\n",
-                    root.path().join("data").display()
-                ),
-            )
-            .unwrap();
-            let child = Command::new(bin)
-                .args(["serve", config.to_str().unwrap()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut reg = Registry { child, addr, root };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = reg.child.try_wait() {
-                    break; // the port was taken meanwhile: another one
-                }
-                if std::net::TcpStream::connect(&reg.addr).is_ok()
-                    && crate::common::http(&reg.addr, "GET", "/v2/", &[], "").0 == 200
-                {
-                    return Some(reg);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("docker-registry did not start");
-    }
-
-    /// The file of blob `hex` in the registry's storage.
-    fn blob_file(&self, hex: &str) -> PathBuf {
-        self.root
-            .path()
-            .join("data/docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data")
-    }
-
-    fn reference(&self, repo_tag: &str) -> OciRef {
-        OciRef::parse(&format!("oci://{}/{repo_tag}", self.addr)).unwrap()
-    }
-
-    fn args(&self, cache: &Path) -> RegistryArgs {
-        RegistryArgs {
-            insecure_registry: vec![self.addr.clone()],
-            module_cache: Some(cache.to_path_buf()),
-            max_module_mib: 64,
-            ..RegistryArgs::default()
-        }
-    }
-}
+use std::process::Command;
+use std::time::Instant;
 
 fn kubeplug(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
