@@ -7,8 +7,9 @@ use super::registry::Registry;
 use kubeplug::oci::transfer::{self, CNCF_CONFIG, CNCF_LAYER, KUBEWARDEN_CONFIG, KUBEWARDEN_LAYER};
 use kubeplug::oci::{OciRef, Registries, RegistryArgs};
 use sha2::{Digest, Sha256};
+use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn kubeplug(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
@@ -84,7 +85,10 @@ fn push_then_pull_round_trip_and_cache() {
     assert_eq!(out.trim(), pinned);
     // A tag needs the registry to resolve it: the error names the reference.
     let (ok, _, err) = kubeplug(&pull);
-    assert!(!ok && err.contains(&format!("resolving {tagged}")), "{err}");
+    assert!(
+        !ok && err.contains(&format!("pulling the manifest of {tagged}")),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -350,4 +354,172 @@ async fn mirror_keeps_the_digest() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("not a digest"), "{err}");
+}
+
+/// A registry that never stops answering: every read of a pull is bounded (the manifest to
+/// 4 MiB, a token to 64 KiB, an error body to 4 KiB), so a registry a tenant names cannot
+/// take the host's memory. The server counts what it could write before the client hung up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_registry_cannot_make_a_pull_read_without_limit() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let written: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<AtomicU64>>>> =
+        Arc::default();
+    let (server_addr, server_written) = (addr.clone(), written.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (addr, written) = (server_addr.clone(), server_written.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = stream.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = request.split(' ').nth(1).unwrap_or("").to_string();
+                let endless = |status: &str, extra: &str| {
+                    format!("HTTP/1.1 {status}\r\nTransfer-Encoding: chunked\r\n{extra}\r\n")
+                };
+                let head = if path.starts_with("/v2/huge/") {
+                    endless(
+                        "200 OK",
+                        "Content-Type: application/vnd.oci.image.manifest.v1+json\r\n",
+                    )
+                } else if path.starts_with("/v2/token/") {
+                    format!(
+                        "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"x\"\r\nContent-Length: 0\r\n\r\n"
+                    )
+                } else if path.starts_with("/token") || path.starts_with("/v2/error/") {
+                    endless(
+                        if path.starts_with("/token") {
+                            "200 OK"
+                        } else {
+                            "500 Internal Server Error"
+                        },
+                        "",
+                    )
+                } else {
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
+                };
+                if stream.write_all(head.as_bytes()).await.is_err() || !head.contains("chunked") {
+                    return;
+                }
+                let key = path.split('/').nth(2).unwrap_or("token").to_string();
+                let counter = written.lock().unwrap().entry(key).or_default().clone();
+                let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+                while stream.write_all(chunk.as_bytes()).await.is_ok() {
+                    counter.fetch_add(0x10000, Ordering::Relaxed);
+                    if counter.load(Ordering::Relaxed) > 1 << 30 {
+                        return; // 1 GiB: the client is not stopping, the asserts will say
+                    }
+                }
+            });
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let reg = Registries::new(&RegistryArgs {
+        insecure_registry: vec![addr.clone()],
+        module_cache: Some(cache.path().to_path_buf()),
+        max_module_mib: 64,
+        ..RegistryArgs::default()
+    })
+    .unwrap();
+    let pull = |repo: &str| {
+        let r = OciRef::parse(&format!("oci://{addr}/{repo}:v1")).unwrap();
+        let reg = &reg;
+        async move { format!("{:#}", transfer::pull(reg, &r).await.unwrap_err()) }
+    };
+    let err = pull("huge").await;
+    assert!(
+        err.contains("the manifest is longer than 4194304 bytes; stopped reading"),
+        "{err}"
+    );
+    let err = pull("token").await;
+    assert!(
+        err.contains("the token is longer than 65536 bytes; stopped reading"),
+        "{err}"
+    );
+    let err = pull("error").await;
+    assert!(err.contains("HTTP 500: xxxx"), "{err}");
+    assert!(
+        err.len() < 600,
+        "the error body is cut: {} bytes",
+        err.len()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (what, counter) in written.lock().unwrap().iter() {
+        let sent = counter.load(Ordering::Relaxed);
+        // What the client read, plus what the sockets' buffers took before it hung up.
+        assert!(
+            sent < 24 << 20,
+            "{what}: the server wrote {sent} bytes before the client stopped"
+        );
+    }
+    assert_eq!(written.lock().unwrap().len(), 3);
+}
+
+/// A registry with basic authentication: credentials from a docker config (`auth` as
+/// `docker login` writes it) push and pull; without them the error says what is missing;
+/// wrong ones are refused by name. Stopped, a pinned module still comes from the cache;
+/// restarted, a tag resolves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_from_a_docker_config() {
+    use base64::Engine;
+    let Some(mut reg) = Registry::start_with_auth("tenant", "s3cret") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let config = |user: &str, password: &str| {
+        let path = work.path().join(format!("{user}-{password}.json"));
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        std::fs::write(
+            &path,
+            format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, reg.addr),
+        )
+        .unwrap();
+        path
+    };
+    let args = |config: Option<PathBuf>| RegistryArgs {
+        registry_config: config,
+        ..reg.args(&work.path().join("cache"))
+    };
+    let module = b"\0asm\x0d\0\x01\0 behind a password".to_vec();
+    let r = reg.reference("team-a/private:v1");
+    let good = Registries::new(&args(Some(config("tenant", "s3cret")))).unwrap();
+    let digest = transfer::push(&good, &r, &module).await.unwrap();
+
+    let anonymous = Registries::new(&args(None)).unwrap();
+    let err = format!("{:#}", transfer::pull(&anonymous, &r).await.unwrap_err());
+    assert!(
+        err.contains("the registry asks for credentials and none are known for 127.0.0.1"),
+        "{err}"
+    );
+    let wrong = Registries::new(&args(Some(config("tenant", "wrong")))).unwrap();
+    let err = format!("{:#}", transfer::pull(&wrong, &r).await.unwrap_err());
+    assert!(
+        err.contains("the registry refused the credentials"),
+        "{err}"
+    );
+
+    let pulled = transfer::pull(&good, &r).await.unwrap();
+    assert_eq!(
+        (pulled.bytes, pulled.manifest_digest.as_str()),
+        (module.clone(), digest.as_str())
+    );
+
+    reg.stop();
+    let pinned = transfer::pull(&good, &r.pinned(&digest)).await.unwrap();
+    assert!(pinned.cached && pinned.bytes == module);
+    assert!(
+        transfer::pull(&good, &r).await.is_err(),
+        "a tag needs the registry"
+    );
+    reg.restart();
+    assert_eq!(
+        transfer::pull(&good, &r).await.unwrap().manifest_digest,
+        digest
+    );
 }

@@ -48,6 +48,14 @@ pub struct RegistryArgs {
     /// ~/.cache/kubeplug/oci).
     #[arg(long = "module-cache", value_name = "DIR")]
     pub module_cache: Option<PathBuf>,
+    /// Signatures every module pulled must carry: a verification config (Kubewarden's
+    /// verification.yml shape, `pubKey` rules; see `oci::verification`).
+    #[arg(
+        long = "verification-config",
+        value_name = "FILE",
+        env = "KUBEPLUG_VERIFICATION_CONFIG"
+    )]
+    pub verification_config: Option<PathBuf>,
 }
 
 /// Credentials by registry host (`HOST[:PORT]`).
@@ -157,6 +165,8 @@ pub struct Registries {
     pub max_module_bytes: u64,
     /// The content-addressed cache of pulled modules.
     pub cache: super::cache::ModuleCache,
+    /// Bounded reads for pulls (oci-client reads bodies whole; see `fetch`).
+    pub fetch: std::sync::Arc<super::fetch::Fetcher>,
 }
 
 impl std::fmt::Debug for Registries {
@@ -176,6 +186,7 @@ impl Registries {
         // kube's. Installing it twice is harmless (the second call reports the first).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut extra_root_certificates = Vec::new();
+        let mut extra_roots = Vec::new();
         for path in &args.registry_ca {
             let data = read_bounded(path)?;
             if !data
@@ -184,6 +195,10 @@ impl Registries {
             {
                 bail!("--registry-ca {}: no PEM certificate in it", path.display());
             }
+            extra_roots.extend(
+                reqwest::Certificate::from_pem_bundle(&data)
+                    .with_context(|| format!("--registry-ca {}", path.display()))?,
+            );
             extra_root_certificates.push(Certificate {
                 encoding: CertificateEncoding::Pem,
                 data,
@@ -213,8 +228,14 @@ impl Registries {
                 .context("no cache folder: set --module-cache or KUBEPLUG_CACHE_DIR")?
                 .join("oci"),
         };
+        // try_from, not new: new falls back to a default client on a bad certificate.
+        let client = oci_client::Client::try_from(config)
+            .context("building the registry client from --registry-ca")?;
+        let fetch = super::fetch::Fetcher::new(args.insecure_registry.clone(), extra_roots)
+            .context("building the registry client from --registry-ca")?;
         Ok(Registries {
-            client: oci_client::Client::new(config),
+            client,
+            fetch: std::sync::Arc::new(fetch),
             credentials,
             insecure: args.insecure_registry.clone(),
             max_module_bytes: args.max_module_mib << 20,

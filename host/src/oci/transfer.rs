@@ -5,7 +5,6 @@
 use super::reference::OciRef;
 use super::registry::Registries;
 use anyhow::{Context, bail};
-use futures::StreamExt;
 use oci_client::RegistryOperation;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -113,52 +112,43 @@ pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
     Ok((hex, size))
 }
 
-/// Resolves `r` to its manifest digest: a pinned reference is its own, a tag asks the
-/// registry (a HEAD request).
-pub async fn resolve(reg: &Registries, r: &OciRef) -> anyhow::Result<String> {
-    if let Some(d) = &r.digest {
-        return Ok(d.clone());
-    }
-    let digest = reg
-        .client
-        .fetch_manifest_digest(&r.to_client(), &reg.auth(r))
-        .await
-        .with_context(|| format!("resolving {r}"))?;
-    super::reference::parse_digest(&digest)
-        .map_err(|e| anyhow::anyhow!("{r}: the registry answered {e}"))
+/// Pulls the module `r` names with the credentials the registry flags give.
+pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
+    pull_with(reg, r, &reg.auth(r)).await
 }
 
-/// Pulls the module `r` names: the tag resolved to a digest, the manifest checked (one wasm
-/// layer of a known media type, within the size limit), the blob streamed into the cache with
-/// the limit enforced as it arrives and its digest verified. A module already cached is not
-/// downloaded again; a pinned reference whose manifest was seen needs no request at all.
-pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
-    let manifest_digest = resolve(reg, r).await?;
-    let pinned = r.pinned(&manifest_digest);
-    if let Some(module_digest) = reg.cache.module_of_manifest(&manifest_digest)
+/// Pulls the module `r` names: the manifest read (bounded, by tag or digest; its bytes
+/// checked against a pinned digest) and checked (one wasm layer of a known media type,
+/// within the size limit), the blob streamed into the cache with the limit enforced as it
+/// arrives and its digest verified. A module already cached is not downloaded again; a
+/// pinned reference whose manifest was seen needs no request at all. Every read is
+/// bounded (see `fetch`); an error's chain holds a [`FetchError`](super::fetch::FetchError)
+/// where the registry was at fault.
+pub async fn pull_with(
+    reg: &Registries,
+    r: &OciRef,
+    auth: &oci_client::secrets::RegistryAuth,
+) -> anyhow::Result<Pulled> {
+    if let Some(manifest_digest) = &r.digest
+        && let Some(module_digest) = reg.cache.module_of_manifest(manifest_digest)
         && let Some(bytes) = reg.cache.module(&module_digest)
     {
         return Ok(Pulled {
-            pinned,
-            manifest_digest,
+            pinned: r.clone(),
+            manifest_digest: manifest_digest.clone(),
             module_digest,
             bytes,
             cached: true,
         });
     }
-    let client_ref = pinned.to_client();
-    let (manifest, _) = reg
-        .client
-        .pull_manifest_raw(&client_ref, &reg.auth(r), ACCEPTED)
+    let manifest = reg
+        .fetch
+        .manifest(r, &manifest_reference(r), ACCEPTED, auth)
         .await
-        .with_context(|| format!("pulling the manifest of {pinned}"))?;
-    // oci-client checks a pinned manifest's bytes against the digest; again here, so the
-    // cache never records a manifest under another digest whatever the client does.
-    let got = hex::encode(Sha256::digest(&manifest));
-    if got != manifest_digest {
-        bail!("{pinned}: the registry's manifest has digest sha256:{got}");
-    }
-    let (module_digest, size) = wasm_layer(&manifest).with_context(|| format!("{pinned}"))?;
+        .with_context(|| format!("pulling the manifest of {r}"))?;
+    let manifest_digest = manifest.digest;
+    let pinned = r.pinned(&manifest_digest);
+    let (module_digest, size) = wasm_layer(&manifest.bytes).with_context(|| format!("{pinned}"))?;
     if size > reg.max_module_bytes {
         bail!(
             "{pinned}: the wasm layer is {size} bytes, more than the {} MiB limit (--max-module-mib)",
@@ -167,7 +157,10 @@ pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
     }
     let (bytes, cached) = match reg.cache.module(&module_digest) {
         Some(bytes) => (bytes, true),
-        None => (download(reg, &pinned, &module_digest, size).await?, false),
+        None => (
+            download(reg, &pinned, &module_digest, size, auth).await?,
+            false,
+        ),
     };
     reg.cache
         .record_manifest(&manifest_digest, &module_digest)
@@ -181,47 +174,33 @@ pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
     })
 }
 
+/// What the manifest URL names: the digest when pinned, else the tag.
+fn manifest_reference(r: &OciRef) -> String {
+    match &r.digest {
+        Some(d) => format!("sha256:{d}"),
+        None => r.tag_or_default().to_string(),
+    }
+}
+
 async fn download(
     reg: &Registries,
     pinned: &OciRef,
     hex: &str,
     size: u64,
+    auth: &oci_client::secrets::RegistryAuth,
 ) -> anyhow::Result<Vec<u8>> {
-    let layer = format!("sha256:{hex}");
-    let mut stream = reg
-        .client
-        .pull_blob_stream(&pinned.to_client(), layer.as_str())
-        .await
-        .with_context(|| format!("{pinned}: pulling the wasm layer"))?;
     let mut temp = reg
         .cache
         .temp_file()
         .context("writing to the module cache")?;
-    let mut hasher = Sha256::new();
-    let mut bytes = Vec::with_capacity(size.min(reg.max_module_bytes) as usize);
-    while let Some(chunk) = stream.stream.next().await {
-        let chunk = chunk.with_context(|| format!("{pinned}: reading the wasm layer"))?;
-        if (bytes.len() + chunk.len()) as u64 > size.min(reg.max_module_bytes) {
-            bail!(
-                "{pinned}: the wasm layer is longer than {} bytes (its manifest says {size}, the limit is {} MiB); stopped reading",
-                size.min(reg.max_module_bytes),
-                reg.max_module_bytes >> 20
-            );
-        }
-        hasher.update(&chunk);
-        bytes.extend_from_slice(&chunk);
-        temp.write_all(&chunk)?;
-    }
-    if bytes.len() as u64 != size {
-        bail!(
-            "{pinned}: the wasm layer is {} bytes, its manifest says {size} (truncated?)",
-            bytes.len()
-        );
-    }
-    let got = hex::encode(hasher.finalize());
-    if got != hex {
-        bail!("{pinned}: the wasm layer's digest is sha256:{got}, its manifest says sha256:{hex}");
-    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    reg.fetch
+        .blob(pinned, hex, size, auth, |chunk| {
+            bytes.extend_from_slice(chunk);
+            temp.write_all(chunk)
+        })
+        .await
+        .with_context(|| format!("{pinned}: pulling the wasm layer"))?;
     reg.cache.commit(temp, hex)?;
     Ok(bytes)
 }
@@ -331,14 +310,17 @@ pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Res
         bail!("{dst}: mirror to a repository or tag, not a digest (the digest stays the source's)");
     }
     let pulled = pull(reg, src).await?;
-    let (manifest, _) = reg
-        .client
-        .pull_manifest_raw(&pulled.pinned.to_client(), &reg.auth(src), ACCEPTED)
+    let manifest = reg
+        .fetch
+        .manifest(
+            &pulled.pinned,
+            &manifest_reference(&pulled.pinned),
+            ACCEPTED,
+            &reg.auth(src),
+        )
         .await
-        .with_context(|| format!("pulling the manifest of {}", pulled.pinned))?;
-    if hex::encode(Sha256::digest(&manifest)) != pulled.manifest_digest {
-        bail!("{}: the registry's manifest changed digest", pulled.pinned);
-    }
+        .with_context(|| format!("pulling the manifest of {}", pulled.pinned))?
+        .bytes;
     let m: Value = serde_json::from_slice(&manifest)?;
     let media_type = m
         .get("mediaType")
@@ -353,20 +335,17 @@ pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Res
     let config_size = m
         .pointer("/config/size")
         .and_then(Value::as_u64)
-        .unwrap_or(0);
+        .context("the manifest's config has no size")?;
     if config_size > MAX_CONFIG_BYTES {
         bail!(
             "{}: a config of {config_size} bytes, more than {MAX_CONFIG_BYTES}",
             pulled.pinned
         );
     }
-    let mut config = Vec::new();
-    reg.client
-        .pull_blob(
-            &pulled.pinned.to_client(),
-            config_digest.as_str(),
-            &mut config,
-        )
+    let config_hex = super::reference::parse_digest(&config_digest).map_err(anyhow::Error::msg)?;
+    let config = reg
+        .fetch
+        .blob_bytes(&pulled.pinned, &config_hex, config_size, &reg.auth(src))
         .await
         .with_context(|| format!("{}: pulling the config", pulled.pinned))?;
     let target = OciRef {

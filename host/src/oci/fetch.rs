@@ -1,0 +1,560 @@
+//! Bounded reads from registries: manifests, blobs, tokens and error bodies, each read with a
+//! size limit as it arrives. Pulls go through here rather than through oci-client, which reads
+//! every response body whole (a manifest, a token, an error page) with no limit: a registry
+//! named by a tenant's Plugin could answer gigabytes and take the host's memory. Pushes (an
+//! operator's command, to a registry the operator names) still use oci-client.
+//!
+//! Authentication is the distribution spec's: a 401 names a Bearer realm (a token is fetched
+//! with the credentials, if any, and kept per repository until it expires) or Basic.
+//! Redirects (blob storage on another host) are followed by reqwest, which drops the
+//! `Authorization` header when the host changes.
+
+use super::reference::OciRef;
+use oci_client::secrets::RegistryAuth;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The largest manifest read (the distribution spec lets registries refuse more than 4 MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+/// The largest token response read.
+const MAX_TOKEN_BYTES: u64 = 64 << 10;
+/// The most of an error body read (and shown, cut to 200 bytes).
+const MAX_ERROR_BYTES: u64 = 4 << 10;
+/// Tokens kept at most (one per registry and repository); the oldest go first.
+const MAX_TOKENS: usize = 1024;
+/// A token without `expires_in` is kept this long (the spec's default is 60 s).
+const DEFAULT_TOKEN_SECS: u64 = 60;
+
+/// Why a read from a registry failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// No answer: connection refused, reset, timed out.
+    #[error("{url}: {source}")]
+    Transport {
+        /// What was asked.
+        url: String,
+        /// reqwest's error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The registry answered an error status.
+    #[error("{url}: HTTP {status}{}", if body.is_empty() { String::new() } else { format!(": {body}") })]
+    Status {
+        /// What was asked.
+        url: String,
+        /// The status.
+        status: u16,
+        /// The start of the body, printable characters only.
+        body: String,
+    },
+    /// The answer was longer than its limit; reading stopped there.
+    #[error("{url}: {what} is longer than {limit} bytes; stopped reading")]
+    TooLarge {
+        /// What was asked.
+        url: String,
+        /// What was read (a manifest, a blob, a token).
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
+    /// The bytes do not have the digest they were asked by, or the length announced.
+    #[error("{url}: {why}")]
+    Mismatch {
+        /// What was asked.
+        url: String,
+        /// What differs.
+        why: String,
+    },
+    /// The registry asked for authentication this client cannot give.
+    #[error("{url}: {why}")]
+    Auth {
+        /// What was asked.
+        url: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl FetchError {
+    /// Whether trying again later may succeed: no answer, a 5xx, 429 or 408. A 404, a
+    /// refusal of credentials, a digest that does not match or a size over the limit stay
+    /// as they are until someone changes the registry or the reference.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            FetchError::Transport { .. } => true,
+            FetchError::Status { status, .. } => *status >= 500 || *status == 429 || *status == 408,
+            _ => false,
+        }
+    }
+}
+
+/// A manifest as read: its bytes, their SHA-256 (hex) and the media type it declares.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// The bytes, at most [`MAX_MANIFEST_BYTES`].
+    pub bytes: Vec<u8>,
+    /// Their SHA-256, 64 hex digits: the manifest's digest.
+    pub digest: String,
+}
+
+/// The HTTP side of pulls: one reqwest client (the registry flags' TLS settings) and the
+/// tokens registries handed out.
+#[derive(Debug)]
+pub struct Fetcher {
+    http: reqwest::Client,
+    insecure: Vec<String>,
+    tokens: Mutex<HashMap<(String, String), (String, Instant)>>,
+}
+
+impl Fetcher {
+    /// A fetcher speaking plain HTTP to `insecure` hosts, trusting `extra_roots` besides the
+    /// system's CAs.
+    pub fn new(
+        insecure: Vec<String>,
+        extra_roots: Vec<reqwest::Certificate>,
+    ) -> Result<Fetcher, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .tls_certs_merge(extra_roots)
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .user_agent(concat!("kubeplug/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Fetcher {
+            http,
+            insecure,
+            tokens: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn base(&self, r: &OciRef) -> String {
+        let scheme = if self.insecure.contains(&r.registry) {
+            "http"
+        } else {
+            "https"
+        };
+        format!("{scheme}://{}/v2/{}", r.registry, r.repository)
+    }
+
+    /// The manifest `reference` (a tag, or `sha256:…`) of `r`'s repository, read to at most
+    /// [`MAX_MANIFEST_BYTES`]. Asked by digest, the bytes must have that digest.
+    pub async fn manifest(
+        &self,
+        r: &OciRef,
+        reference: &str,
+        accept: &[&str],
+        auth: &RegistryAuth,
+    ) -> Result<Manifest, FetchError> {
+        let url = format!("{}/manifests/{reference}", self.base(r));
+        let accept = accept.join(", ");
+        let mut response = self.get(r, &url, Some(&accept), auth).await?;
+        let bytes = read_bounded(&mut response, &url, "the manifest", MAX_MANIFEST_BYTES).await?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        if let Some(asked) = reference.strip_prefix("sha256:")
+            && asked != digest
+        {
+            return Err(FetchError::Mismatch {
+                url,
+                why: format!("the manifest's digest is sha256:{digest}"),
+            });
+        }
+        Ok(Manifest { bytes, digest })
+    }
+
+    /// Streams blob `hex` of `r`'s repository into `sink`: at most `size` bytes (what its
+    /// descriptor says, itself checked against a limit by the caller), exactly `size`, with
+    /// digest `hex`; reading stops as soon as either fails.
+    pub async fn blob(
+        &self,
+        r: &OciRef,
+        hex: &str,
+        size: u64,
+        auth: &RegistryAuth,
+        mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<(), FetchError> {
+        let url = format!("{}/blobs/sha256:{hex}", self.base(r));
+        let mut response = self.get(r, &url, None, auth).await?;
+        if let Some(len) = response.content_length()
+            && len > size
+        {
+            return Err(FetchError::TooLarge {
+                url,
+                what: "the blob",
+                limit: size,
+            });
+        }
+        let mut hasher = Sha256::new();
+        let mut read = 0u64;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|source| transport(url.clone(), source))?
+        {
+            read += chunk.len() as u64;
+            if read > size {
+                return Err(FetchError::TooLarge {
+                    url,
+                    what: "the blob",
+                    limit: size,
+                });
+            }
+            hasher.update(&chunk);
+            sink(&chunk).map_err(|e| FetchError::Mismatch {
+                url: url.clone(),
+                why: format!("writing the blob: {e}"),
+            })?;
+        }
+        if read != size {
+            return Err(FetchError::Mismatch {
+                url,
+                why: format!("the blob is {read} bytes, its descriptor says {size} (truncated?)"),
+            });
+        }
+        let got = hex::encode(hasher.finalize());
+        if got != hex {
+            return Err(FetchError::Mismatch {
+                url,
+                why: format!("the blob's digest is sha256:{got}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Blob `hex` of `size` bytes, read whole (configs, signatures: small by their limits).
+    pub async fn blob_bytes(
+        &self,
+        r: &OciRef,
+        hex: &str,
+        size: u64,
+        auth: &RegistryAuth,
+    ) -> Result<Vec<u8>, FetchError> {
+        let mut out = Vec::with_capacity(size.min(1 << 20) as usize);
+        self.blob(r, hex, size, auth, |chunk| {
+            out.extend_from_slice(chunk);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// A GET with the repository's token (or basic credentials); on a 401, authenticates as
+    /// the challenge says and asks once more. Any other error status is an error.
+    async fn get(
+        &self,
+        r: &OciRef,
+        url: &str,
+        accept: Option<&str>,
+        auth: &RegistryAuth,
+    ) -> Result<reqwest::Response, FetchError> {
+        let key = (r.registry.clone(), r.repository.clone());
+        let token = self.token(&key);
+        let response = self.send(url, accept, auth, token.as_deref()).await?;
+        if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+            return check(response, url).await;
+        }
+        let challenge = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .unwrap_or_default();
+        let token = match parse_challenge(&challenge) {
+            Challenge::Bearer { realm, service } => {
+                let token = self
+                    .fetch_token(r, &realm, service.as_deref(), auth)
+                    .await?;
+                Some(token)
+            }
+            Challenge::Basic if matches!(auth, RegistryAuth::Basic(..)) => None,
+            Challenge::Basic => {
+                return Err(FetchError::Auth {
+                    url: url.into(),
+                    why: format!(
+                        "the registry asks for credentials and none are known for {} (--registry-config, or the Plugin's pullSecret)",
+                        r.registry
+                    ),
+                });
+            }
+            Challenge::Other => {
+                return Err(FetchError::Auth {
+                    url: url.into(),
+                    why: format!(
+                        "HTTP 401 with an authentication challenge this client does not speak: {:?}",
+                        crate::contract::text::shown_max(&challenge, 100)
+                    ),
+                });
+            }
+        };
+        let response = self.send(url, accept, auth, token.as_deref()).await?;
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(FetchError::Auth {
+                url: url.into(),
+                why: format!(
+                    "the registry refused the credentials for {} (HTTP 401)",
+                    r.registry
+                ),
+            });
+        }
+        check(response, url).await
+    }
+
+    async fn send(
+        &self,
+        url: &str,
+        accept: Option<&str>,
+        auth: &RegistryAuth,
+        token: Option<&str>,
+    ) -> Result<reqwest::Response, FetchError> {
+        let mut request = self.http.get(url);
+        if let Some(accept) = accept {
+            request = request.header(reqwest::header::ACCEPT, accept);
+        }
+        request = match (token, auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, RegistryAuth::Bearer(token)) => request.bearer_auth(token),
+            (None, RegistryAuth::Anonymous) => request,
+        };
+        request
+            .send()
+            .await
+            .map_err(|source| transport(url, source))
+    }
+
+    fn token(&self, key: &(String, String)) -> Option<String> {
+        let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        tokens
+            .get(key)
+            .filter(|(_, until)| Instant::now() < *until)
+            .map(|(t, _)| t.clone())
+    }
+
+    /// Asks `realm` for a pull token for `r`'s repository, with the credentials if any.
+    async fn fetch_token(
+        &self,
+        r: &OciRef,
+        realm: &str,
+        service: Option<&str>,
+        auth: &RegistryAuth,
+    ) -> Result<String, FetchError> {
+        let parsed = reqwest::Url::parse(realm).map_err(|e| FetchError::Auth {
+            url: realm.chars().take(200).collect(),
+            why: format!("the registry's token realm is not a URL: {e}"),
+        })?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            return Err(FetchError::Auth {
+                url: realm.chars().take(200).collect(),
+                why: "the registry's token realm is not an http(s) URL".into(),
+            });
+        }
+        let scope = format!("repository:{}:pull", r.repository);
+        let mut query = vec![("scope", scope.as_str())];
+        if let Some(s) = service {
+            query.push(("service", s));
+        }
+        let mut request = self.http.get(parsed).query(&query);
+        if let RegistryAuth::Basic(user, password) = auth {
+            request = request.basic_auth(user, Some(password));
+        }
+        let url = crate::contract::text::prefix(realm, 200).to_string();
+        let response = request
+            .send()
+            .await
+            .map_err(|source| transport(url.clone(), source))?;
+        let mut response = check(response, &url).await?;
+        let body = read_bounded(&mut response, &url, "the token", MAX_TOKEN_BYTES).await?;
+        #[derive(serde::Deserialize)]
+        struct Token {
+            token: Option<String>,
+            access_token: Option<String>,
+            expires_in: Option<u64>,
+        }
+        let t: Token = serde_json::from_slice(&body).map_err(|e| FetchError::Auth {
+            url: url.clone(),
+            why: format!("the token answer is not JSON with a token: {e}"),
+        })?;
+        let Some(token) = t.token.or(t.access_token).filter(|t| !t.is_empty()) else {
+            return Err(FetchError::Auth {
+                url,
+                why: "the token answer has no token".into(),
+            });
+        };
+        let ttl = Duration::from_secs(t.expires_in.unwrap_or(DEFAULT_TOKEN_SECS).clamp(1, 3600));
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        if tokens.len() >= MAX_TOKENS {
+            let now = Instant::now();
+            tokens.retain(|_, (_, until)| *until > now);
+            if tokens.len() >= MAX_TOKENS
+                && let Some(oldest) = tokens
+                    .iter()
+                    .min_by_key(|(_, (_, until))| *until)
+                    .map(|(k, _)| k.clone())
+            {
+                tokens.remove(&oldest);
+            }
+        }
+        tokens.insert(
+            (r.registry.clone(), r.repository.clone()),
+            (token.clone(), Instant::now() + ttl),
+        );
+        Ok(token)
+    }
+}
+
+/// A transport error, its URL said once (reqwest's own text repeats it).
+fn transport(url: impl Into<String>, source: reqwest::Error) -> FetchError {
+    FetchError::Transport {
+        url: url.into(),
+        source: source.without_url(),
+    }
+}
+
+/// A success passes; an error status becomes [`FetchError::Status`] with the start of its
+/// body (read to at most 4 KiB, shown to 200 printable bytes).
+async fn check(
+    mut response: reqwest::Response,
+    url: &str,
+) -> Result<reqwest::Response, FetchError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    // The start of the body is enough to say what went wrong: reading stops at 4 KiB.
+    let mut body = Vec::new();
+    while (body.len() as u64) < MAX_ERROR_BYTES
+        && let Ok(Some(chunk)) = response.chunk().await
+    {
+        body.extend_from_slice(&chunk);
+    }
+    let text: String = String::from_utf8_lossy(&body)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    Err(FetchError::Status {
+        url: url.into(),
+        status: status.as_u16(),
+        body: text,
+    })
+}
+
+/// Reads a body to at most `limit` bytes: an announced length over it fails before reading,
+/// and reading stops at the first byte past it.
+async fn read_bounded(
+    response: &mut reqwest::Response,
+    url: &str,
+    what: &'static str,
+    limit: u64,
+) -> Result<Vec<u8>, FetchError> {
+    let too_large = || FetchError::TooLarge {
+        url: url.into(),
+        what,
+        limit,
+    };
+    if response.content_length().is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|source| transport(url, source))?
+    {
+        if (out.len() + chunk.len()) as u64 > limit {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// What a 401's `WWW-Authenticate` asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Challenge {
+    Bearer {
+        realm: String,
+        service: Option<String>,
+    },
+    Basic,
+    Other,
+}
+
+/// The first Bearer challenge with a realm, else Basic if offered (http-auth parses the
+/// header's grammar).
+fn parse_challenge(header: &str) -> Challenge {
+    let mut basic = false;
+    for challenge in http_auth::ChallengeParser::new(header).flatten() {
+        if challenge.scheme.eq_ignore_ascii_case("bearer") {
+            let param = |name: &str| {
+                challenge
+                    .params
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.to_unescaped())
+            };
+            if let Some(realm) = param("realm") {
+                return Challenge::Bearer {
+                    realm,
+                    service: param("service"),
+                };
+            }
+        } else if challenge.scheme.eq_ignore_ascii_case("basic") {
+            basic = true;
+        }
+    }
+    if basic {
+        Challenge::Basic
+    } else {
+        Challenge::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges() {
+        assert_eq!(
+            parse_challenge(
+                r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a:pull""#
+            ),
+            Challenge::Bearer {
+                realm: "https://auth.example/token".into(),
+                service: Some("registry.example".into())
+            }
+        );
+        assert_eq!(
+            parse_challenge(r#"Basic realm="kubeplug-test""#),
+            Challenge::Basic
+        );
+        assert_eq!(parse_challenge("Negotiate"), Challenge::Other);
+        assert_eq!(parse_challenge(""), Challenge::Other);
+        assert_eq!(parse_challenge(r#"Bearer service="x""#), Challenge::Other);
+    }
+
+    #[test]
+    fn what_is_worth_retrying() {
+        let status = |status| FetchError::Status {
+            url: "u".into(),
+            status,
+            body: String::new(),
+        };
+        assert!(status(503).is_transient());
+        assert!(status(429).is_transient());
+        assert!(!status(404).is_transient());
+        assert!(!status(403).is_transient());
+        let big = FetchError::TooLarge {
+            url: "u".into(),
+            what: "the manifest",
+            limit: 1,
+        };
+        assert!(!big.is_transient());
+        assert_eq!(
+            big.to_string(),
+            "u: the manifest is longer than 1 bytes; stopped reading"
+        );
+    }
+}
