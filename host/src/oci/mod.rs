@@ -3,10 +3,14 @@
 //! content-addressed cache of pulled modules. The registry protocol is oci-client's.
 
 pub mod cache;
+pub mod fetch;
+pub mod keys;
 pub mod keys;
 pub mod reference;
 pub mod registry;
+pub mod signature;
 pub mod transfer;
+pub mod verification;
 
 pub use reference::OciRef;
 pub use registry::{Registries, RegistryArgs};
