@@ -2,48 +2,42 @@
 //! leader, or the ring changed) or the gate reopens after a lapse, every cached key it owns
 //! is queued at once — the caches are warm, so a takeover reconciles without relisting, and
 //! keys turned away while the gate was closed (or during a change too brief to be seen) are
-//! not lost. Keys it lost are simply no longer let through. Counts keys owned and moved
-//! for the metrics.
+//! not lost. Keys it lost are simply no longer let through. Counts the keys moved for the
+//! metrics; the keys owned are counted when the metrics are read ([`owned_keys`]), so the
+//! gauge is exact at every scrape and nothing walks the caches while nobody looks.
 
 use crate::contract::Reason;
 use crate::coordination::{Gate, Scope};
 use crate::worker::RunningPlugins;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How often the owned-keys gauge is recounted while nothing changes (objects come and go).
-const RECOUNT: Duration = Duration::from_secs(5);
 
 /// Follows `gate` until the controller stops.
 pub(super) async fn follow(gate: Gate, running: RunningPlugins) {
     let mut changes = gate.subscribe();
     let mut before = changes.borrow_and_update().clone();
-    loop {
-        let changed = tokio::time::timeout(RECOUNT, changes.changed()).await;
-        if matches!(changed, Ok(Err(_))) {
-            return;
-        }
+    while changes.changed().await.is_ok() {
         let after = changes.borrow_and_update().clone();
-        let moved = match after == before {
-            // Nothing changed: only the owned-keys gauge is recounted.
-            true => count(&running, &after.scope),
-            false => hand_over(&running, &before.scope, &after.scope),
-        };
-        let metrics = gate.metrics();
-        metrics.keys_owned.set(moved.owned as i64);
-        metrics.keys_moved.inc_by(moved.gained + moved.lost);
-        if after != before {
-            tracing::info!(
-                reopened = after.reopened != before.reopened,
-                gained = moved.gained,
-                lost = moved.lost,
-                owned = moved.owned,
-                "keys changed hands"
-            );
+        if after == before {
+            continue;
         }
+        let moved = hand_over(&running, &before.scope, &after.scope);
+        gate.metrics().keys_moved.inc_by(moved.gained + moved.lost);
+        tracing::info!(
+            reopened = after.reopened != before.reopened,
+            gained = moved.gained,
+            lost = moved.lost,
+            owned = moved.owned,
+            "keys changed hands"
+        );
         before = after;
     }
+}
+
+/// The distinct keys `scope` lets this replica reconcile, over every running plugin's cache
+/// (read at scrape time for `kubeplug_ring_keys_owned`).
+pub(super) fn owned_keys(running: &RunningPlugins, scope: &Arc<Scope>) -> u64 {
+    tally(running, scope, scope, false).owned
 }
 
 /// What a scope change did to this replica's keys.
@@ -58,11 +52,6 @@ struct Moved {
 /// resync otherwise), for every running plugin; counts what moved.
 fn hand_over(running: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>) -> Moved {
     tally(running, before, after, true)
-}
-
-/// Counts the keys `scope` allows, queueing nothing.
-fn count(running: &RunningPlugins, scope: &Arc<Scope>) -> Moved {
-    tally(running, scope, scope, false)
 }
 
 fn tally(running: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>, queue: bool) -> Moved {

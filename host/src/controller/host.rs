@@ -203,7 +203,8 @@ impl Controller {
         revision: Revision,
     ) -> Result<(), StartError> {
         let running = RunningPlugin::start(name.clone(), revision, &self.inner.shared)?;
-        self.inner.running.insert(running);
+        self.inner.running.insert(running.clone());
+        running.prime();
         let meta = instance.plugin.metadata();
         tracing::info!(record = "reload", result = "started", plugin = name.as_str(), declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(instance), "plugin started");
         Ok(())
@@ -298,6 +299,11 @@ impl Controller {
     /// was registered with [`register_metrics`](Self::register_metrics)) in the Prometheus
     /// text format.
     pub fn metrics_text(&self) -> String {
+        let gate = &self.inner.config.gate;
+        if gate.is_coordinated() {
+            let owned = super::handover::owned_keys(&self.inner.running, &gate.scope());
+            gate.metrics().keys_owned.set(owned as i64);
+        }
         self.inner.shared.metrics.set_cache_objects(
             self.inner
                 .watches

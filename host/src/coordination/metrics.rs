@@ -14,7 +14,8 @@ pub struct CoordinationMetrics {
     pub transitions: Counter,
     /// Members in the ring this replica sees (sharding).
     pub members: Gauge,
-    /// Keys this replica may reconcile now, over every running plugin's cache.
+    /// Keys this replica may reconcile now, over every running plugin's cache: set by the
+    /// controller each time the metrics are read, so it is exact at every scrape.
     pub keys_owned: Gauge,
     /// Keys this replica gained or gave up on ring or leadership changes.
     pub keys_moved: Counter,

@@ -54,8 +54,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl RunningPlugin {
-    /// Starts instance `name` on `revision`: builds its queue, spawns its workers and queues
-    /// every cached key (as added) once the caches have synced.
+    /// Starts instance `name` on `revision`: builds its queue and spawns its workers. Nothing
+    /// is queued yet: once the caller has put it in the running set, [`RunningPlugin::prime`]
+    /// queues what it must see first.
     pub(crate) fn start(
         name: InstanceName,
         revision: Revision,
@@ -79,8 +80,23 @@ impl RunningPlugin {
             .map(|_| tokio::spawn(running.clone().work()))
             .collect();
         lock(&running.tasks).workers = workers;
-        running.enqueue_all_later(Reason::Added);
         Ok(running)
+    }
+
+    /// Queues every key of the kind it reconciles once, as added, for a plugin the caller
+    /// has just put in the running set (the router's snapshot). Each key is reconciled once
+    /// at start-up, from one of two sources, never both:
+    /// - the cache of that kind has not listed yet (its watch was started for this plugin):
+    ///   the list's additions are sent to the router after the cache is marked synced, which
+    ///   is after this check, so they reach this plugin through the router; queueing them
+    ///   here too would reconcile a key twice whenever a worker took it between the two adds
+    ///   (the queue only folds adds of a key still waiting);
+    /// - it has listed (a watch another plugin started): its additions were routed before
+    ///   this plugin ran, so every cached key is queued here, once the caches it reads sync.
+    pub(crate) fn prime(self: &Arc<Self>) {
+        if self.current().primary.is_synced() {
+            self.enqueue_all_later(Reason::Added);
+        }
     }
 
     /// Makes `revision` the one new calls run (calls in flight finish on the old one) and

@@ -56,6 +56,19 @@ async fn harness(
     script: Vec<Answer>,
     resync: Option<Duration>,
 ) -> Harness {
+    harness_listed(mode, names, script, resync, true).await
+}
+
+/// [`harness`], with the cache listed before the plugin starts (`listed`), as when another
+/// plugin's watch of the kind has synced, or still empty and not synced, as when the plugin's
+/// own watch has just started (the test lists it with [`Harness::list`]).
+async fn harness_listed(
+    mode: &str,
+    names: &[&str],
+    script: Vec<Answer>,
+    resync: Option<Duration>,
+    listed: bool,
+) -> Harness {
     let runtime = PluginRuntime::new(RuntimeConfig::default()).unwrap();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/hostile.wasm");
     let plugin = runtime.load_file(&path).await.unwrap_or_else(|e| {
@@ -78,7 +91,9 @@ async fn harness(
     let controller =
         Controller::with_writer(client, config, |_| -> Arc<dyn ApiWriter> { writer.clone() });
     let mut writer_of_cache = CacheWriter::new(plugin.metadata().reconciles.clone());
-    writer_of_cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
+    if listed {
+        writer_of_cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
+    }
     let cache: Arc<KindCache> = writer_of_cache.reader();
     let config = format!(r#"{{"mode": "{mode}"}}"#);
     let instance = PluginInstance::named(plugin.clone(), "hostile", Some(&config))
@@ -154,12 +169,64 @@ impl Harness {
         received.iter().map(|r| r.at).collect()
     }
 
+    /// The watch's first list: the cache takes `names` (at resourceVersion 1) and the
+    /// additions go through the real router, as the watch task sends them.
+    fn list(&self, names: &[&str]) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(router::run(rx, self.controller.inner.running.clone()));
+        let changes = self
+            .cache
+            .lock()
+            .unwrap()
+            .replace_all(names.iter().map(|n| object(n, "1")).collect());
+        assert_eq!(changes.len(), names.len());
+        for change in changes {
+            tx.send(change).unwrap();
+        }
+    }
+
     /// The object changed: the cache holds a new version and the key is queued, as the
     /// router does on a watch event.
     fn change(&self, name: &str, rv: &str) {
         self.cache.lock().unwrap().upsert(object(name, rv));
         self.running
             .enqueue(ObjKey::new(Some("team-a"), name), Reason::Changed);
+    }
+}
+
+/// Every audit record received so far, as `(action, key)`.
+fn drained(audit: &mut Receiver<Arc<AuditRecord>>) -> Vec<(String, String)> {
+    let mut records = Vec::new();
+    while let Ok(record) = audit.try_recv() {
+        records.push((record.action.to_string(), record.key.to_string()));
+    }
+    records
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_up_reconciles_each_key_once_whether_the_list_comes_before_or_after() {
+    let names: Vec<String> = (0..20).map(|i| format!("web-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut expected: Vec<(String, String)> = names
+        .iter()
+        .map(|n| ("log".to_string(), format!("team-a/{n}")))
+        .collect();
+    expected.sort();
+    for listed in [false, true] {
+        let mut h = harness_listed("behave", &names, vec![], None, listed).await;
+        if !listed {
+            // The plugin's own watch lists now: its additions reach it through the router,
+            // while the start-up queueing of every cached key sees the cache synced.
+            h.list(&names);
+        }
+        sleep(HOUR).await;
+        let mut calls = drained(&mut h.audit);
+        calls.sort();
+        assert_eq!(calls, expected, "listed before the start: {listed}");
+        assert_eq!(
+            h.controller.reconcile_counts("hostile").total,
+            names.len() as u64
+        );
     }
 }
 
