@@ -15,6 +15,7 @@ mod crd_controllers;
 mod dashboard;
 mod eval;
 mod oci;
+mod oci_sign;
 mod plugin_objects;
 mod policy;
 mod registry;

@@ -208,7 +208,7 @@ impl Loaded {
         compile_cache: Option<PathBuf>,
     ) -> anyhow::Result<Self> {
         let registries = crate::oci::Registries::new(registry)?;
-        let pulled = crate::oci::transfer::pull(&registries, reference).await?;
+        let pulled = crate::oci::verification::pull_verified(&registries, reference, registry).await?;
         tracing::info!(module = %pulled.pinned, sha256 = %pulled.module_digest, cached = pulled.cached, "pulled");
         let runtime = PluginRuntime::new(RuntimeConfig {
             cache_dir: compile_cache.or_else(crate::plugin::default_cache_dir),

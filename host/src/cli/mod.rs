@@ -7,6 +7,7 @@ pub mod new;
 pub mod oci;
 pub mod run;
 pub mod run_settings;
+pub mod sign;
 pub mod sim;
 pub mod test_dir;
 
@@ -53,6 +54,12 @@ pub enum Command {
     Pull(oci::PullArgs),
     /// Copy a module from one registry to another, digest unchanged (the air-gapped path).
     Mirror(oci::MirrorArgs),
+    /// Write a cosign key pair: cosign.key (encrypted with $COSIGN_PASSWORD) and cosign.pub.
+    Keygen(sign::KeygenArgs),
+    /// Sign a module in a registry with a private key, stored as cosign stores signatures.
+    Sign(sign::SignArgs),
+    /// Check a module's signatures against a public key or a verification config.
+    Verify(sign::VerifyArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
@@ -68,6 +75,9 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Push(args) => rt.block_on(oci::push(args)),
             Command::Pull(args) => rt.block_on(oci::pull(args)),
             Command::Mirror(args) => rt.block_on(oci::mirror(args)),
+            Command::Keygen(args) => sign::keygen(args),
+            Command::Sign(args) => rt.block_on(sign::sign(args)),
+            Command::Verify(args) => rt.block_on(sign::verify(args)),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call
         // abandoned at the shutdown deadline must not hold the exit.

@@ -1,6 +1,6 @@
 //! `kubeplug push` and `kubeplug pull`: wasm modules to and from OCI registries.
 
-use crate::oci::{OciRef, Registries, RegistryArgs, transfer};
+use crate::oci::{OciRef, Registries, RegistryArgs, signature, transfer, verification};
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
@@ -43,12 +43,23 @@ pub struct MirrorArgs {
     pub registry: RegistryArgs,
 }
 
-/// Copies a module between registries, digest unchanged, and prints the destination pinned.
+/// Copies a module and its cosign signatures between registries, digests unchanged, and
+/// prints the destination pinned. With --verification-config the source is verified first.
 pub async fn mirror(args: MirrorArgs) -> anyhow::Result<ExitCode> {
     let reg = Registries::new(&args.registry)?;
-    let digest = transfer::mirror(&reg, &args.source, &args.destination).await?;
+    let source = match verification::config_of(&args.registry)? {
+        Some(config) => {
+            let pinned = verification::resolve(&reg, &args.source, &reg.auth(&args.source)).await?;
+            verification::verify(&reg, &pinned, &config).await?;
+            pinned
+        }
+        None => args.source.clone(),
+    };
+    let digest = transfer::mirror(&reg, &source, &args.destination).await?;
+    let signatures = signature::copy(&reg, &source, &args.destination, &digest).await?;
     let dst = args.source.retargeted(&args.destination);
     println!("{}", dst.pinned(&digest));
+    eprintln!("{signatures} signature(s) copied");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -61,10 +72,11 @@ pub async fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Pulls a module (from the cache when held) and prints the pinned reference.
+/// Pulls a module (from the cache when held; its signatures checked first with
+/// --verification-config) and prints the pinned reference.
 pub async fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let reg = Registries::new(&args.registry)?;
-    let pulled = transfer::pull(&reg, &args.reference).await?;
+    let pulled = verification::pull_verified(&reg, &args.reference, &args.registry).await?;
     if let Some(out) = &args.output {
         crate::oci::cache::write_atomically(out, &pulled.bytes)
             .with_context(|| format!("writing {}", out.display()))?;

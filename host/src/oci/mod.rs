@@ -5,7 +5,6 @@
 pub mod cache;
 pub mod fetch;
 pub mod keys;
-pub mod keys;
 pub mod reference;
 pub mod registry;
 pub mod signature;
