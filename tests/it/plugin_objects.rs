@@ -483,8 +483,8 @@ async fn each_bad_input_is_one_reason_and_the_others_keep_running() -> Result<()
                 "module: {configMap: {name: pinner}}",
                 "module: {image: \"oci://127.0.0.1:5000/p:1\"}",
             ),
-            "ModuleSourceUnsupported",
-            "OCI",
+            "ImageNotAllowed",
+            "spec.modules.images",
         ),
         (
             "bad-duration",
@@ -831,5 +831,167 @@ async fn the_host_runs_at_most_its_plugin_cap_oldest_first() -> Result<()> {
     t.kubectl(&["-n", "team-a", "delete", "plugin", "first"])
         .await?;
     t.reason_becomes("team-a", "second", "Running").await;
+    Ok(())
+}
+
+/// A Plugin whose module is an image (issue 26), as a tenant writes it: refused until a
+/// PluginPolicy lists the registry; behind basic authentication it needs its pull Secret
+/// (`kubectl create secret docker-registry`); then Ready with the pinned image in status, a
+/// moved tag is a new revision, and with the registry stopped the running revision keeps
+/// running while a Plugin naming an image not yet pulled says why it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_from_an_image_follows_its_tag_and_survives_the_registry_going_down() -> Result<()>
+{
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let Some(mut reg) = crate::registry::Registry::start_with_auth("tenant", "s3cret") else {
+        return Ok(());
+    };
+    let cache = tempfile::tempdir()?;
+    let args = kubeplug::oci::RegistryArgs {
+        registry_config: None,
+        ..reg.args(cache.path())
+    };
+    let registries = kubeplug::oci::Registries::new(&args)?;
+    let t = start(|c| {
+        let objects = c.objects.as_mut().unwrap();
+        objects.registries = Some(registries.clone());
+        objects.image_poll = Duration::from_millis(300);
+    })
+    .await?;
+    // The platform's own push, with its credentials.
+    let push_config = t.file(
+        "push.json",
+        format!(
+            r#"{{"auths":{{"{}":{{"username":"tenant","password":"s3cret"}}}}}}"#,
+            reg.addr
+        )
+        .as_bytes(),
+    );
+    let pusher = kubeplug::oci::Registries::new(&kubeplug::oci::RegistryArgs {
+        registry_config: Some(push_config),
+        ..args.clone()
+    })?;
+    let tag = reg.reference("team-a/pinner:stable");
+    let v1 = std::fs::read(common::plugin("image-pinner"))?;
+    let v1_manifest = kubeplug::oci::transfer::push(&pusher, &tag, &v1).await?;
+
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    let plugin = |secret: &str| {
+        format!(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {{name: pinner, namespace: team-a}}
+spec:
+  module: {{image: \"{tag}\"{secret}}}
+  config: {{image: \"nginx:1.25\"}}
+  permissions:
+    rules:
+    - apiVersion: apps/v1
+      kind: Deployment
+      verbs: [patch]
+      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
+"
+        )
+    };
+    t.apply(&plugin("")).await?;
+    let why = t
+        .reason_becomes("team-a", "pinner", "ImageNotAllowed")
+        .await;
+    assert!(why.contains("spec.modules.images"), "{why}");
+
+    // The platform team lists the tenant's repository.
+    let listed = format!("{POLICY}  modules: {{images: [\"{}/team-a\"]}}\n", reg.addr);
+    t.apply(&listed).await?;
+    let why = t.reason_becomes("team-a", "pinner", "PullFailed").await;
+    assert!(why.contains("asks for credentials"), "{why}");
+    let (status, _, _) = t.condition("team-a", "pinner", "Reconciling").unwrap();
+    assert_eq!(status, "True", "a registry error is retried, not final");
+
+    t.kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "pull",
+        "-n",
+        "team-a",
+        &format!("--docker-server={}", reg.addr),
+        "--docker-username=tenant",
+        "--docker-password=s3cret",
+    ])
+    .await?;
+    t.apply(&plugin(", pullSecret: pull")).await?;
+    t.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        "plugin/pinner",
+        "-n",
+        "team-a",
+        "--timeout=60s",
+    ])
+    .await?;
+    eventually(WAIT, "team-a/web pinned", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+    let status = t.plugin("team-a", "pinner").unwrap()["status"].clone();
+    assert_eq!(status["image"], format!("{tag}@sha256:{v1_manifest}"));
+    assert_eq!(
+        status["digest"],
+        format!("sha256:{}", hex::encode(Sha256::digest(&v1)))
+    );
+
+    // The tag moves: the next resolution starts the new module as a new revision.
+    let v2 = std::fs::read(common::test_plugin("pinner-v2"))?;
+    let v2_manifest = kubeplug::oci::transfer::push(&pusher, &tag, &v2).await?;
+    let v2_digest = format!("sha256:{}", hex::encode(Sha256::digest(&v2)));
+    let mut last = Value::Null;
+    eventually(WAIT, "the moved tag's module runs", || {
+        last = t.plugin("team-a", "pinner").unwrap()["status"].clone();
+        last["digest"] == v2_digest.as_str()
+    })
+    .await;
+    assert_eq!(last["image"], format!("{tag}@sha256:{v2_manifest}"));
+    assert_eq!(
+        last["revisions"][1]["image"],
+        format!("{tag}@sha256:{v1_manifest}")
+    );
+
+    // The registry goes down: the running revision keeps running (a tag that cannot be
+    // resolved again is not a reason to stop), and a new Plugin naming an image not pulled
+    // yet waits in Reconciling with the error.
+    kubeplug::oci::transfer::push(&pusher, &reg.reference("team-a/pinner:next"), &v1).await?;
+    reg.stop();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let (ready, reason, _) = t.condition("team-a", "pinner", "Ready").unwrap();
+    assert_eq!((ready.as_str(), reason.as_str()), ("True", "Running"));
+    assert_eq!(
+        t.plugin("team-a", "pinner").unwrap()["status"]["digest"],
+        v2_digest.as_str()
+    );
+    t.apply(
+        &plugin(", pullSecret: pull")
+            .replace("name: pinner,", "name: other,")
+            .replace(":stable", ":next"),
+    )
+    .await?;
+    let why = t.reason_becomes("team-a", "other", "PullFailed").await;
+    assert!(why.contains("pulling the manifest of"), "{why}");
+    let (status, _, _) = t.condition("team-a", "other", "Reconciling").unwrap();
+    assert_eq!(status, "True");
+    // Back up: the retry (capped backoff) finds it.
+    reg.restart();
+    t.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        "plugin/other",
+        "-n",
+        "team-a",
+        "--timeout=60s",
+    ])
+    .await?;
     Ok(())
 }

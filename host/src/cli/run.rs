@@ -20,10 +20,24 @@ pub struct RunArgs {
     /// server serves their CRDs.
     #[arg(long, env = "KUBEPLUG_PLUGIN_OBJECTS", default_value_t = true, action = clap::ArgAction::Set)]
     pub plugin_objects: bool,
-    /// The largest module a `Plugin` object may name, in bytes (larger ones are refused
-    /// before they compile).
-    #[arg(long, env = "KUBEPLUG_MAX_MODULE_BYTES", default_value_t = crate::plugin_objects::DEFAULT_MAX_MODULE_BYTES)]
-    pub max_module_bytes: usize,
+    /// A plugin from an OCI registry, oci://HOST[:PORT]/REPO[:TAG][@sha256:DIGEST], run
+    /// without a plugins directory (named after the repository's last component, whose
+    /// policy `--policies DIR` holds); repeat for several. Pulled (and verified, with
+    /// --verification-config) before the host starts; a tag is resolved once.
+    #[arg(
+        long = "plugin",
+        value_name = "OCI_REFERENCE",
+        conflicts_with = "plugins"
+    )]
+    pub plugin: Vec<crate::oci::OciRef>,
+    /// Registry flags, for `--plugin` and `Plugin` objects' `spec.module.image`; the largest
+    /// module (`--max-module-mib`) bounds ConfigMap modules too.
+    #[command(flatten)]
+    pub registry: crate::oci::RegistryArgs,
+    /// How often the tag a `Plugin` object's image names is resolved again, in seconds (a
+    /// moved tag is a new revision).
+    #[arg(long, env = "KUBEPLUG_IMAGE_POLL_SECONDS", default_value_t = crate::plugin_objects::DEFAULT_IMAGE_POLL.as_secs())]
+    pub image_poll_seconds: u64,
     /// The most `Plugin` objects this host runs (the oldest first; newer ones are refused
     /// with `TooManyPlugins` until others go).
     #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_OBJECTS", default_value_t = crate::plugin_objects::DEFAULT_MAX_PLUGINS)]
@@ -138,6 +152,39 @@ pub struct RunArgs {
     pub identity: Option<String>,
 }
 
+/// Pulls each `--plugin` into a private folder as `<last repository component>.wasm`, the
+/// plugins directory of this run; two that would share a name are refused.
+async fn pull_plugins(
+    registries: &crate::oci::Registries,
+    args: &RunArgs,
+) -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("kubeplug-plugins-")
+        .tempdir()
+        .context("a folder for the pulled plugins")?;
+    let mut names = std::collections::HashSet::new();
+    for reference in &args.plugin {
+        let name = reference
+            .repository
+            .rsplit('/')
+            .next()
+            .unwrap_or(&reference.repository)
+            .to_string();
+        if !names.insert(name.clone()) {
+            anyhow::bail!(
+                "--plugin {reference}: another --plugin is also named {name:?} (the last component of its repository)"
+            );
+        }
+        let pulled = crate::oci::verification::pull_verified(registries, reference, &args.registry)
+            .await
+            .with_context(|| format!("--plugin {reference}"))?;
+        tracing::info!(plugin = %name, module = %pulled.pinned, sha256 = %pulled.module_digest, cached = pulled.cached, "pulled");
+        std::fs::write(dir.path().join(format!("{name}.wasm")), &pulled.bytes)
+            .with_context(|| format!("writing the module of {reference}"))?;
+    }
+    Ok(dir)
+}
+
 /// Sample objects the embedded API server starts with: Deployments the reference plugins act on.
 pub const SAMPLE_MANIFESTS: &str = include_str!("../../samples/demo.yaml");
 
@@ -157,7 +204,7 @@ pub const SAMPLE_CUSTOM_RESOURCES: [&str; 6] = [
 /// Starts a [`Host`] and runs it until SIGINT or SIGTERM, then drains and exits 0. Plugins come and go
 /// with the files in the plugins directory (unless `--watch=false`); SIGHUP rescans.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = super::run_settings::host_config(&args)?;
+    let mut config = super::run_settings::host_config(&args)?;
     // Requests name the replica they come from (API server audit logs, request logs).
     let user_agent = format!(
         "kubeplug/{} ({})",
@@ -169,6 +216,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .identity
                 .as_str())
     );
+    let registries = crate::oci::Registries::new(&args.registry).context("the registry flags")?;
+    let _pulled_dir = if args.plugin.is_empty() {
+        None
+    } else {
+        let dir = pull_plugins(&registries, &args).await?;
+        config.plugins = Some(dir.path().to_path_buf());
+        if args.policies.is_none() {
+            config.policies = dir.path().to_path_buf();
+        }
+        Some(dir)
+    };
+    if let Some(objects) = config.objects.as_mut() {
+        objects.registries = Some(registries);
+    }
     let mut signals = ShutdownSignals::install()?;
     let (client, _embedded) = if args.embedded {
         embedded(&args).await?

@@ -123,12 +123,14 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         host_name: hostname(),
         ..ControllerConfig::default()
     };
-    let max_module_bytes = in_range(
-        "max-module-bytes",
-        args.max_module_bytes,
-        1024,
-        1 << 30,
-        "1024 to 1073741824 (1 GiB)",
+    // --max-module-mib is range-checked by clap (1 to 1024).
+    let max_module_bytes = (args.registry.max_module_mib as usize) << 20;
+    let image_poll = in_range(
+        "image-poll-seconds",
+        args.image_poll_seconds,
+        10,
+        86_400,
+        "10 to 86400",
     )?;
     let max_plugins = in_range(
         "max-plugin-objects",
@@ -137,7 +139,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         100_000,
         "0 to 100000",
     )?;
-    if args.plugins.is_none() && !args.plugin_objects {
+    if args.plugins.is_none() && args.plugin.is_empty() && !args.plugin_objects {
         return Err(SettingsError::NothingToRun);
     }
     Ok(HostConfig {
@@ -150,6 +152,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         objects: args.plugin_objects.then(|| ObjectSourceConfig {
             max_module_bytes,
             max_plugins,
+            image_poll: Duration::from_secs(image_poll),
             ..ObjectSourceConfig::default()
         }),
         watch: args.watch,
@@ -331,10 +334,32 @@ mod tests {
         assert!(only_objects.objects.is_some());
         let err = bare(&["--plugin-objects=false"]).unwrap_err();
         assert!(matches!(err, SettingsError::NothingToRun), "{err}");
-        let err = parse(&["--max-module-bytes", "10"])
+        let small = parse(&["--max-module-mib", "2"]).unwrap();
+        assert_eq!(small.objects.unwrap().max_module_bytes, 2 << 20);
+        assert!(
+            crate::cli::Cli::try_parse_from(["kubeplug", "run", "--max-module-mib", "0"]).is_err()
+        );
+        let err = parse(&["--image-poll-seconds", "1"])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("--max-module-bytes 10"), "{err}");
+        assert!(err.contains("--image-poll-seconds 1"), "{err}");
+        let oci = bare(&["--plugin", "oci://r.example/x:v1", "--plugin-objects=false"]).unwrap();
+        assert_eq!(
+            oci.plugins, None,
+            "run() pulls them into a folder of its own"
+        );
+        assert!(
+            crate::cli::Cli::try_parse_from([
+                "kubeplug",
+                "run",
+                "--plugins",
+                "p",
+                "--plugin",
+                "oci://r.example/x"
+            ])
+            .is_err(),
+            "a directory or images, not both"
+        );
         assert!(
             parse(&["--plugin-objects=false"])
                 .unwrap()

@@ -45,7 +45,7 @@ pub struct RegistryArgs {
           value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_module_mib: u64,
     /// Where pulled modules are cached by digest (default: $KUBEPLUG_CACHE_DIR/oci, else
-    /// ~/.cache/kubeplug/oci).
+    /// ~/.cache/kubeplug/oci, else a folder under the system's temporary one).
     #[arg(long = "module-cache", value_name = "DIR")]
     pub module_cache: Option<PathBuf>,
     /// Signatures every module pulled must carry: a verification config (Kubewarden's
@@ -224,8 +224,10 @@ impl Registries {
         };
         let cache_dir = match &args.module_cache {
             Some(dir) => dir.clone(),
+            // No home and no KUBEPLUG_CACHE_DIR (a bare container): a folder under the
+            // system's temporary one, still content-addressed and verified.
             None => crate::plugin::default_cache_dir()
-                .context("no cache folder: set --module-cache or KUBEPLUG_CACHE_DIR")?
+                .unwrap_or_else(|| std::env::temp_dir().join("kubeplug"))
                 .join("oci"),
         };
         // try_from, not new: new falls back to a default client on a bad certificate.

@@ -129,7 +129,29 @@ pub async fn pull_with(
     r: &OciRef,
     auth: &oci_client::secrets::RegistryAuth,
 ) -> anyhow::Result<Pulled> {
-    if let Some(manifest_digest) = &r.digest
+    pull_inner(reg, r, auth, true).await
+}
+
+/// [`pull_with`] that always asks the registry for the manifest with `auth`, even for a
+/// pinned module already cached: a tenant whose credentials cannot read the image does not
+/// get it from the cache another tenant filled. The module's bytes still come from the
+/// cache when held.
+pub async fn pull_checked(
+    reg: &Registries,
+    r: &OciRef,
+    auth: &oci_client::secrets::RegistryAuth,
+) -> anyhow::Result<Pulled> {
+    pull_inner(reg, r, auth, false).await
+}
+
+async fn pull_inner(
+    reg: &Registries,
+    r: &OciRef,
+    auth: &oci_client::secrets::RegistryAuth,
+    cache_answers_pinned: bool,
+) -> anyhow::Result<Pulled> {
+    if cache_answers_pinned
+        && let Some(manifest_digest) = &r.digest
         && let Some(module_digest) = reg.cache.module_of_manifest(manifest_digest)
         && let Some(bytes) = reg.cache.module(&module_digest)
     {

@@ -1,5 +1,5 @@
 //! Plugins as Kubernetes objects: tenants run their own plugins through the API (`Plugin`
-//! in their namespace, the module in a ConfigMap there), bounded by the platform team's
+//! in their namespace, the module in a ConfigMap there or an image in a registry), bounded by the platform team's
 //! cluster-scoped `PluginPolicy`s, with kstatus conditions that `kubectl wait` and Argo CD
 //! can trust. This is a second source of instances beside the plugins directory; both feed
 //! the reloader's planner, and an object-backed instance is named `<namespace>/<name>`, so
@@ -7,6 +7,7 @@
 
 mod events;
 mod grant;
+mod image;
 mod module;
 mod refusal;
 mod shadow;
@@ -16,6 +17,7 @@ mod status;
 mod statuses;
 
 pub use grant::{Effective, effective};
+pub use image::DEFAULT_POLL as DEFAULT_IMAGE_POLL;
 pub use module::DEFAULT_MAX_MODULE_BYTES;
 pub use refusal::{Reason, Refusal};
 pub use source::{

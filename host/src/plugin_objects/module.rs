@@ -8,19 +8,40 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use sha2::{Digest, Sha256};
 
-/// The default largest module accepted (32 MiB): beyond it a module is refused before it
-/// compiles. A ConfigMap holds at most 1 MiB; OCI modules (Python, TypeScript) are larger.
-pub const DEFAULT_MAX_MODULE_BYTES: usize = 32 << 20;
+/// The default largest module accepted (64 MiB, `--max-module-mib`, one limit for every
+/// source): beyond it a module is refused before it compiles. A ConfigMap holds at most
+/// 1 MiB; OCI modules (Python, TypeScript: 12–18 MB) are larger.
+pub const DEFAULT_MAX_MODULE_BYTES: usize = 64 << 20;
 
 /// Where a Plugin's module is, checked: what the spec names, without fetching anything.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ModuleRef {
+pub enum ModuleRef {
+    /// A ConfigMap's `binaryData` key in the Plugin's namespace.
+    ConfigMap(ConfigMapModule),
+    /// An image in an OCI registry.
+    Image(ImageModule),
+}
+
+/// A module in a ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConfigMapModule {
     /// The Plugin's namespace.
     pub namespace: String,
     /// The ConfigMap.
     pub config_map: String,
     /// Its `binaryData` key.
     pub key: String,
+}
+
+/// A module in an OCI registry, and the Secret with its credentials.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ImageModule {
+    /// The Plugin's namespace (where the pull secret is).
+    pub namespace: String,
+    /// The reference as written (a tag is followed; a digest never changes).
+    pub reference: crate::oci::OciRef,
+    /// A `kubernetes.io/dockerconfigjson` Secret in the namespace.
+    pub pull_secret: Option<String>,
 }
 
 impl ModuleRef {
@@ -36,14 +57,34 @@ impl ModuleRef {
                 Reason::InvalidSpec,
                 "spec.module: set one of configMap and image",
             )),
-            (None, Some(image)) => Err(Refusal::new(
-                Reason::ModuleSourceUnsupported,
-                format!(
-                    "spec.module.image {:?}: this kubeplug does not pull OCI modules yet; use spec.module.configMap",
-                    crate::contract::text::shown_max(image, 256)
-                ),
-            )),
+            (None, Some(image)) => {
+                let reference = crate::oci::OciRef::parse(image).map_err(|e| {
+                    Refusal::new(Reason::InvalidSpec, format!("spec.module.image: {e}"))
+                })?;
+                if let Some(secret) = &spec.pull_secret
+                    && !crate::contract::names::is_dns_subdomain(secret)
+                {
+                    return Err(Refusal::new(
+                        Reason::InvalidSpec,
+                        format!(
+                            "spec.module.pullSecret {:?} is not a valid Secret name",
+                            crate::contract::text::shown_max(secret, 256)
+                        ),
+                    ));
+                }
+                Ok(ModuleRef::Image(ImageModule {
+                    namespace: namespace.into(),
+                    reference,
+                    pull_secret: spec.pull_secret.clone(),
+                }))
+            }
             (Some(cm), None) => {
+                if spec.pull_secret.is_some() {
+                    return Err(Refusal::new(
+                        Reason::InvalidSpec,
+                        "spec.module.pullSecret is for an image, not a configMap",
+                    ));
+                }
                 for (field, value) in [("name", &cm.name), ("key", &cm.key)] {
                     if !valid_config_map_part(field, value) {
                         return Err(Refusal::new(
@@ -55,11 +96,11 @@ impl ModuleRef {
                         ));
                     }
                 }
-                Ok(ModuleRef {
+                Ok(ModuleRef::ConfigMap(ConfigMapModule {
                     namespace: namespace.into(),
                     config_map: cm.name.clone(),
                     key: cm.key.clone(),
-                })
+                }))
             }
         }
     }
@@ -137,7 +178,7 @@ pub struct Module {
 /// Fetches the module `at` names and checks its size and the pin.
 pub async fn fetch(
     client: &kube::Client,
-    at: &ModuleRef,
+    at: &ConfigMapModule,
     sha256: Option<&str>,
     max_bytes: usize,
 ) -> Result<Module, Refusal> {
@@ -167,7 +208,7 @@ pub async fn fetch(
     check(bytes, sha256, max_bytes, at)
 }
 
-fn extract(cm: &ConfigMap, at: &ModuleRef) -> Result<Vec<u8>, Refusal> {
+fn extract(cm: &ConfigMap, at: &ConfigMapModule) -> Result<Vec<u8>, Refusal> {
     if let Some(b) = cm.binary_data.as_ref().and_then(|d| d.get(&at.key)) {
         return Ok(b.0.clone());
     }
@@ -190,13 +231,13 @@ fn check(
     bytes: Vec<u8>,
     sha256: Option<&str>,
     max_bytes: usize,
-    at: &ModuleRef,
+    at: &ConfigMapModule,
 ) -> Result<Module, Refusal> {
     if bytes.len() > max_bytes {
         return Err(Refusal::new(
             Reason::ModuleTooLarge,
             format!(
-                "{}/{} key {:?} is {} bytes; this host accepts modules of at most {max_bytes} bytes (--max-module-bytes)",
+                "{}/{} key {:?} is {} bytes; this host accepts modules of at most {max_bytes} bytes (--max-module-mib)",
                 at.namespace,
                 at.config_map,
                 at.key,
@@ -233,8 +274,8 @@ mod tests {
     use k8s_openapi::ByteString;
     use std::collections::BTreeMap;
 
-    fn at() -> ModuleRef {
-        ModuleRef {
+    fn at() -> ConfigMapModule {
+        ConfigMapModule {
             namespace: "team-a".into(),
             config_map: "pinner".into(),
             key: "plugin.wasm".into(),
@@ -248,6 +289,7 @@ mod tests {
                 key: k.into(),
             }),
             image: image.map(Into::into),
+            pull_secret: None,
             sha256: None,
         }
     }
@@ -256,7 +298,28 @@ mod tests {
     fn exactly_one_source_with_valid_names() {
         assert_eq!(
             ModuleRef::of("team-a", &spec(Some(("pinner", "plugin.wasm")), None)),
-            Ok(at())
+            Ok(ModuleRef::ConfigMap(at()))
+        );
+        let image = ModuleRef::of("team-a", &spec(None, Some("oci://r.example/x:v1"))).unwrap();
+        assert!(
+            matches!(&image, ModuleRef::Image(i) if i.reference.tag.as_deref() == Some("v1")),
+            "{image:?}"
+        );
+        let mut with_secret = spec(Some(("a", "k")), None);
+        with_secret.pull_secret = Some("creds".into());
+        assert!(
+            ModuleRef::of("team-a", &with_secret)
+                .unwrap_err()
+                .message
+                .contains("pullSecret is for an image")
+        );
+        let mut bad_secret = spec(None, Some("oci://r.example/x"));
+        bad_secret.pull_secret = Some("../x".into());
+        assert!(
+            ModuleRef::of("team-a", &bad_secret)
+                .unwrap_err()
+                .message
+                .contains("not a valid Secret name")
         );
         for (s, reason, says) in [
             (spec(None, None), Reason::InvalidSpec, "set one of"),
@@ -266,9 +329,9 @@ mod tests {
                 "not both",
             ),
             (
-                spec(None, Some("oci://r/x")),
-                Reason::ModuleSourceUnsupported,
-                "OCI",
+                spec(None, Some("r.example/x")),
+                Reason::InvalidSpec,
+                "spec.module.image",
             ),
             (
                 spec(Some(("../x", "k")), None),

@@ -10,8 +10,18 @@ pub enum Reason {
     InvalidSpec,
     /// The namespace and name cannot name an instance.
     InvalidName,
-    /// `module.image`: OCI modules are not served yet.
-    ModuleSourceUnsupported,
+    /// `module.image` names a registry no applying PluginPolicy lists in `spec.modules.images`.
+    ImageNotAllowed,
+    /// The image is being pulled for the first time (not a failure).
+    Pulling,
+    /// The registry could not be reached or answered an error: retried with backoff, the
+    /// running revision keeps running.
+    PullFailed,
+    /// The registry holds something that is not a usable module there (not a wasm module,
+    /// no such tag, a digest that does not match): retried slowly.
+    ImageInvalid,
+    /// The module's signatures do not satisfy the verification the host or a policy requires.
+    VerificationFailed,
     /// The ConfigMap or its key does not exist.
     ModuleNotFound,
     /// The ConfigMap could not be read (forbidden, server error): retried.
@@ -44,7 +54,11 @@ impl Reason {
         match self {
             Reason::InvalidSpec => "InvalidSpec",
             Reason::InvalidName => "InvalidName",
-            Reason::ModuleSourceUnsupported => "ModuleSourceUnsupported",
+            Reason::ImageNotAllowed => "ImageNotAllowed",
+            Reason::Pulling => "Pulling",
+            Reason::PullFailed => "PullFailed",
+            Reason::ImageInvalid => "ImageInvalid",
+            Reason::VerificationFailed => "VerificationFailed",
             Reason::ModuleNotFound => "ModuleNotFound",
             Reason::ModuleUnavailable => "ModuleUnavailable",
             Reason::ModuleTooLarge => "ModuleTooLarge",
@@ -66,6 +80,8 @@ impl Reason {
         matches!(
             self,
             Reason::ModuleUnavailable
+                | Reason::Pulling
+                | Reason::PullFailed
                 | Reason::CompileThrottled
                 | Reason::Shadowing
                 | Reason::TooManyPlugins
@@ -74,7 +90,7 @@ impl Reason {
 
     /// Whether this reason is news rather than trouble (its Event is `Normal`).
     pub fn is_normal(self) -> bool {
-        matches!(self, Reason::Shadowing)
+        matches!(self, Reason::Shadowing | Reason::Pulling)
     }
 }
 

@@ -7,7 +7,8 @@
 
 use super::events::{EventType, Regarding, record};
 use super::grant::effective;
-use super::module::{COMPILE_BURST, CompileBudget, ModuleRef, fetch};
+use super::image::ImagePulls;
+use super::module::{COMPILE_BURST, CompileBudget, ConfigMapModule, ImageModule, ModuleRef, fetch};
 use super::refusal::{Reason, Refusal};
 use super::shadow::{Comparison, Verdict};
 use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spec};
@@ -56,6 +57,10 @@ pub struct ObjectSourceConfig {
     /// The most Plugin objects this host runs; the oldest run, newer ones are refused
     /// (`TooManyPlugins`), so tenants together cannot exhaust the host.
     pub max_plugins: usize,
+    /// The registry client for `spec.module.image` (None: images are refused).
+    pub registries: Option<crate::oci::Registries>,
+    /// How often a tag is resolved again.
+    pub image_poll: Duration,
 }
 
 impl Default for ObjectSourceConfig {
@@ -67,6 +72,8 @@ impl Default for ObjectSourceConfig {
             identity: "kubeplug".into(),
             counts_every: Duration::from_secs(30),
             max_plugins: DEFAULT_MAX_PLUGINS,
+            registries: None,
+            image_poll: super::image::DEFAULT_POLL,
         }
     }
 }
@@ -94,6 +101,8 @@ pub(crate) struct ObjectOrigin {
 /// What one Plugin resolved to in a pass: a revision to run, or why not.
 struct Resolved {
     plugin: Arc<Plugin>,
+    /// The image it came from, pinned to the manifest's digest.
+    image: Option<String>,
     /// The request it was granted from, and the Plugin's generation then.
     spec: PluginObjectSpec,
     generation: i64,
@@ -139,6 +148,7 @@ struct Good {
     origin: ObjectOrigin,
     spec: PluginObjectSpec,
     plugin: Arc<Plugin>,
+    image: Option<String>,
     generation: i64,
 }
 
@@ -156,6 +166,7 @@ fn regrant(
         .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
     Ok(Resolved {
         plugin: good.plugin.clone(),
+        image: good.image.clone(),
         spec: good.spec.clone(),
         generation: good.generation,
         policy,
@@ -163,6 +174,24 @@ fn regrant(
         grant_summary: granted.summary,
         policies: granted.policies,
         origin: good.origin.clone(),
+    })
+}
+
+/// What the Plugins of a pass name: ConfigMaps (their changes wake a pass) and images
+/// (followed while named).
+#[derive(Default)]
+struct Referenced {
+    config_maps: HashSet<(String, String)>,
+    images: HashSet<ImageModule>,
+}
+
+/// The compiled module of `digest`, or why it did not compile.
+fn compiled(state: &State, digest: &str) -> Result<Arc<Plugin>, Refusal> {
+    state.compiled.get(digest).cloned().unwrap_or_else(|| {
+        Err(Refusal::new(
+            Reason::CompileFailed,
+            "the module was not compiled",
+        ))
     })
 }
 
@@ -182,7 +211,7 @@ struct State {
     /// The last rollout's report per instance (promoted or held), kept for status.
     rollouts: HashMap<String, Value>,
     compiled: HashMap<String, Result<Arc<Plugin>, Refusal>>,
-    fetched: HashMap<(ModuleRef, Option<String>), Fetched>,
+    fetched: HashMap<(ConfigMapModule, Option<String>), Fetched>,
     good_policies: HashMap<String, ClusterPolicySpec>,
     /// Events already recorded, by instance: (reason, generation).
     evented: HashSet<(String, String, i64)>,
@@ -206,7 +235,9 @@ struct Inner {
     controller: Controller,
     gate: Gate,
     config: ObjectSourceConfig,
-    wake: Notify,
+    wake: Arc<Notify>,
+    /// The images Plugins name, pulled in the background.
+    images: Option<Arc<ImagePulls>>,
     state: tokio::sync::Mutex<State>,
     stores: OnceLock<(Store<DynamicObject>, Store<DynamicObject>)>,
     /// ConfigMap resourceVersions as the watch saw them.
@@ -256,6 +287,11 @@ impl ObjectSource {
         audit: AuditSink,
         config: ObjectSourceConfig,
     ) -> Self {
+        let wake = Arc::new(Notify::new());
+        let images = config
+            .registries
+            .clone()
+            .map(|r| ImagePulls::new(r, client.clone(), config.image_poll, wake.clone()));
         ObjectSource {
             inner: Arc::new(Inner {
                 client,
@@ -263,7 +299,8 @@ impl ObjectSource {
                 controller,
                 gate,
                 config,
-                wake: Notify::new(),
+                wake,
+                images,
                 state: tokio::sync::Mutex::default(),
                 stores: OnceLock::new(),
                 config_maps: Mutex::default(),
@@ -624,7 +661,7 @@ impl ObjectSource {
         // Plugins: resolve each to a revision to run, or a refusal; a refused one whose
         // previous revision runs keeps it, re-granted under the policies as they are now.
         let mut entries: Vec<Entry> = Vec::new();
-        let mut referenced = HashSet::new();
+        let mut referenced = Referenced::default();
         for (i, obj) in plugins.iter().enumerate() {
             let ns = obj.namespace().unwrap_or_default();
             let name = obj.name_any();
@@ -666,7 +703,10 @@ impl ObjectSource {
                 rollout: None,
             });
         }
-        *lock(&inner.referenced) = referenced;
+        *lock(&inner.referenced) = referenced.config_maps;
+        if let Some(images) = &inner.images {
+            images.retain(&referenced.images);
+        }
         self.roll_out(&mut state, &mut entries, &in_force, &mut labels)
             .await;
 
@@ -721,6 +761,7 @@ impl ObjectSource {
                         name.clone(),
                         RunningRevision {
                             digest: r.plugin.digest().to_string(),
+                            image: r.image.clone(),
                             generation: r.generation,
                             declared: (
                                 m.name.clone(),
@@ -738,6 +779,7 @@ impl ObjectSource {
                             origin: r.origin.clone(),
                             spec: r.spec.clone(),
                             plugin: r.plugin.clone(),
+                            image: r.image.clone(),
                             generation: r.generation,
                         },
                     );
@@ -865,7 +907,7 @@ impl ObjectSource {
         obj: &DynamicObject,
         instance: &InstanceName,
         applying: &[(&str, &ClusterPolicySpec)],
-        referenced: &mut HashSet<(String, String)>,
+        referenced: &mut Referenced,
     ) -> Result<Resolved, Refusal> {
         let inner = &*self.inner;
         let ns = obj.namespace().unwrap_or_default();
@@ -884,9 +926,102 @@ impl ObjectSource {
                 )
             })?;
         }
-        let at = ModuleRef::of(&ns, &spec.module)?;
-        referenced.insert((at.namespace.clone(), at.config_map.clone()));
         let pin = spec.module.sha256.clone();
+        let (plugin, image) = match ModuleRef::of(&ns, &spec.module)? {
+            ModuleRef::ConfigMap(at) => {
+                referenced
+                    .config_maps
+                    .insert((at.namespace.clone(), at.config_map.clone()));
+                let plugin = self.config_map_module(state, obj, &at, pin).await?;
+                (plugin, None)
+            }
+            ModuleRef::Image(image) => {
+                let allowed = applying.iter().any(|(_, p)| {
+                    p.modules
+                        .allows(&image.reference.registry, &image.reference.repository)
+                });
+                if !allowed {
+                    return Err(Refusal::new(
+                        Reason::ImageNotAllowed,
+                        format!(
+                            "no PluginPolicy applying to namespace {ns} lists {}/{} (or a registry or repository above it) in spec.modules.images",
+                            image.reference.registry, image.reference.repository
+                        ),
+                    ));
+                }
+                referenced.images.insert(image.clone());
+                let Some(images) = &inner.images else {
+                    return Err(Refusal::new(
+                        Reason::ImageNotAllowed,
+                        "this kubeplug was started without registry support for Plugin objects",
+                    ));
+                };
+                let pulled = images.get(&image)?;
+                if let Some(pin) = &pin
+                    && !pin.eq_ignore_ascii_case(&pulled.module_digest)
+                {
+                    return Err(Refusal::new(
+                        Reason::DigestMismatch,
+                        format!(
+                            "spec.module.sha256 pins {}; {} holds a module of sha256 {}",
+                            crate::contract::text::prefix(pin, 64),
+                            pulled.pinned,
+                            pulled.module_digest
+                        ),
+                    ));
+                }
+                if !state.compiled.contains_key(&pulled.module_digest) {
+                    self.take_compile(state, &ns)?;
+                    let Some(bytes) = images.module(&pulled.module_digest) else {
+                        return Err(Refusal::new(
+                            Reason::PullFailed,
+                            format!("{} is not in the module cache any more", pulled.pinned),
+                        ));
+                    };
+                    let origin =
+                        format!("Plugin {ns}/{} (image {})", obj.name_any(), pulled.pinned);
+                    let loaded = inner
+                        .runtime
+                        .load_bytes(&origin, bytes)
+                        .await
+                        .map_err(load_refusal);
+                    state.compiled.insert(pulled.module_digest.clone(), loaded);
+                }
+                let plugin = compiled(state, &pulled.module_digest)?;
+                (plugin, Some(pulled.pinned.to_string()))
+            }
+        };
+        let granted = effective(&ns, instance.as_str(), &spec, applying)?;
+        let source = format!("plugins.{GROUP}/{ns}/{}", obj.name_any());
+        let policy =
+            Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
+                .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
+        Ok(Resolved {
+            plugin,
+            image,
+            spec,
+            generation: obj.metadata.generation.unwrap_or(0),
+            policy,
+            grant_digest: granted.digest,
+            grant_summary: granted.summary,
+            policies: granted.policies,
+            origin: ObjectOrigin {
+                uid: obj.metadata.uid.clone().unwrap_or_default(),
+            },
+        })
+    }
+
+    /// A ConfigMap's module, compiled: fetched again only when the ConfigMap's
+    /// resourceVersion changed (or the last fetch failed for a reason that may pass).
+    async fn config_map_module(
+        &self,
+        state: &mut State,
+        obj: &DynamicObject,
+        at: &ConfigMapModule,
+        pin: Option<String>,
+    ) -> Result<Arc<Plugin>, Refusal> {
+        let inner = &*self.inner;
+        let ns = &at.namespace;
         let seen = lock(&inner.config_maps)
             .get(&(at.namespace.clone(), at.config_map.clone()))
             .cloned();
@@ -901,7 +1036,7 @@ impl ObjectSource {
         if !reuse {
             let fetched = fetch(
                 &inner.client,
-                &at,
+                at,
                 pin.as_deref(),
                 inner.config.max_module_bytes,
             )
@@ -910,17 +1045,7 @@ impl ObjectSource {
                 Ok(module) => {
                     let digest = module.digest.clone();
                     if !state.compiled.contains_key(&digest) {
-                        // Compiling costs the host CPU: a namespace gets a few at once, then
-                        // one per interval, however often its modules change.
-                        if let Err(wait) = state.compiles.take(&ns, Instant::now()) {
-                            return Err(Refusal::new(
-                                Reason::CompileThrottled,
-                                format!(
-                                    "namespace {ns} compiled {COMPILE_BURST} modules lately; this one compiles in {}s",
-                                    wait.as_secs().max(1)
-                                ),
-                            ));
-                        }
+                        self.take_compile(state, ns)?;
                         let origin = format!(
                             "Plugin {ns}/{} (ConfigMap {}, key {})",
                             obj.name_any(),
@@ -941,28 +1066,20 @@ impl ObjectSource {
             state.fetched.insert(key.clone(), (seen, digest));
         }
         let digest = state.fetched[&key].1.clone()?;
-        let plugin = state.compiled.get(&digest).cloned().unwrap_or_else(|| {
-            Err(Refusal::new(
-                Reason::CompileFailed,
-                "the module was not compiled",
-            ))
-        })?;
-        let granted = effective(&ns, instance.as_str(), &spec, applying)?;
-        let source = format!("plugins.{GROUP}/{ns}/{}", obj.name_any());
-        let policy =
-            Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
-                .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
-        Ok(Resolved {
-            plugin,
-            spec,
-            generation: obj.metadata.generation.unwrap_or(0),
-            policy,
-            grant_digest: granted.digest,
-            grant_summary: granted.summary,
-            policies: granted.policies,
-            origin: ObjectOrigin {
-                uid: obj.metadata.uid.clone().unwrap_or_default(),
-            },
+        compiled(state, &digest)
+    }
+
+    /// Compiling costs the host CPU: a namespace gets a few at once, then one per
+    /// interval, however often its modules change.
+    fn take_compile(&self, state: &mut State, ns: &str) -> Result<(), Refusal> {
+        state.compiles.take(ns, Instant::now()).map_err(|wait| {
+            Refusal::new(
+                Reason::CompileThrottled,
+                format!(
+                    "namespace {ns} compiled {COMPILE_BURST} modules lately; this one compiles in {}s",
+                    wait.as_secs().max(1)
+                ),
+            )
         })
     }
 
@@ -978,6 +1095,7 @@ impl ObjectSource {
                     .values()
                     .filter_map(|(_, d)| d.as_ref().ok().cloned()),
             )
+            .chain(self.inner.images.iter().flat_map(|i| i.digests()))
             .collect();
         let referenced = lock(&self.inner.referenced).clone();
         state.fetched.retain(|(at, _), _| {

@@ -45,9 +45,14 @@ pub struct ModuleSpec {
     /// never reads another namespace's module).
     #[serde(default)]
     pub config_map: Option<ConfigMapRef>,
-    /// An OCI reference (served from the next release on).
+    /// An OCI reference, `oci://HOST[:PORT]/REPO[:TAG][@sha256:DIGEST]`, from a registry a
+    /// PluginPolicy lists in `spec.modules.images`.
     #[serde(default)]
     pub image: Option<String>,
+    /// A `kubernetes.io/dockerconfigjson` Secret in the Plugin's namespace holding the
+    /// image's registry credentials (only its entry for the image's registry is used).
+    #[serde(default)]
+    pub pull_secret: Option<String>,
     /// The SHA-256 the module must have (64 hex digits, either case).
     #[serde(default)]
     pub sha256: Option<String>,
@@ -151,6 +156,68 @@ pub struct ClusterPolicySpec {
     /// The namespaces whose Plugins it bounds (none when absent).
     #[serde(default)]
     pub applies_to: AppliesTo,
+    /// Where its Plugins' modules may come from besides their namespace's ConfigMaps.
+    #[serde(default)]
+    pub modules: ModulesSpec,
+}
+
+/// `PluginPolicy.spec.modules`: the registries and repositories its Plugins may pull
+/// modules from (none unless listed: a tenant's image makes the host send requests).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModulesSpec {
+    /// `HOST[:PORT]` (the whole registry) or `HOST[:PORT]/REPO` (that repository and the
+    /// ones under it, at a `/` boundary).
+    #[serde(default)]
+    pub images: Vec<String>,
+}
+
+/// The most entries of `spec.modules.images`.
+pub const MAX_IMAGE_SOURCES: usize = 64;
+
+impl ModulesSpec {
+    /// Whether `registry/repository` is one of the listed sources or under one.
+    pub fn allows(&self, registry: &str, repository: &str) -> bool {
+        let full = format!("{registry}/{repository}");
+        self.images.iter().any(|source| {
+            let source = source.trim_end_matches('/');
+            full == source
+                || full
+                    .strip_prefix(source)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.images.len() > MAX_IMAGE_SOURCES {
+            return Err(format!(
+                "spec.modules.images: {} entries, at most {MAX_IMAGE_SOURCES}",
+                self.images.len()
+            ));
+        }
+        for (i, source) in self.images.iter().enumerate() {
+            let trimmed = source.trim_end_matches('/');
+            let as_ref = if trimmed.contains('/') {
+                format!("oci://{trimmed}")
+            } else {
+                format!("oci://{trimmed}/x")
+            };
+            if source.contains("://") || source.contains(['@', '*']) || source.len() > 300 {
+                return Err(format!(
+                    "spec.modules.images[{i}] {:?}: expected HOST[:PORT] or HOST[:PORT]/REPO, without a scheme, tag, digest or wildcard",
+                    crate::contract::text::shown_max(source, 100)
+                ));
+            }
+            let parsed = crate::oci::OciRef::parse(&as_ref)
+                .map_err(|e| format!("spec.modules.images[{i}]: {}", e.why))?;
+            if parsed.tag.is_some() {
+                return Err(format!(
+                    "spec.modules.images[{i}] {source:?}: a registry or repository, not a tag"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `PluginPolicy.spec.appliesTo`: namespaces by name and/or by labels.
@@ -177,6 +244,7 @@ impl ClusterPolicySpec {
         }
         crate::policy::PolicyLimits::resolve(&self.limits)
             .map_err(|e| format!("spec.limits.{}: {}", e.field, e.message))?;
+        self.modules.validate()?;
         let names = self
             .applies_to
             .names
@@ -239,6 +307,39 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn image_sources_match_at_path_boundaries() {
+        let m = super::ModulesSpec {
+            images: vec!["reg.example:5000/team-a/".into(), "other.example".into()],
+        };
+        assert!(m.validate().is_ok());
+        assert!(m.allows("reg.example:5000", "team-a"));
+        assert!(m.allows("reg.example:5000", "team-a/pinner"));
+        assert!(!m.allows("reg.example:5000", "team-ab/pinner"));
+        assert!(!m.allows("reg.example", "team-a/pinner"));
+        assert!(m.allows("other.example", "anything/at/all"));
+        assert!(!m.allows("other.example.evil", "x"));
+        assert!(!super::ModulesSpec::default().allows("reg.example", "x"));
+        for bad in [
+            "oci://reg.example/x",
+            "reg.example/x:v1",
+            "reg.example/x@sha256:00",
+            "reg.example/*",
+            "",
+            "Reg.Example/UPPER",
+        ] {
+            let m = super::ModulesSpec {
+                images: vec![bad.into()],
+            };
+            let err = m.validate().unwrap_err();
+            assert!(err.starts_with("spec.modules.images[0]"), "{bad}: {err}");
+        }
+        let many = super::ModulesSpec {
+            images: vec!["r.example".into(); super::MAX_IMAGE_SOURCES + 1],
+        };
+        assert!(many.validate().unwrap_err().contains("at most 64"));
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -16,6 +16,8 @@ pub const MAX_REVISIONS: usize = 5;
 pub struct RunningRevision {
     /// SHA-256 of the module.
     pub digest: String,
+    /// The image it was pulled from, pinned to its manifest's digest (None: a ConfigMap).
+    pub image: Option<String>,
     /// The generation of the Plugin it was started from.
     pub generation: i64,
     /// What the module declares: name, version, contract.
@@ -171,6 +173,9 @@ pub fn plugin_status(obs: &Observation, previous: Option<&Value>, now: &str) -> 
         status["declared"] = json!({"name": run.declared.0, "version": run.declared.1,
             "contract": run.declared.2});
         status["grant"] = json!(run.grant);
+        if let Some(image) = &run.image {
+            status["image"] = json!(image);
+        }
     }
     status["revisions"] = revisions(obs, previous, now);
     if let Some(rollout) = &obs.rollout {
@@ -193,10 +198,11 @@ fn revisions(obs: &Observation, previous: Option<&Value>, now: &str) -> Value {
         let digest = format!("sha256:{}", run.digest);
         if list.first().and_then(|r| r["digest"].as_str()) != Some(&digest) {
             list.retain(|r| r["digest"].as_str() != Some(&digest));
-            list.insert(
-                0,
-                json!({"digest": digest, "generation": run.generation, "at": now}),
-            );
+            let mut revision = json!({"digest": digest, "generation": run.generation, "at": now});
+            if let Some(image) = &run.image {
+                revision["image"] = json!(image);
+            }
+            list.insert(0, revision);
         }
     }
     list.truncate(MAX_REVISIONS);
@@ -250,6 +256,7 @@ mod tests {
     fn running(digest: &str) -> RunningRevision {
         RunningRevision {
             digest: digest.into(),
+            image: None,
             generation: 1,
             declared: ("image-pinner".into(), "0.1.0".into(), "0.1.0".into()),
             mode: Mode::Enforce,
