@@ -315,6 +315,10 @@ fn rbac_covers_plugin_objects() {
     for verb in ["get", "list", "watch"] {
         assert!(grants(own, "", "configmaps", verb), "{verb} configmaps");
     }
+    assert!(grants(own, "", "secrets", "get"), "get a pull Secret");
+    for verb in ["list", "watch"] {
+        assert!(!grants(own, "", "secrets", verb), "never {verb} secrets");
+    }
     for verb in ["create", "patch"] {
         assert!(
             grants(own, "events.k8s.io", "events", verb),
