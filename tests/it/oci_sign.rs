@@ -302,6 +302,55 @@ async fn verification_rules_against_signatures_in_a_registry() {
         .to_string();
     assert!(err.contains("without the annotation env=dev"), "{err}");
 
+    // Several configs (the host's and a PluginPolicy's): each must pass, its rules named.
+    let host = config(format!("allOf:\n{}", pub_key_rule(&a, "")));
+    let tenant_ok = config(format!("allOf:\n{}", pub_key_rule(&b, "")));
+    let tenant_bad = config(format!("allOf:\n{}", pub_key_rule(&c, "")));
+    let auth = client.auth(&m1);
+    let both = verification::verify_all(
+        &client,
+        &m1,
+        &[("", &host), ("PluginPolicy tenant", &tenant_ok)],
+        &auth,
+    )
+    .await
+    .unwrap();
+    assert_eq!(both.matched.len(), 2);
+    assert!(
+        both.matched[1]
+            .rule
+            .starts_with("PluginPolicy tenant: allOf[0] (key ")
+    );
+    let err = verification::verify_all(
+        &client,
+        &m1,
+        &[("", &host), ("PluginPolicy tenant", &tenant_bad)],
+        &auth,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with(&format!(
+            "PluginPolicy tenant: allOf[0] (key {}): no signature by this key",
+            c.public()
+        )),
+        "{err}"
+    );
+    let err = verification::verify_all(&client, &m1, &[("PluginPolicy p", &any(3))], &auth)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("PluginPolicy p: anyOf: 2 of 3 required"),
+        "{err}"
+    );
+    assert!(
+        verification::verify_all(&client, &m1, &[], &auth)
+            .await
+            .is_err()
+    );
+
     // Unsigned.
     let only_a = config(format!("allOf:\n{}", pub_key_rule(&a, "")));
     let err = verify(only_a.clone(), m2.clone()).await.unwrap_err();

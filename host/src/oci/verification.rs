@@ -380,8 +380,10 @@ pub enum VerifyError {
         why: String,
     },
     /// Too few `anyOf` rules met.
-    #[error("anyOf: {matched} of {required} required signatures matched ({})", .failures.join("; "))]
+    #[error("{config}anyOf: {matched} of {required} required signatures matched ({})", .failures.join("; "))]
     AnyOf {
+        /// The config's name and `: `, or nothing (see [`verify_all`]).
+        config: String,
         /// How many rules were met.
         matched: usize,
         /// `minimumMatches`.
@@ -418,7 +420,37 @@ pub async fn verify_with(
     config: &VerificationConfig,
     auth: &RegistryAuth,
 ) -> Result<Verified, VerifyError> {
-    let rules = config.rules()?;
+    verify_all(reg, pinned, &[("", config)], auth).await
+}
+
+/// [`verify_with`] against several configs at once, each of which must pass (the host-wide
+/// `--verification-config` and the `spec.verification` of every PluginPolicy that applies):
+/// the signatures are read once. Each config comes with a name that prefixes its rules in
+/// errors and in [`Verified`] (`PluginPolicy platform: allOf[0] (key sha256:…)`); an empty
+/// name adds nothing. No config at all is an error, never a pass.
+pub async fn verify_all(
+    reg: &Registries,
+    pinned: &OciRef,
+    configs: &[(&str, &VerificationConfig)],
+    auth: &RegistryAuth,
+) -> Result<Verified, VerifyError> {
+    if configs.is_empty() {
+        return Err(ConfigError("no verification config to check against".into()).into());
+    }
+    let prefix = |name: &str| {
+        if name.is_empty() {
+            String::new()
+        } else {
+            format!("{name}: ")
+        }
+    };
+    let mut checked = Vec::new();
+    for (name, config) in configs {
+        let rules = config
+            .rules()
+            .map_err(|e| ConfigError(format!("{}{}", prefix(name), e.0)))?;
+        checked.push((prefix(name), rules));
+    }
     let Some(digest) = pinned.digest.clone() else {
         return Err(VerifyError::NotPinned(pinned.to_string()));
     };
@@ -435,39 +467,58 @@ pub async fn verify_with(
         });
     };
     let mut matched = Vec::new();
+    for (prefix, rules) in &checked {
+        check_rules(prefix, rules, &read, &digest, &mut matched)?;
+    }
+    tracing::info!(module = %pinned, rules = matched.len(), "signatures verified");
+    Ok(Verified { digest, matched })
+}
+
+/// One config's rules against the signatures read: every `allOf` rule, then at least
+/// `minimumMatches` of `anyOf`; the rules met are added to `matched`.
+fn check_rules(
+    prefix: &str,
+    rules: &Rules,
+    read: &signature::Signatures,
+    digest: &str,
+    matched: &mut Vec<MatchedRule>,
+) -> Result<(), VerifyError> {
+    let named = |mut m: MatchedRule| {
+        m.rule = format!("{prefix}{}", m.rule);
+        m
+    };
     for rule in &rules.all_of {
-        match check(rule, &read.entries, &digest, read.skipped) {
-            Ok(m) => matched.push(m),
+        match check(rule, &read.entries, digest, read.skipped) {
+            Ok(m) => matched.push(named(m)),
             Err(why) => {
                 return Err(VerifyError::Rule {
-                    rule: rule.label.clone(),
+                    rule: format!("{prefix}{}", rule.label),
                     why,
                 });
             }
         }
     }
-    if !rules.any_of.is_empty() {
-        let mut failures = Vec::new();
-        let mut met = 0;
-        for rule in &rules.any_of {
-            match check(rule, &read.entries, &digest, read.skipped) {
-                Ok(m) => {
-                    met += 1;
-                    matched.push(m);
-                }
-                Err(why) => failures.push(format!("{}: {why}", rule.label)),
-            }
-        }
-        if met < rules.minimum_matches {
-            return Err(VerifyError::AnyOf {
-                matched: met,
-                required: rules.minimum_matches,
-                failures,
-            });
+    if rules.any_of.is_empty() {
+        return Ok(());
+    }
+    let mut failures = Vec::new();
+    let mut met = Vec::new();
+    for rule in &rules.any_of {
+        match check(rule, &read.entries, digest, read.skipped) {
+            Ok(m) => met.push(named(m)),
+            Err(why) => failures.push(format!("{}: {why}", rule.label)),
         }
     }
-    tracing::info!(module = %pinned, keys = matched.len(), "signatures verified");
-    Ok(Verified { digest, matched })
+    if met.len() < rules.minimum_matches {
+        return Err(VerifyError::AnyOf {
+            config: prefix.to_string(),
+            matched: met.len(),
+            required: rules.minimum_matches,
+            failures,
+        });
+    }
+    matched.extend(met);
+    Ok(())
 }
 
 /// Whether one rule is met by one of `entries`; otherwise the most telling reason.
