@@ -520,3 +520,320 @@ fn kubeplug_test_runs_every_case_of_a_folder() {
 /// `kubeplug new` (its scaffolds are tested with `kubeplug test`, whose tests are above).
 #[path = "new.rs"]
 mod new;
+
+/// `kubeplug eval --from-cluster` against the embedded API server, objects made by kubectl:
+/// the object and what the plugin reads come from the cluster (sample-controller sees its
+/// Deployment and its status, so it creates nothing), `--save-case` writes a case that
+/// `kubeplug test` passes, and what it reads is bounded (objects, MiB) and checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_cluster_takes_the_object_and_what_the_plugin_reads() {
+    use std::path::Path;
+    if !kubectl_available() {
+        return;
+    }
+    common::cluster::capture_logs();
+    let sim = kubeplug_sim::Sim::builder()
+        .crd_file(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/sample-controller/crd.yaml"),
+        )
+        .status_delay(std::time::Duration::from_millis(20))
+        .auto_create_namespaces(true)
+        .start()
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let env = Env {
+        kubeconfig: kubeconfig.clone(),
+        compile_cache: tmp.path().join("compile-cache"),
+    };
+    let kubectl = |args: &[&str], stdin: &str| {
+        let out = env.run("kubectl", args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    kubectl(
+        &["apply", "-f", "-"],
+        "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: example-foo, namespace: capture}\nspec: {deploymentName: example-web, replicas: 2}\n",
+    );
+    let uid = kubectl(
+        &[
+            "get",
+            "foo",
+            "example-foo",
+            "-n",
+            "capture",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+        "",
+    );
+    kubectl(
+        &["apply", "-f", "-"],
+        &format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: example-web
+  namespace: capture
+  labels: {{app: nginx, controller: example-foo}}
+  ownerReferences:
+  - {{apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, name: example-foo, uid: "{uid}", controller: true, blockOwnerDeletion: true}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: nginx, controller: example-foo}}}}
+  template:
+    metadata: {{labels: {{app: nginx, controller: example-foo}}}}
+    spec: {{containers: [{{name: nginx, image: "nginx:latest"}}]}}
+"#
+        ),
+    );
+    // An unrelated Deployment elsewhere is not read.
+    kubectl(
+        &[
+            "create",
+            "deployment",
+            "elsewhere",
+            "-n",
+            "other",
+            "--image=nginx",
+        ],
+        "",
+    );
+    common::cluster::eventually(
+        std::time::Duration::from_secs(10),
+        "the Deployment's status",
+        || {
+            sim.get("deployments", Some("capture"), "example-web")
+                .and_then(|d| {
+                    d.pointer("/status/availableReplicas")
+                        .and_then(Value::as_i64)
+                })
+                == Some(2)
+        },
+    )
+    .await;
+
+    let plugin_file = plugin("sample-controller");
+    let plugin_path = plugin_file.to_str().unwrap().to_string();
+    let eval = |extra: &[&str]| {
+        let mut args = vec!["eval", "--plugin", &plugin_path];
+        args.extend(extra);
+        env.run("kubeplug", &args, "")
+    };
+    let case = tmp.path().join("case");
+    let out = eval(&[
+        "--from-cluster",
+        "foo/capture/example-foo",
+        "--save-case",
+        case.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions = json["actions"].as_array().unwrap();
+    // The Deployment exists and is owned: no create, and the Foo's status is the
+    // Deployment's, as read from the cluster.
+    assert!(!actions.iter().any(|a| a["action"] == "create"), "{json}");
+    let status = actions
+        .iter()
+        .find(|a| a["subresource"] == "status")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(status["body"]["status"]["availableReplicas"], 2, "{json}");
+    assert_eq!(json["target"]["namespace"], "capture");
+
+    // The saved case: the object, the recording, what the plugin read, nothing else.
+    let mut files: Vec<String> = walk(&case);
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "cache/deployment-capture-example-web.yaml",
+            "cache/foo-capture-example-foo.yaml",
+            "example-foo.expect.yaml",
+            "example-foo.object.yaml",
+        ],
+        "{stderr}"
+    );
+    let saved =
+        std::fs::read_to_string(case.join("cache/deployment-capture-example-web.yaml")).unwrap();
+    assert!(!saved.contains("managedFields"), "{saved}");
+    let test = env.run(
+        "kubeplug",
+        &["test", case.to_str().unwrap(), "--plugin", &plugin_path],
+        "",
+    );
+    let text = String::from_utf8_lossy(&test.stdout);
+    assert!(
+        test.status.success() && text.contains("1 passed, 0 failed"),
+        "{text}"
+    );
+    // Without what it read, the same object gives another answer: the cache mattered.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let bare = eval(&[
+        "--object",
+        case.join("example-foo.object.yaml").to_str().unwrap(),
+        "--cache",
+        empty.to_str().unwrap(),
+    ]);
+    let bare: Value = serde_json::from_slice(&bare.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&bare.stderr)));
+    assert!(
+        bare["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["action"] == "create"),
+        "{bare}"
+    );
+
+    // Bounds, each an error naming it. Objects: the Foo, itself again in the list, then
+    // the Deployment is one too many.
+    let err = |out: Output| {
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let text = err(eval(&[
+        "--from-cluster",
+        "foo/capture/example-foo",
+        "--capture-max-objects",
+        "2",
+    ]));
+    assert!(text.contains("more than 2 objects to read"), "{text}");
+    // Bytes: two ConfigMaps of 600 KB, readable under a policy, are more than 1 MiB.
+    let big = tmp.path().join("big.txt");
+    std::fs::write(&big, "x".repeat(600_000)).unwrap();
+    for name in ["big-1", "big-2"] {
+        kubectl(
+            &[
+                "create",
+                "configmap",
+                name,
+                "-n",
+                "capture",
+                &format!("--from-file=data={}", big.display()),
+            ],
+            "",
+        );
+    }
+    let policy = tmp.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: sample-controller}\nspec:\n  namespaces: {names: [capture]}\n  reads: [{apiVersion: v1, kind: ConfigMap}]\n  rules:\n    - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, verbs: [patch-status]}\n",
+    )
+    .unwrap();
+    let policy = policy.to_str().unwrap();
+    let text = err(eval(&[
+        "--from-cluster",
+        "foo/capture/example-foo",
+        "--policy",
+        policy,
+        "--capture-max-mib",
+        "1",
+    ]));
+    assert!(text.contains("more than 1 MiB of answers"), "{text}");
+    // Under that policy, it reads the ConfigMaps and not the Deployments (no write on them).
+    let out = eval(&[
+        "--from-cluster",
+        "foo/capture/example-foo",
+        "--policy",
+        policy,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        json["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["action"] == "create"),
+        "{json}"
+    );
+    // The kind must be the one the plugin reconciles; the object must exist.
+    let text = err(eval(&["--from-cluster", "deployment/capture/example-web"]));
+    assert!(
+        text.contains("is not the kind the plugin reconciles"),
+        "{text}"
+    );
+    let text = err(eval(&[
+        "--from-cluster",
+        "foos.samplecontroller.k8s.io/capture/missing",
+    ]));
+    assert!(text.contains("capture/missing not found"), "{text}");
+    sim.shutdown().await;
+}
+
+/// Files under `dir`, as paths relative to it.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let sub = path.file_name().unwrap().to_string_lossy().into_owned();
+            out.extend(walk(&path).into_iter().map(|f| format!("{sub}/{f}")));
+        } else {
+            out.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+/// Whether kubectl is on PATH; under `CI=true` its absence fails the test.
+fn kubectl_available() -> bool {
+    let found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found || std::env::var("CI").as_deref() != Ok("true"),
+        "kubectl is not on PATH and CI=true: install kubectl"
+    );
+    found
+}
+
+/// Runs programs against one kubeconfig and compile cache.
+struct Env {
+    kubeconfig: std::path::PathBuf,
+    compile_cache: std::path::PathBuf,
+}
+
+impl Env {
+    /// Runs `program` (`kubeplug` is the binary under test) with `stdin` piped in, blocking
+    /// this worker thread only (the API server runs on the others).
+    fn run(&self, program: &str, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let program = if program == "kubeplug" {
+            env!("CARGO_BIN_EXE_kubeplug")
+        } else {
+            program
+        };
+        tokio::task::block_in_place(|| {
+            let mut child = Command::new(program)
+                .args(args)
+                .env("KUBECONFIG", &self.kubeconfig)
+                .env("KUBEPLUG_CACHE_DIR", &self.compile_cache)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(stdin.as_bytes())
+                .unwrap();
+            child.wait_with_output().unwrap()
+        })
+    }
+}

@@ -1,4 +1,7 @@
-//! `kubeplug eval`: run one plugin offline against a manifest and print its actions.
+//! `kubeplug eval`: run one plugin offline against a manifest (or an object read from a
+//! cluster, `--from-cluster`) and print its actions.
+
+mod from_cluster;
 
 use crate::contract::text::shown;
 use crate::contract::{ObjectRef, Reason, ReconcileRequest};
@@ -22,8 +25,34 @@ pub struct EvalArgs {
     #[arg(long)]
     pub plugin: PathBuf,
     /// The object to reconcile (YAML or JSON manifest).
-    #[arg(long)]
-    pub object: PathBuf,
+    #[arg(long, required_unless_present = "from_cluster")]
+    pub object: Option<PathBuf>,
+    /// Read the object to reconcile, and the objects the plugin reads (the kinds it
+    /// reconciles and owns, in the object's namespace), from the cluster of the current
+    /// kubeconfig instead: KIND/NAMESPACE/NAME, or KIND/NAME for a cluster-scoped kind.
+    #[arg(long, value_name = "KIND/NAMESPACE/NAME", conflicts_with_all = ["object", "cache"])]
+    pub from_cluster: Option<String>,
+    /// With --from-cluster: read what this PluginPolicy lets the plugin read (its `reads`,
+    /// and the owned kinds it may write) instead of every kind it declares.
+    #[arg(long, value_name = "FILE", requires = "from_cluster")]
+    pub policy: Option<PathBuf>,
+    /// With --from-cluster: the kubeconfig (default: $KUBECONFIG, then ~/.kube/config, then
+    /// the in-cluster service account).
+    #[arg(long, requires = "from_cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --from-cluster: the kubeconfig context (default: its current one).
+    #[arg(long, requires = "from_cluster")]
+    pub context: Option<String>,
+    /// With --from-cluster: at most this many objects are read, the object included.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub capture_max_objects: u32,
+    /// With --from-cluster: at most this many MiB of API responses are read.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub capture_max_mib: u32,
+    /// With --from-cluster: save the case into DIR as `kubeplug test` reads it
+    /// (NAME.object.yaml, NAME.expect.yaml recording what the plugin did, cache/*.yaml).
+    #[arg(long, value_name = "DIR", requires = "from_cluster")]
+    pub save_case: Option<PathBuf>,
     /// The version the plugin last reconciled (for plugins that ask for it).
     #[arg(long)]
     pub previous: Option<PathBuf>,
@@ -208,7 +237,8 @@ impl Loaded {
         compile_cache: Option<PathBuf>,
     ) -> anyhow::Result<Self> {
         let registries = crate::oci::Registries::new(registry)?;
-        let pulled = crate::oci::verification::pull_verified(&registries, reference, registry).await?;
+        let pulled =
+            crate::oci::verification::pull_verified(&registries, reference, registry).await?;
         tracing::info!(module = %pulled.pinned, sha256 = %pulled.module_digest, cached = pulled.cached, "pulled");
         let runtime = PluginRuntime::new(RuntimeConfig {
             cache_dir: compile_cache.or_else(crate::plugin::default_cache_dir),
@@ -303,7 +333,12 @@ impl Loaded {
 /// or they did not.
 pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits::from(args.limits.call_limits()?);
-    let object = read_object(&args.object)?;
+    let spec = args
+        .from_cluster
+        .as_deref()
+        .map(from_cluster::Spec::parse)
+        .transpose()?;
+    let file_object = args.object.as_deref().map(read_object).transpose()?;
     let previous = args.previous.as_deref().map(read_object).transpose()?;
     let config = read_config(args.config.as_deref())?;
     // Read before the plugin loads: a broken expectation is reported without a compile.
@@ -312,7 +347,12 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(super::golden::Expectation::read)
         .transpose()?;
-    let objects: Arc<dyn ObjectSource> = match &args.cache {
+    let policy = args
+        .policy
+        .as_deref()
+        .map(crate::policy::PolicyDocument::read)
+        .transpose()?;
+    let mut objects: Arc<dyn ObjectSource> = match &args.cache {
         Some(dir) => Arc::new(FixtureObjects::from_dir(dir)?),
         None => Arc::new(NoObjects),
     };
@@ -323,6 +363,42 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         }
         None => Loaded::load(&args.plugin, args.compile_cache.clone()).await?,
     };
+    let mut captured = None;
+    let object = match (file_object, &spec) {
+        (Some(object), _) => object,
+        (None, Some(spec)) => {
+            let meta = loaded.plugin.metadata();
+            let reads = match &policy {
+                Some(doc) => crate::policy::Grants::from_spec(&doc.spec)
+                    .context("--policy")?
+                    .readable(&meta.reconciles, &meta.owns),
+                None => {
+                    let mut kinds = vec![meta.reconciles.clone()];
+                    kinds.extend(meta.owns.iter().filter(|k| **k != meta.reconciles).cloned());
+                    kinds
+                }
+            };
+            let cluster = crate::cluster::ClusterArgs {
+                kubeconfig: args.kubeconfig.clone(),
+                context: args.context.clone(),
+                namespace: None,
+            };
+            let bounds = from_cluster::Bounds {
+                max_objects: args.capture_max_objects as usize,
+                max_bytes: (args.capture_max_mib as usize) << 20,
+            };
+            let got = from_cluster::capture(&cluster, spec, &reads, bounds).await?;
+            let mut fixtures = FixtureObjects::default();
+            for object in &got.cache {
+                fixtures.insert(object.clone());
+            }
+            objects = Arc::new(fixtures);
+            let object = got.object.clone();
+            captured = Some(got);
+            object
+        }
+        (None, None) => bail!("give --object FILE or --from-cluster KIND/NAMESPACE/NAME"),
+    };
     let inputs = Inputs {
         object,
         previous,
@@ -332,38 +408,54 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         attempt: args.attempt,
     };
     match loaded.call(inputs, limits, objects).await {
-        Ok(out) => match expectation {
-            None => {
-                print_output(&out, args.format)?;
-                Ok(ExitCode::SUCCESS)
-            }
-            Some(expectation) => {
-                let file = args.expect.as_deref().unwrap_or(Path::new("")).display();
-                match expectation.check(&out) {
-                    Ok(()) => {
-                        eprintln!(
-                            "{file}: expectation met ({} actions)",
-                            expectation.action_count()
-                        );
-                        Ok(ExitCode::SUCCESS)
-                    }
-                    Err(diff) => {
-                        eprint!(
-                            "{}",
-                            terminal_safe(&format!(
-                                "{file}: the actions differ from the expectation\n{diff}"
-                            ))
-                        );
-                        Ok(ExitCode::FAILURE)
-                    }
+        Ok(out) => {
+            if let (Some(dir), Some(captured)) = (&args.save_case, &captured) {
+                for file in from_cluster::save_case(dir, captured, &super::golden::yaml(&out))? {
+                    eprintln!("wrote {}", terminal_safe(&file));
                 }
             }
-        },
+            report(out, expectation, &args)
+        }
         Err(lines) => {
             for line in lines {
                 eprintln!("{line}");
             }
             Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Prints the output document, or with an expectation compares it: eval's exit code.
+fn report(
+    out: Value,
+    expectation: Option<super::golden::Expectation>,
+    args: &EvalArgs,
+) -> anyhow::Result<ExitCode> {
+    match expectation {
+        None => {
+            print_output(&out, args.format)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(expectation) => {
+            let file = args.expect.as_deref().unwrap_or(Path::new("")).display();
+            match expectation.check(&out) {
+                Ok(()) => {
+                    eprintln!(
+                        "{file}: expectation met ({} actions)",
+                        expectation.action_count()
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(diff) => {
+                    eprint!(
+                        "{}",
+                        terminal_safe(&format!(
+                            "{file}: the actions differ from the expectation\n{diff}"
+                        ))
+                    );
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
     }
 }
