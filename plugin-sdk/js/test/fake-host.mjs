@@ -1,13 +1,11 @@
-// The host imports outside a component: no cache, and no logging. A test that needs reads
-// sets `objects` (JSON texts by "apiVersion/kind").
-export const objects = new Map();
-
+// The host imports outside a component: an empty cache, logging to nowhere (the helpers
+// under test make no host call; resource.ts imports this module all the same).
 export function log() {}
 
 export function getObject() {
   return undefined;
 }
 
-export function listObjects(kind) {
-  return objects.get(`${kind.apiVersion}/${kind.kind}`) ?? [];
+export function listObjects() {
+  return [];
 }
