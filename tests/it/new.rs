@@ -2,11 +2,12 @@
 //! and built: the Rust one runs its `make test` (its golden tests through `kubeplug test`);
 //! the TypeScript and Python ones `make build` only, since the same sources, made without
 //! `--sdk`, pass their `make test` against the packed SDKs in tests/it/sdk_packages.rs, and
-//! loading a runtime-sized component the first time is what costs (about 30 s each).
+//! loading a runtime-sized component the first time is what costs (15 to 25 s each).
 //!
-//! Cost (2 cores): the Rust build about 70 s cold (kubeplug-sdk and its dependencies for
-//! wasm32-wasip2, in target/scaffolds, shared with sdk_packages and kept between runs),
-//! seconds warm; jco about 14 s, componentize-py about 25 s.
+//! Cost (2 cores, measured alone with warm caches): the Rust project 1.7 s (about 70 s when
+//! target/scaffolds is cold: kubeplug-sdk and its dependencies for wasm32-wasip2, shared with
+//! sdk_packages and kept between runs); the TypeScript build 10 s (jco), the Python one 13 s
+//! (componentize-py).
 
 use crate::common::plugin;
 use std::path::{Path, PathBuf};

@@ -6,13 +6,14 @@
 //! make unnecessary (a `[patch.crates-io]`, the tarball in `node_modules`, the wheel in the
 //! virtualenv). Nothing is published. And the TypeScript and Python SDKs' own unit tests.
 //!
-//! Cost (2 cores, measured): `cargo package --no-verify` a few seconds; the Rust scaffold
-//! against the unpacked crate about 70 s cold (target/scaffolds, shared with tests/it/new.rs),
-//! seconds warm; `npm pack` 3 s and the TypeScript scaffold about 45 s (jco 14 s, its first
-//! load by kubeplug test 29 s); the wheel about 5 s (pip fetches setuptools and wheel from
-//! PyPI for its isolated build) and the Python scaffold about 40 s; the unit tests 3 s
-//! (TypeScript, tsc included) and 0.3 s (Python). Toolchains (jco, componentize-py) are the
-//! checkout's, installed by `make plugins`, not downloaded again.
+//! Cost (2 cores, measured alone with warm caches on a loaded machine): the Rust crate and its
+//! scaffold 3 s (about 70 s when target/scaffolds is cold; shared with tests/it/new.rs); the
+//! TypeScript package and scaffold 30 s (npm pack 3 s with tsc, jco 10 s, the component's
+//! first load by kubeplug test the rest); the wheel and the Python scaffold 37 s
+//! (componentize-py and the first load; pip fetches setuptools and wheel from PyPI for the
+//! isolated build); the unit tests 1.7 s (TypeScript, tsc included) and 0.1 s (Python).
+//! Toolchains (jco, componentize-py) are the checkout's, installed by `make plugins`, not
+//! downloaded again.
 
 use crate::common::plugin;
 use std::path::{Path, PathBuf};
