@@ -21,7 +21,9 @@
 //!    the resourceVersion the plugin decided on; kube-rs's patches carry none).
 //!
 //! It ends with `e2e: throughput X x kube-rs, memory Y x ten kube-rs controllers, p99 Z ms,
-//! noop N/s, conflicts C per 10,000 writes`. `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs. Run with
+//! noop N/s, load p99 R x kube-rs, conflicts C per 10,000 writes`, where R is kubeplug's
+//! change-to-patch p99 under the paced load of phase 3 over kube-rs's in the same run (below
+//! one: kubeplug answers faster under load). `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs. Run with
 //! `cargo bench -p kubeplug --bench e2e` after `make plugins`.
 
 mod baseline;
@@ -715,11 +717,14 @@ fn report(
     );
     let ratio = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
     println!(
-        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s, conflicts {:.1} per 10,000 writes ({} of {})",
+        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s, load p99 {} x kube-rs, conflicts {:.1} per 10,000 writes ({} of {})",
         ratio(kr.map(|s| s.wall.as_secs_f64() / kp.wall.as_secs_f64())),
         ratio(kr10.map(|t| kp10.rss_mib / t.rss_mib)),
         harness::percentile_ms(&kp.idle, 0.99),
         kp.noop_rate,
+        ratio(kr.map(|s| {
+            harness::percentile_ms(&kp.loaded, 0.99) / harness::percentile_ms(&s.loaded, 0.99)
+        })),
         kp.writes.per_10k(),
         kp.writes.conflicts,
         kp.writes.sent

@@ -11,6 +11,7 @@ mod executor;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod fence;
+pub mod inflight;
 mod outcome;
 pub mod pipeline;
 pub mod target;
@@ -19,6 +20,10 @@ pub mod writer;
 
 pub use executor::Executor;
 pub use fence::Fence;
+pub use inflight::{
+    Answers, DEFAULT_MAX_WRITES_IN_FLIGHT, HostWrites, INITIAL_WRITES_IN_FLIGHT, InFlightLimit,
+    WritePermit,
+};
 pub use outcome::{ActionError, Sent};
 pub use pipeline::{
     Call, CallFailure, CallOutcome, Change, MAX_KINDS_PER_CALL, MIN_REQUEUE_AFTER, Pipeline, Write,

@@ -10,6 +10,7 @@
 use super::target::TargetError;
 use super::writer::WriteError;
 use crate::policy::Decision;
+use std::time::Duration;
 
 /// A write the API server accepted, or found nothing to do for.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +79,27 @@ pub enum ActionError {
 }
 
 impl ActionError {
+    /// Whether the API server pushed back (429 Too Many Requests, a 5xx, or the request
+    /// did not complete), with the delay it asked for (the Status' `retryAfterSeconds`):
+    /// `Some(None)` for a push-back without a delay, `None` when it did not push back.
+    pub fn push_back(&self) -> Option<Option<Duration>> {
+        let ActionError::Write(WriteError::Api(err)) = self else {
+            return None;
+        };
+        match err {
+            kube::Error::Api(status) if status.code == 429 || status.code >= 500 => Some(
+                status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s))),
+            ),
+            kube::Error::HyperError(_) | kube::Error::Service(_) => Some(None),
+            _ => None,
+        }
+    }
+
     /// Conflicts, throttling, server errors and transport failures are worth retrying;
     /// requests the server judged invalid or forbidden are not, until the object changes.
     /// Actions refused before sending never are.

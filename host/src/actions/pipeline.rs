@@ -8,6 +8,7 @@
 
 use super::executor::{Executor, describe, written_object};
 use super::fence::{Fence, fenced_object};
+use super::inflight::Answers;
 use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
@@ -71,6 +72,9 @@ pub struct CallOutcome {
     pub requeue_after: Option<Duration>,
     /// The first failure; the actions after it were skipped.
     pub failure: Option<CallFailure>,
+    /// What the API server's answers to the call's writes said (round trips, push-back),
+    /// for the plugin's [limit of writes in flight](super::inflight).
+    pub answers: Answers,
 }
 
 impl CallOutcome {
@@ -310,9 +314,18 @@ impl Pipeline {
             .map(str::to_string);
         let result = match scope {
             Some(scope) => {
-                self.executor
+                let sent = tokio::time::Instant::now();
+                let result = self
+                    .executor
                     .execute(call.plugin, action, scope, fenced_at.as_deref())
-                    .await
+                    .await;
+                outcome.answers.answered(sent.elapsed());
+                if let Err(err) = &result
+                    && let Some(retry_after) = err.push_back()
+                {
+                    outcome.answers.pushed_back(retry_after);
+                }
+                result
             }
             None => Err(ActionError::NotAWrite),
         };

@@ -2,7 +2,7 @@
 
 use crate::app::Host;
 use crate::cluster::{ClusterArgs, connect_as};
-use crate::controller::DEFAULT_WORKERS;
+use crate::controller::{DEFAULT_MAX_WRITES_IN_FLIGHT, DEFAULT_WORKERS};
 use crate::queue::RateLimitConfig;
 use anyhow::Context;
 use clap::Args;
@@ -94,9 +94,13 @@ pub struct RunArgs {
     /// With --embedded: the port of the embedded API server (0 picks a free one).
     #[arg(long, env = "KUBEPLUG_EMBEDDED_PORT", default_value_t = 0)]
     pub embedded_port: u16,
-    /// Workers per plugin.
+    /// Workers per plugin: its plugin calls at once (a worker does not wait for its writes).
     #[arg(long, env = "KUBEPLUG_WORKERS", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
+    /// Calls with writes in flight at once, over every plugin: the cap of each plugin's
+    /// adaptive limit (which grows while the API server answers fast and halves on 429/5xx).
+    #[arg(long, env = "KUBEPLUG_MAX_WRITES_IN_FLIGHT", default_value_t = DEFAULT_MAX_WRITES_IN_FLIGHT)]
+    pub max_writes_in_flight: usize,
     /// Re-enqueue every cached key this often, in seconds (0: never).
     #[arg(long, env = "KUBEPLUG_RESYNC_SECONDS", default_value_t = 0)]
     pub resync_seconds: u64,

@@ -79,6 +79,13 @@ fn in_range<T: PartialOrd + ToString>(
 /// The host configuration `args` ask for, with every numeric flag checked.
 pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
     let workers = in_range("workers", args.workers, 1, 1024, "1 to 1024")?;
+    let max_writes_in_flight = in_range(
+        "max-writes-in-flight",
+        args.max_writes_in_flight,
+        1,
+        100_000,
+        "1 to 100000",
+    )?;
     let call_limits = args.limits.call_limits()?;
     let max_delay = Duration::from_secs(in_range(
         "backoff-max-seconds",
@@ -114,6 +121,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
     let controller = ControllerConfig {
         namespace: args.cluster.namespace.clone(),
         workers,
+        max_writes_in_flight,
         queue: QueueConfig {
             rate_limit,
             ..QueueConfig::default()
@@ -433,6 +441,11 @@ mod tests {
             (&["--memory-mib", "4096"], "--memory-mib 4096"),
             (&["--timeout-ms", "0"], "--timeout-ms 0"),
             (&["--workers", "0"], "--workers 0"),
+            (&["--max-writes-in-flight", "0"], "--max-writes-in-flight 0"),
+            (
+                &["--max-writes-in-flight", "100001"],
+                "--max-writes-in-flight 100001",
+            ),
             (&["--backoff-base-ms", "0"], "--backoff-base-ms"),
             (
                 &["--backoff-base-ms", "5000", "--backoff-max-seconds", "1"],

@@ -1,5 +1,6 @@
 //! Settings of the controller host.
 
+use crate::actions::DEFAULT_MAX_WRITES_IN_FLIGHT;
 use crate::coordination::Gate;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::Limits;
@@ -12,8 +13,13 @@ use std::time::Duration;
 pub struct ControllerConfig {
     /// Watch and act in this namespace only; `None` for all namespaces.
     pub namespace: Option<String>,
-    /// Workers per plugin: keys of one plugin processed at once.
+    /// Workers per plugin: plugin calls of one plugin at once. A worker does not wait for
+    /// its call's writes: it hands them off and takes the next key (see
+    /// [`crate::actions::inflight`]).
     pub workers: usize,
+    /// Calls whose writes are in flight at once, over every plugin: the host-wide cap of
+    /// each plugin's adaptive limit.
+    pub max_writes_in_flight: usize,
     /// Workqueue rate limiting.
     pub queue: QueueConfig,
     /// Per-call limits of every plugin.
@@ -39,6 +45,7 @@ impl Default for ControllerConfig {
         ControllerConfig {
             namespace: None,
             workers: DEFAULT_WORKERS,
+            max_writes_in_flight: DEFAULT_MAX_WRITES_IN_FLIGHT,
             queue: QueueConfig::default(),
             limits: Limits::default(),
             resync: None,

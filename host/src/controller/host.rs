@@ -3,7 +3,7 @@
 //! Plugins can be added, updated and removed while it runs (see [`Controller::upsert`]).
 
 use super::config::ControllerConfig;
-use crate::actions::{ApiWriter, Executor, KubeWriter, Pipeline};
+use crate::actions::{ApiWriter, Executor, HostWrites, KubeWriter, Pipeline};
 use crate::cluster::KindRegistry;
 use crate::cluster::Watches;
 use crate::contract::text::shown;
@@ -100,6 +100,7 @@ impl Controller {
             queue_metrics,
             gate: config.gate.clone(),
             workers: config.workers,
+            host_writes: HostWrites::new(config.max_writes_in_flight),
         };
         Controller {
             inner: Arc::new(Inner {
@@ -304,6 +305,14 @@ impl Controller {
             let owned = super::handover::owned_keys(&self.inner.running, &gate.scope());
             gate.metrics().keys_owned.set(owned as i64);
         }
+        let running = self.inner.running.snapshot();
+        self.inner
+            .shared
+            .metrics
+            .set_writes(running.iter().map(|p| {
+                let (in_flight, limit) = p.writes();
+                (p.name.to_string(), in_flight, limit)
+            }));
         self.inner.shared.metrics.set_cache_objects(
             self.inner
                 .watches

@@ -8,7 +8,7 @@ mod config;
 mod handover;
 mod host;
 
-pub use crate::actions::MIN_REQUEUE_AFTER;
+pub use crate::actions::{DEFAULT_MAX_WRITES_IN_FLIGHT, MIN_REQUEUE_AFTER};
 pub use crate::worker::{
     Drain, InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance, StartError,
 };

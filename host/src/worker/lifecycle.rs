@@ -7,7 +7,7 @@ use super::instance::InstanceName;
 use super::metrics::ReconcileMetrics;
 use super::revision::Revision;
 use super::running::RunningPlugin;
-use crate::actions::Pipeline;
+use crate::actions::{HostWrites, INITIAL_WRITES_IN_FLIGHT, InFlightLimit, Pipeline};
 use crate::contract::Reason;
 use crate::coordination::Gate;
 use crate::queue::{QueueConfig, QueueMetrics, WorkQueue};
@@ -28,8 +28,10 @@ pub(crate) struct Shared {
     pub queue_metrics: QueueMetrics,
     /// Which keys this replica may reconcile.
     pub gate: Gate,
-    /// Workers per running plugin (at least one runs).
+    /// Workers per running plugin (at least one runs): plugin calls at once.
     pub workers: usize,
+    /// The host-wide cap of calls with writes in flight, shared by every plugin.
+    pub host_writes: HostWrites,
 }
 
 /// The tasks of one running plugin.
@@ -43,9 +45,11 @@ pub(super) struct Tasks {
 /// What joining a running plugin's workers came to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Drain {
-    /// Workers that finished their call (or were idle) before the deadline.
+    /// Workers that finished their call and the writes they handed off (or were idle)
+    /// before the deadline.
     pub finished: usize,
-    /// Workers still busy at the deadline, stopped where they were.
+    /// Workers still busy at the deadline (in a call, or with a write in flight), stopped
+    /// where they were.
     pub abandoned: usize,
 }
 
@@ -75,6 +79,10 @@ impl RunningPlugin {
             shared.pipeline.clone(),
             shared.metrics.clone(),
             shared.gate.clone(),
+            InFlightLimit::new(
+                shared.workers.max(INITIAL_WRITES_IN_FLIGHT),
+                shared.host_writes.clone(),
+            ),
         ));
         let workers = (0..shared.workers.max(1))
             .map(|_| tokio::spawn(running.clone().work()))

@@ -1,7 +1,9 @@
 //! Reconcile metrics: how long each plugin call takes (`kubeplug_reconcile_duration_seconds`,
 //! per plugin), how each reconcile ended (`kubeplug_reconcile_total{plugin,result}`), fenced
 //! writes refused because the object had moved on (`kubeplug_write_conflicts_total{plugin}`),
-//! and the objects each watch's cache holds (`kubeplug_cache_objects{kind}`).
+//! the objects each watch's cache holds (`kubeplug_cache_objects{kind}`), and each plugin's
+//! calls with writes in flight and their adaptive limit (`kubeplug_writes_in_flight{plugin}`,
+//! `kubeplug_writes_in_flight_limit{plugin}`, read at scrape time).
 
 use crate::actions::CallFailure;
 use crate::plugin::CallError;
@@ -141,6 +143,8 @@ pub struct ReconcileMetrics {
     total: Family<ResultLabels, Counter>,
     conflicts: Family<PluginLabels, Counter>,
     cache_objects: Family<KindLabels, Gauge>,
+    writes_in_flight: Family<PluginLabels, Gauge>,
+    writes_limit: Family<PluginLabels, Gauge>,
 }
 
 /// How many reconciles a plugin has run, and how many of them did not succeed.
@@ -160,6 +164,8 @@ impl ReconcileMetrics {
             total: Family::default(),
             conflicts: Family::default(),
             cache_objects: Family::default(),
+            writes_in_flight: Family::default(),
+            writes_limit: Family::default(),
         };
         registry.register_with_unit(
             "kubeplug_reconcile_duration",
@@ -181,6 +187,16 @@ impl ReconcileMetrics {
             "kubeplug_cache_objects",
             "Objects in each watched kind's cache",
             metrics.cache_objects.clone(),
+        );
+        registry.register(
+            "kubeplug_writes_in_flight",
+            "Calls of each plugin whose writes are at the API server now",
+            metrics.writes_in_flight.clone(),
+        );
+        registry.register(
+            "kubeplug_writes_in_flight_limit",
+            "Each plugin's adaptive limit of calls with writes in flight (grows while the API server answers fast, halves on 429/5xx)",
+            metrics.writes_limit.clone(),
         );
         metrics
     }
@@ -244,6 +260,23 @@ impl ReconcileMetrics {
             self.cache_objects
                 .get_or_create(&KindLabels { kind })
                 .set(i64::try_from(objects).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+impl ReconcileMetrics {
+    /// Sets the write gauges to `writes` (plugin, calls with writes in flight, limit);
+    /// plugins no longer running disappear.
+    pub fn set_writes(&self, writes: impl IntoIterator<Item = (String, usize, usize)>) {
+        self.writes_in_flight.clear();
+        self.writes_limit.clear();
+        for (plugin, in_flight, limit) in writes {
+            let labels = PluginLabels { plugin };
+            let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+            self.writes_in_flight
+                .get_or_create(&labels)
+                .set(gauge(in_flight));
+            self.writes_limit.get_or_create(&labels).set(gauge(limit));
         }
     }
 }

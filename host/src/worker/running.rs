@@ -5,12 +5,16 @@ use super::instance::InstanceName;
 use super::lifecycle::Tasks;
 use super::metrics::{ReconcileMetrics, ReconcileResult};
 use super::revision::Revision;
-use crate::actions::{Call, CallFailure, CallOutcome, Fence, Pipeline};
+use crate::actions::{Answers, Call, CallFailure, CallOutcome, Fence, InFlightLimit, Pipeline};
 use crate::cluster::{CachedObject, CallObjects, ObjKey};
-use crate::contract::{ObjectRef, Reason, ReconcileRequest};
+use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
 use crate::plugin::CallContext;
+use crate::policy::{Mode, Policy, is_write};
 use crate::queue::WorkQueue;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -42,6 +46,8 @@ pub(crate) struct RunningPlugin {
     metrics: ReconcileMetrics,
     /// Which keys this replica may reconcile now.
     gate: Gate,
+    /// How many of its calls may have writes in flight (adapts to the API server).
+    writes: Arc<InFlightLimit>,
 }
 
 /// How long a key waits for the cache to show its own writes (or, after a conflict, the
@@ -62,6 +68,7 @@ impl RunningPlugin {
         pipeline: Arc<Pipeline>,
         metrics: ReconcileMetrics,
         gate: Gate,
+        writes: Arc<InFlightLimit>,
     ) -> Self {
         RunningPlugin {
             name,
@@ -75,7 +82,13 @@ impl RunningPlugin {
             expectations: Expectations::new(EXPECTATION_WAIT),
             metrics,
             gate,
+            writes,
         }
+    }
+
+    /// Its calls with writes in flight now, and their limit.
+    pub(crate) fn writes(&self) -> (usize, usize) {
+        (self.writes.in_flight(), self.writes.limit())
     }
 
     /// The revision new calls run.
@@ -150,29 +163,82 @@ impl RunningPlugin {
         }
     }
 
-    /// Works keys off the queue until it shuts down. A key this replica may not reconcile
-    /// now (another replica leads, or owns it) is dropped: it is queued again when this
-    /// replica gains it.
+    /// Works keys off the queue until it shuts down: one plugin call at a time, while the
+    /// writes of calls it decided earlier run beside it (see [`Taken::Writing`]). Returns once
+    /// the queue is shut down and its writes in flight have ended. A key this replica may
+    /// not reconcile now (another replica leads, or owns it) is dropped: it is queued again
+    /// when this replica gains it.
+    ///
+    /// The writes are futures of this task, not tasks of their own, so a worker and the
+    /// writes it handed off end together: a drain waits for both, and abandoning the worker
+    /// at the shutdown deadline drops its writes.
     pub(crate) async fn work(self: Arc<Self>) {
-        while let Some(key) = self.queue.get().await {
-            if !self.is_stopped() {
-                match self.gate.enter(&key) {
-                    Some(pass) => {
-                        let started = std::time::SystemTime::now();
-                        self.process(&key, &pass).await;
-                        if self.gate.is_coordinated() {
-                            span(&self.name, &key, started);
-                        }
-                        drop(pass);
-                    }
-                    None => {
-                        lock(&self.reasons).remove(&key);
-                        self.queue.forget(&key);
-                    }
+        let mut writes: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
+        let mut call: Option<BoxFuture<'static, Taken>> = Some(Box::pin(self.clone().take()));
+        while let Some(current) = call.as_mut() {
+            let taken = tokio::select! {
+                Some(()) = writes.next(), if !writes.is_empty() => None,
+                taken = current => Some(taken),
+            };
+            match taken {
+                None => {}
+                Some(Taken::Closed) => call = None,
+                Some(Taken::Done) => call = Some(Box::pin(self.clone().take())),
+                Some(Taken::Writing(write)) => {
+                    writes.push(write);
+                    call = Some(Box::pin(self.clone().take()));
                 }
             }
-            self.queue.done(&key);
         }
+        while writes.next().await.is_some() {}
+    }
+
+    /// Takes the next key and runs its call; `Closed` once the queue is shut down and empty.
+    async fn take(self: Arc<Self>) -> Taken {
+        let Some(key) = self.queue.get().await else {
+            return Taken::Closed;
+        };
+        if self.is_stopped() {
+            self.queue.done(&key);
+            return Taken::Done;
+        }
+        let Some(pass) = self.gate.enter(&key) else {
+            lock(&self.reasons).remove(&key);
+            self.queue.forget(&key);
+            self.queue.done(&key);
+            return Taken::Done;
+        };
+        let started = std::time::SystemTime::now();
+        let Some(decided) = self.decide(&key).await else {
+            self.end(&key, pass, started);
+            return Taken::Done;
+        };
+        let revision = &decided.revision;
+        let writes = revision.policy.mode == Mode::Enforce && decided.actions.iter().any(is_write);
+        if !writes {
+            self.act(&key, &pass, decided).await;
+            self.end(&key, pass, started);
+            return Taken::Done;
+        }
+        // The worker waits here, holding its decided call, while the plugin's writes in
+        // flight are at their limit: a slow API server slows the calls down.
+        let cap = write_cap(&revision.policy);
+        let permit = self.writes.acquire(cap).await;
+        Taken::Writing(Box::pin(async move {
+            let answers = self.act(&key, &pass, decided).await;
+            permit.answered(&answers);
+            self.end(&key, pass, started);
+        }))
+    }
+
+    /// The key's call is over (its writes too): the gate's pass ends and the queue may hand
+    /// the key out again (it waits for its own write to be seen, see [`Expectations`]).
+    fn end(&self, key: &ObjKey, pass: Pass, started: std::time::SystemTime) {
+        if self.gate.is_coordinated() {
+            span(&self.name, key, started);
+        }
+        drop(pass);
+        self.queue.done(key);
     }
 
     fn request(
@@ -208,9 +274,10 @@ impl RunningPlugin {
         }
     }
 
-    /// One reconcile: call the plugin off the async runtime, execute its actions, and tell
-    /// the queue what to do with the key.
-    async fn process(&self, key: &ObjKey, pass: &Pass) {
+    /// The plugin's half of one reconcile: waits for the caches and the key's expectations,
+    /// calls the plugin off the async runtime, and handles a failed call. `None` when there
+    /// is nothing to act on (the key was re-queued or forgotten as the failure asks).
+    async fn decide(&self, key: &ObjKey) -> Option<Decided> {
         let name = &*self.name;
         // This call runs on the revision current now, whatever is swapped in meanwhile.
         let revision = self.current();
@@ -226,7 +293,7 @@ impl RunningPlugin {
             // Our last write, or the version our refused write was fenced on, is not in the
             // cache yet: reconciling now would act on the old object.
             self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
-            return;
+            return None;
         }
         let cached = revision.primary.get(key);
         let request = self.request(&revision, key, cached.as_deref());
@@ -249,7 +316,7 @@ impl RunningPlugin {
                 tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");
                 self.metrics.count(name, ReconcileResult::HostError);
                 self.queue.add_rate_limited(key.clone());
-                return;
+                return None;
             }
         };
         self.metrics.observe_call(name, report.elapsed);
@@ -261,14 +328,36 @@ impl RunningPlugin {
             Err(err) if err.is_transient() => {
                 tracing::warn!(record = "reconcile", result = err.kind(), plugin = name, %key, attempt = request.attempt, error = err.kind(), "reconcile failed, will retry: {err}");
                 self.queue.add_rate_limited(key.clone());
-                return;
+                return None;
             }
             Err(err) => {
                 tracing::error!(record = "reconcile", result = err.kind(), plugin = name, %key, error = err.kind(), "reconcile failed, not retried until the object changes: {err}");
                 self.queue.forget(key);
-                return;
+                return None;
             }
         };
+        Some(Decided {
+            revision,
+            request,
+            cached,
+            reads,
+            actions,
+            elapsed: report.elapsed,
+        })
+    }
+
+    /// The host's half: executes a decided call's actions, and tells the queue what to do
+    /// with the key. Returns what the API server's answers said (for the write limit).
+    async fn act(&self, key: &ObjKey, pass: &Pass, decided: Decided) -> Answers {
+        let name = &*self.name;
+        let Decided {
+            revision,
+            request,
+            cached,
+            reads,
+            actions,
+            elapsed,
+        } = decided;
         let call = Call {
             plugin: name,
             key: &key.to_string(),
@@ -316,9 +405,46 @@ impl RunningPlugin {
                 tracing::info!(record = "reconcile", result = "deleted", plugin = name, %key, "{} {key} has been deleted", request.target.kind)
             }
             Some(_) => {
-                tracing::debug!(record = "reconcile", result = "success", plugin = name, %key, actions = actions.len(), elapsed_us = report.elapsed.as_micros() as u64, "reconciled")
+                tracing::debug!(record = "reconcile", result = "success", plugin = name, %key, actions = actions.len(), elapsed_us = elapsed.as_micros() as u64, "reconciled")
             }
         }
+        outcome.answers
+    }
+}
+
+/// What a worker's turn came to.
+enum Taken {
+    /// The queue is shut down and empty.
+    Closed,
+    /// The key's call is over.
+    Done,
+    /// The key's call was decided and holds a write slot: its actions run in this future,
+    /// beside the worker's next call; the key stays held until the future ends.
+    Writing(BoxFuture<'static, ()>),
+}
+
+/// A call the plugin answered, waiting to be acted on.
+struct Decided {
+    /// The revision the call ran on (its policy, budget and identity act on it).
+    revision: Arc<Revision>,
+    request: ReconcileRequest,
+    /// The object handed to the plugin.
+    cached: Option<Arc<CachedObject>>,
+    /// What the call read, whose versions fence its writes.
+    reads: Arc<CallObjects>,
+    actions: Vec<Action>,
+    /// How long the plugin took.
+    elapsed: Duration,
+}
+
+/// The most calls of a plugin under `policy` may have writes in flight: its write burst
+/// when its write rate is limited (writes beyond it would wait for tokens anyway), the
+/// host-wide cap otherwise.
+fn write_cap(policy: &Policy) -> usize {
+    let rate = policy.limits.write_rate();
+    match rate.per_second().is_finite() {
+        true => rate.burst() as usize,
+        false => usize::MAX,
     }
 }
 

@@ -56,7 +56,7 @@ async fn harness(
     script: Vec<Answer>,
     resync: Option<Duration>,
 ) -> Harness {
-    harness_listed(mode, names, script, resync, true).await
+    harness_listed(mode, names, script, resync, true, 1).await
 }
 
 /// [`harness`], with the cache listed before the plugin starts (`listed`), as when another
@@ -68,6 +68,7 @@ async fn harness_listed(
     script: Vec<Answer>,
     resync: Option<Duration>,
     listed: bool,
+    workers: usize,
 ) -> Harness {
     let runtime = PluginRuntime::new(RuntimeConfig::default()).unwrap();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/hostile.wasm");
@@ -83,7 +84,7 @@ async fn harness_listed(
         kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
     let writer = Arc::new(FakeWriter::new(script));
     let config = ControllerConfig {
-        workers: 1,
+        workers,
         resync,
         ..ControllerConfig::default()
     };
@@ -213,7 +214,7 @@ async fn start_up_reconciles_each_key_once_whether_the_list_comes_before_or_afte
         .collect();
     expected.sort();
     for listed in [false, true] {
-        let mut h = harness_listed("behave", &names, vec![], None, listed).await;
+        let mut h = harness_listed("behave", &names, vec![], None, listed, 1).await;
         if !listed {
             // The plugin's own watch lists now: its additions reach it through the router,
             // while the start-up queueing of every cached key sees the cache synced.
@@ -398,6 +399,63 @@ async fn a_key_waits_for_its_own_patch_to_reach_the_cache() {
     assert!(
         waited < Duration::from_millis(30),
         "reconciled {waited:?} after the write reached the cache"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_takes_the_next_key_while_its_write_is_in_flight() {
+    // One worker; the first write takes 5 s at the API server.
+    let slow = Answer::After(Duration::from_secs(5), Box::new(Answer::Ok("5")));
+    let h = harness("label", &["a", "b", "c"], vec![slow], None).await;
+    let at = h.patches(3).await;
+    let (first, rest) = (at[0], &at[1..]);
+    for later in rest {
+        assert!(
+            *later - first < Duration::from_secs(5),
+            "a patch waited {:?} for another key's write",
+            *later - first
+        );
+    }
+    // The slow write is still in flight; the two fast answers grew the limit from 4.
+    let text = h.controller.metrics_text();
+    for line in [
+        "kubeplug_writes_in_flight{plugin=\"hostile\"} 1",
+        "kubeplug_writes_in_flight_limit{plugin=\"hostile\"} 6",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_is_never_called_twice_at_once_and_waits_for_its_own_write() {
+    // Two workers and room for two writes: only the key's own hold keeps it exclusive.
+    let slow = Answer::After(Duration::from_secs(5), Box::new(Answer::Ok("5")));
+    let h = harness_listed("label", &["web"], vec![slow], None, true, 2).await;
+    let first = h.patches(1).await[0];
+    // Changed while its write is in flight: queued, not handed to the idle worker.
+    sleep(Duration::from_secs(1)).await;
+    h.change("web", "3");
+    sleep(Duration::from_millis(3900)).await;
+    assert_eq!(
+        h.writer.count(Method::Patch),
+        1,
+        "called again during its own write"
+    );
+    // The write ended at 5 s leaving version 5; the cache still shows 3.
+    sleep(Duration::from_secs(1)).await;
+    assert!(Instant::now() - first > Duration::from_secs(5));
+    assert_eq!(
+        h.writer.count(Method::Patch),
+        1,
+        "called again before its write reached the cache"
+    );
+    let arrived = Instant::now();
+    h.change("web", "5");
+    let second = h.patches(2).await[1];
+    assert!(
+        second - arrived < Duration::from_millis(30),
+        "reconciled {:?} after its write reached the cache",
+        second - arrived
     );
 }
 

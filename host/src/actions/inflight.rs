@@ -1,0 +1,277 @@
+//! How many calls of one plugin may have writes at the API server at once: an adaptive
+//! limit (AIMD with a latency guard, as TCP's congestion window), bounded by the plugin's
+//! write budget and by a host-wide cap shared by every plugin.
+//!
+//! Why this shape. A worker runs plugin code (a sandbox on the blocking pool, bounded by
+//! `--workers`); a write is a wait on the network. Holding the worker for the write's round
+//! trip, as controller-runtime does (`MaxConcurrentReconciles` workers, each blocked in its
+//! reconcile's API calls) bounds a plugin to `workers / API latency` reconciles per second
+//! whatever the plugin costs. kube-rs's runner avoids the bound by running every reconcile
+//! at once (`Config::concurrency`, unbounded by default), so a burst of changes becomes a
+//! burst of requests however the API server copes. Here a worker hands a call's writes off
+//! and takes the next key, and the number of calls whose writes are in flight adapts to
+//! what the API server does:
+//! - it starts at [`INITIAL_WRITES_IN_FLIGHT`] (or the plugin's worker count, if higher) and
+//!   doubles per round of answers while answers stay fast (slow start), then grows by one per
+//!   round (additive increase);
+//! - an answer markedly slower than the fastest recently seen stops the growth (the server
+//!   is queueing: more requests would only wait longer);
+//! - 429 Too Many Requests, a 5xx or a transport failure halves it (multiplicative
+//!   decrease), once per round: answers to writes sent before the last cut do not cut again;
+//! - a `Retry-After` (the Status' `retryAfterSeconds`) holds every new write of the plugin
+//!   until it has passed (bounded by [`MAX_RETRY_AFTER`]);
+//! - it never exceeds the plugin's write burst when the policy limits its write rate (more
+//!   in flight would only wait for tokens) nor the host-wide cap, and never drops below one.
+//!
+//! A worker that has decided a call with writes waits here for a slot before it takes
+//! another key, so a slow or throttling API server slows plugin calls down instead of
+//! piling decided calls up in memory.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// The longest `Retry-After` honoured: a server (or a proxy) asking for more still gets a
+/// write this often, so one bad answer cannot stop a plugin's writes for good.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// Where a plugin's limit starts (or at its worker count, if higher): a worker can hand off
+/// a few calls' writes before the first answers say how fast the API server is.
+pub const INITIAL_WRITES_IN_FLIGHT: usize = 4;
+/// Host-wide writes in flight unless configured (`--max-writes-in-flight`).
+pub const DEFAULT_MAX_WRITES_IN_FLIGHT: usize = 64;
+/// An answer is fast while it takes at most twice the fastest recent one plus this (so
+/// answers of a few hundred microseconds are not judged on their jitter).
+const FAST_SLACK: Duration = Duration::from_millis(2);
+/// How fast the fastest-answer baseline follows slower answers (1/32 of the gap per answer),
+/// so a server that became slower for good becomes the new normal instead of stopping the
+/// growth forever.
+const BASELINE_DRIFT: u32 = 32;
+
+/// The writes in flight of every plugin of a host together; clones share the cap.
+#[derive(Debug, Clone)]
+pub struct HostWrites {
+    slots: Arc<Semaphore>,
+    cap: usize,
+}
+
+impl HostWrites {
+    /// At most `cap` calls' writes in flight over every plugin (at least one).
+    pub fn new(cap: usize) -> Self {
+        let cap = cap.clamp(1, Semaphore::MAX_PERMITS);
+        HostWrites {
+            slots: Arc::new(Semaphore::new(cap)),
+            cap,
+        }
+    }
+
+    /// The cap.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Slots free now.
+    pub fn available(&self) -> usize {
+        self.slots.available_permits()
+    }
+}
+
+impl Default for HostWrites {
+    fn default() -> Self {
+        HostWrites::new(DEFAULT_MAX_WRITES_IN_FLIGHT)
+    }
+}
+
+/// What the API server's answers to one call's writes said, for the limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answers {
+    /// The slowest answer's round trip (any answer: accepted, refused or failed), `None`
+    /// when nothing was sent.
+    pub slowest: Option<Duration>,
+    /// The server pushed back: 429, a 5xx, or the request did not complete.
+    pub pushed_back: bool,
+    /// The longest `Retry-After` it asked for.
+    pub retry_after: Option<Duration>,
+}
+
+impl Answers {
+    /// Adds one answer that took `took`.
+    pub fn answered(&mut self, took: Duration) {
+        self.slowest = Some(self.slowest.map_or(took, |s| s.max(took)));
+    }
+
+    /// Adds a push-back, with the delay the server asked for, if any.
+    pub fn pushed_back(&mut self, retry_after: Option<Duration>) {
+        self.pushed_back = true;
+        if let Some(after) = retry_after {
+            self.retry_after = Some(self.retry_after.map_or(after, |a| a.max(after)));
+        }
+    }
+}
+
+/// One plugin's adaptive limit of calls with writes in flight.
+#[derive(Debug)]
+pub struct InFlightLimit {
+    state: Mutex<State>,
+    /// Woken when a slot frees, the limit grows or a hold ends.
+    changed: Notify,
+    host: HostWrites,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The limit, fractional so additive increase can add `1/limit` per answer.
+    limit: f64,
+    in_flight: usize,
+    /// No write starts before this (a `Retry-After`).
+    hold_until: Option<Instant>,
+    /// The fastest recent answer, drifting up towards slower ones.
+    baseline: Option<Duration>,
+    /// How many times the limit was cut: answers to writes granted before the last cut do
+    /// not cut it again.
+    cuts: u64,
+    /// Doubling per round until the first cut or slow answer.
+    slow_start: bool,
+    /// The most it may grow to: the plugin's bound (from its write budget) and the
+    /// host-wide cap, as of the last slot asked for.
+    ceiling: f64,
+}
+
+/// A slot for one call's writes; dropping it frees the slot (with no news for the limit:
+/// a stopped or abandoned call).
+#[derive(Debug)]
+pub struct WritePermit {
+    limit: Arc<InFlightLimit>,
+    /// The cut count when the slot was granted: pushed-back answers to writes sent before
+    /// the last cut do not cut again.
+    granted: u64,
+    _host: Option<OwnedSemaphorePermit>,
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl InFlightLimit {
+    /// A limit starting at `initial` (at least one), under the host-wide `host` cap.
+    pub fn new(initial: usize, host: HostWrites) -> Arc<Self> {
+        Arc::new(InFlightLimit {
+            state: Mutex::new(State {
+                limit: initial.max(1) as f64,
+                in_flight: 0,
+                hold_until: None,
+                baseline: None,
+                cuts: 0,
+                slow_start: true,
+                ceiling: host.cap() as f64,
+            }),
+            changed: Notify::new(),
+            host,
+        })
+    }
+
+    /// The limit now (whole slots).
+    pub fn limit(&self) -> usize {
+        lock(&self.state).limit as usize
+    }
+
+    /// Calls with writes in flight now.
+    pub fn in_flight(&self) -> usize {
+        lock(&self.state).in_flight
+    }
+
+    /// Waits for a slot: fewer than the limit (and than `cap`, the plugin's bound) in flight,
+    /// no `Retry-After` hold, and a slot of the host-wide cap. Cancel-safe.
+    pub async fn acquire(self: &Arc<Self>, cap: usize) -> WritePermit {
+        let cap = cap.clamp(1, self.host.cap());
+        lock(&self.state).ceiling = cap as f64;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let hold = {
+                let mut state = lock(&self.state);
+                match state.hold_until {
+                    Some(at) if at > Instant::now() => Some(at),
+                    _ if state.in_flight < (state.limit as usize).clamp(1, cap) => {
+                        state.in_flight += 1;
+                        break;
+                    }
+                    _ => None,
+                }
+            };
+            match hold {
+                Some(at) => tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = changed => {}
+                },
+                None => changed.await,
+            }
+        }
+        let mut permit = WritePermit {
+            limit: self.clone(),
+            granted: lock(&self.state).cuts,
+            _host: None,
+        };
+        // Counted in flight already: dropped while waiting here, the permit frees it.
+        let host = self.host.slots.clone().acquire_owned().await;
+        permit._host = Some(host.expect("the host-wide semaphore is never closed"));
+        permit
+    }
+
+    fn learn(&self, granted: u64, answers: &Answers) {
+        let now = Instant::now();
+        let mut state = lock(&self.state);
+        if let Some(after) = answers.retry_after {
+            let until = now + after.min(MAX_RETRY_AFTER);
+            state.hold_until = Some(state.hold_until.map_or(until, |h| h.max(until)));
+        }
+        if answers.pushed_back {
+            if granted == state.cuts {
+                state.limit = (state.limit / 2.0).max(1.0);
+                state.cuts += 1;
+                state.slow_start = false;
+            }
+        } else if let Some(took) = answers.slowest {
+            let baseline = match state.baseline {
+                Some(b) if b <= took => b + (took - b) / BASELINE_DRIFT,
+                _ => took,
+            };
+            state.baseline = Some(baseline);
+            if took <= baseline * 2 + FAST_SLACK {
+                // Slow start adds one per answer (doubling per round); after it, 1/limit
+                // per answer adds one per round.
+                state.limit += if state.slow_start {
+                    1.0
+                } else {
+                    1.0 / state.limit
+                };
+                state.limit = state.limit.min(state.ceiling);
+            } else {
+                state.slow_start = false;
+            }
+        }
+        drop(state);
+        self.changed.notify_waiters();
+    }
+}
+
+impl WritePermit {
+    /// The call's writes are done and the API server said `answers`: the limit learns from
+    /// them, and the slot is freed.
+    pub fn answered(self, answers: &Answers) {
+        self.limit.learn(self.granted, answers);
+    }
+}
+
+impl Drop for WritePermit {
+    fn drop(&mut self) {
+        let mut state = lock(&self.limit.state);
+        state.in_flight = state.in_flight.saturating_sub(1);
+        drop(state);
+        self.limit.changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests;
