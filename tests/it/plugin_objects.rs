@@ -995,3 +995,97 @@ spec:
     .await?;
     Ok(())
 }
+
+/// A PluginPolicy that requires signatures (issue 26): an unsigned image never compiles and
+/// the status names the rule; signed with the policy's key and the spec re-applied, it runs;
+/// the host's own `--verification-config` applies on top of every policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_requiring_signatures_runs_only_signed_images() -> Result<()> {
+    use kubeplug::oci::keys::SigningKey;
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let Some(reg) = crate::registry::Registry::start() else {
+        return Ok(());
+    };
+    let cache = tempfile::tempdir()?;
+    let registries = kubeplug::oci::Registries::new(&reg.args(cache.path()))?;
+    let t = start(|c| {
+        c.objects.as_mut().unwrap().registries = Some(registries.clone());
+    })
+    .await?;
+    let platform = SigningKey::generate();
+    let module = std::fs::read(common::plugin("image-pinner"))?;
+    let tag = reg.reference("team-a/pinner:v1");
+    let digest = kubeplug::oci::transfer::push(&registries, &tag, &module).await?;
+    let pem = platform.public().to_pem().replace('\n', "\\n");
+    t.apply(&format!(
+        "{POLICY}  modules:\n    images: [\"{}/team-a\"]\n    verification: {{apiVersion: v1, allOf: [{{kind: pubKey, owner: platform, key: \"{pem}\"}}]}}\n",
+        reg.addr
+    ))
+    .await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    let plugin = |image: &str| {
+        format!(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {{name: pinner, namespace: team-a}}
+spec:
+  module: {{image: \"{tag}\"}}
+  config: {{image: \"{image}\"}}
+  permissions:
+    rules:
+    - apiVersion: apps/v1
+      kind: Deployment
+      verbs: [patch]
+      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
+"
+        )
+    };
+    t.apply(&plugin("nginx:1.25")).await?;
+    let why = t
+        .reason_becomes("team-a", "pinner", "VerificationFailed")
+        .await;
+    assert!(
+        why.starts_with("PluginPolicy tenants:") && why.contains("not signed"),
+        "{why}"
+    );
+    let module_file = cache
+        .path()
+        .join("blobs/sha256")
+        .join(hex::encode(Sha256::digest(&module)));
+    assert!(
+        !module_file.exists(),
+        "an unsigned module is never downloaded"
+    );
+    // A signature by another key is not the policy's.
+    let other = SigningKey::generate();
+    let pinned = tag.pinned(&digest);
+    kubeplug::oci::signature::sign(&registries, &pinned, &other, &Default::default()).await?;
+    t.apply(&plugin("nginx:1.26")).await?;
+    eventually(WAIT, "the other key's signature refused by rule", || {
+        t.condition("team-a", "pinner", "Ready")
+            .is_some_and(|(_, r, m)| r == "VerificationFailed" && m.contains("allOf[0]"))
+    })
+    .await;
+    assert!(image_of(&t.sim, "team-a", "web").as_deref() == Some("alpine"));
+
+    kubeplug::oci::signature::sign(&registries, &pinned, &platform, &Default::default()).await?;
+    t.apply(&plugin("nginx:1.27")).await?;
+    t.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        "plugin/pinner",
+        "-n",
+        "team-a",
+        "--timeout=60s",
+    ])
+    .await?;
+    eventually(WAIT, "team-a/web pinned", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.27")
+    })
+    .await;
+    assert!(module_file.exists(), "signed, it is pulled into the cache");
+    Ok(())
+}

@@ -233,6 +233,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(objects) = config.objects.as_mut() {
         objects.registries = Some(registries);
+        objects.verification = crate::oci::verification::config_of(&args.registry)?;
     }
     let mut signals = ShutdownSignals::install()?;
     let (client, _embedded) = if args.embedded {

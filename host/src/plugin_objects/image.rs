@@ -23,6 +23,8 @@ use tokio::sync::Notify;
 
 /// The first retry after a failed pull; doubled per failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The first retry after a pull that found the wrong thing (not a module, not signed).
+const FIRST_PERMANENT_BACKOFF: Duration = Duration::from_secs(30);
 /// The longest wait between two pulls of a failing image.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The default interval at which a tag is resolved again.
@@ -190,7 +192,32 @@ impl ImagePulls {
             Some(name) => self.credentials(image, name).await?,
             None => RegistryAuth::Anonymous,
         };
-        let pulled = crate::oci::transfer::pull_checked(&self.registries, &image.reference, &auth)
+        let reg = &self.registries;
+        let mut reference = image.reference.clone();
+        if !image.verify.is_empty() {
+            // Verified first, by digest, and only that digest pulled: an unsigned or wrongly
+            // signed module is never downloaded, let alone compiled.
+            reference = crate::oci::verification::resolve(reg, &reference, &auth)
+                .await
+                .map_err(|e| refusal_of(&e))?;
+            for (who, json) in &image.verify {
+                let config: crate::oci::verification::VerificationConfig =
+                    serde_json::from_str(json).map_err(|e| {
+                        Refusal::new(Reason::VerificationFailed, format!("{who}: {e}"))
+                    })?;
+                crate::oci::verification::verify_with(reg, &reference, &config, &auth)
+                    .await
+                    .map_err(|e| {
+                        let reason = if e.is_transient() {
+                            Reason::PullFailed
+                        } else {
+                            Reason::VerificationFailed
+                        };
+                        Refusal::new(reason, format!("{who}: {e}"))
+                    })?;
+            }
+        }
+        let pulled = crate::oci::transfer::pull_checked(reg, &reference, &auth)
             .await
             .map_err(|e| refusal_of(&e))?;
         Ok(PulledImage {
@@ -271,13 +298,15 @@ fn refusal_of(err: &anyhow::Error) -> Refusal {
     Refusal::new(reason, message)
 }
 
-/// 1 s, 2 s, 4 s … up to five minutes for a registry that fails; five minutes at once for
-/// one whose content is wrong (nothing changes that faster than a person does).
+/// 1 s, 2 s, 4 s … up to five minutes for a registry that fails; from 30 s for one whose
+/// content is wrong (a person fixes that; a new Plugin spec retries at once).
 fn backoff(failures: u32, transient: bool) -> Duration {
-    if !transient {
-        return MAX_BACKOFF;
-    }
-    FIRST_BACKOFF
+    let first = if transient {
+        FIRST_BACKOFF
+    } else {
+        FIRST_PERMANENT_BACKOFF
+    };
+    first
         .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
         .min(MAX_BACKOFF)
 }
@@ -291,7 +320,9 @@ mod tests {
         let waits: Vec<u64> = (1..=11).map(|f| backoff(f, true).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
         assert_eq!(backoff(u32::MAX, true), MAX_BACKOFF);
-        assert_eq!(backoff(1, false), MAX_BACKOFF);
+        assert_eq!(backoff(1, false), Duration::from_secs(30));
+        assert_eq!(backoff(2, false), Duration::from_secs(60));
+        assert_eq!(backoff(5, false), MAX_BACKOFF);
     }
 
     #[test]

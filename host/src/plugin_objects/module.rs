@@ -42,6 +42,12 @@ pub struct ImageModule {
     pub reference: crate::oci::OciRef,
     /// A `kubernetes.io/dockerconfigjson` Secret in the namespace.
     pub pull_secret: Option<String>,
+    /// The verification configs its signatures must satisfy, each as (who requires it,
+    /// its JSON): the host's and the applying PluginPolicies'.
+    pub verify: Vec<(String, String)>,
+    /// The Plugin's generation: a new spec resolves its tag (and retries a failed pull)
+    /// at once, whatever the backoff of the previous one.
+    pub generation: i64,
 }
 
 impl ModuleRef {
@@ -76,6 +82,8 @@ impl ModuleRef {
                     namespace: namespace.into(),
                     reference,
                     pull_secret: spec.pull_secret.clone(),
+                    verify: Vec::new(),
+                    generation: 0,
                 }))
             }
             (Some(cm), None) => {

@@ -61,6 +61,8 @@ pub struct ObjectSourceConfig {
     pub registries: Option<crate::oci::Registries>,
     /// How often a tag is resolved again.
     pub image_poll: Duration,
+    /// The signatures every image must carry (`--verification-config`).
+    pub verification: Option<crate::oci::verification::VerificationConfig>,
 }
 
 impl Default for ObjectSourceConfig {
@@ -74,6 +76,7 @@ impl Default for ObjectSourceConfig {
             max_plugins: DEFAULT_MAX_PLUGINS,
             registries: None,
             image_poll: super::image::DEFAULT_POLL,
+            verification: None,
         }
     }
 }
@@ -935,7 +938,7 @@ impl ObjectSource {
                 let plugin = self.config_map_module(state, obj, &at, pin).await?;
                 (plugin, None)
             }
-            ModuleRef::Image(image) => {
+            ModuleRef::Image(mut image) => {
                 let allowed = applying.iter().any(|(_, p)| {
                     p.modules
                         .allows(&image.reference.registry, &image.reference.repository)
@@ -949,6 +952,22 @@ impl ObjectSource {
                         ),
                     ));
                 }
+                let required = inner
+                    .config
+                    .verification
+                    .iter()
+                    .map(|v| ("--verification-config".to_string(), v))
+                    .chain(applying.iter().filter_map(|(name, p)| {
+                        p.modules
+                            .verification
+                            .as_ref()
+                            .map(|v| (format!("PluginPolicy {name}"), v))
+                    }));
+                for (who, config) in required {
+                    let json = serde_json::to_string(config).unwrap_or_default();
+                    image.verify.push((who, json));
+                }
+                image.generation = obj.metadata.generation.unwrap_or(0);
                 referenced.images.insert(image.clone());
                 let Some(images) = &inner.images else {
                     return Err(Refusal::new(

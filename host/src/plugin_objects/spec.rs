@@ -170,6 +170,10 @@ pub struct ModulesSpec {
     /// ones under it, at a `/` boundary).
     #[serde(default)]
     pub images: Vec<String>,
+    /// The signatures their images must carry (`kubeplug verify`'s config: `allOf`,
+    /// `anyOf` of `pubKey` rules), besides the host's `--verification-config`.
+    #[serde(default)]
+    pub verification: Option<crate::oci::verification::VerificationConfig>,
 }
 
 /// The most entries of `spec.modules.images`.
@@ -189,6 +193,10 @@ impl ModulesSpec {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if let Some(v) = &self.verification {
+            v.validate()
+                .map_err(|e| format!("spec.modules.verification: {e}"))?;
+        }
         if self.images.len() > MAX_IMAGE_SOURCES {
             return Err(format!(
                 "spec.modules.images: {} entries, at most {MAX_IMAGE_SOURCES}",
@@ -311,6 +319,7 @@ mod tests {
     fn image_sources_match_at_path_boundaries() {
         let m = super::ModulesSpec {
             images: vec!["reg.example:5000/team-a/".into(), "other.example".into()],
+            verification: None,
         };
         assert!(m.validate().is_ok());
         assert!(m.allows("reg.example:5000", "team-a"));
@@ -330,12 +339,14 @@ mod tests {
         ] {
             let m = super::ModulesSpec {
                 images: vec![bad.into()],
+                verification: None,
             };
             let err = m.validate().unwrap_err();
             assert!(err.starts_with("spec.modules.images[0]"), "{bad}: {err}");
         }
         let many = super::ModulesSpec {
             images: vec!["r.example".into(); super::MAX_IMAGE_SOURCES + 1],
+            verification: None,
         };
         assert!(many.validate().unwrap_err().contains("at most 64"));
     }
