@@ -548,8 +548,9 @@ async fn pull_and_eval_refuse_what_is_not_signed_as_required() {
 }
 
 /// `kubeplug mirror` copies the signatures with the module: the destination verifies with the
-/// same key, and its signature manifest has the source's digest. With --verification-config
-/// the source is verified before anything is copied.
+/// same key, and its signature manifest has the source's digest; signatures made at the
+/// destination are kept when mirroring again. With --verification-config the source is
+/// verified before anything is copied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_keeps_signatures_verifiable() {
     let Some(src) = Registry::start() else { return };
@@ -606,6 +607,40 @@ async fn mirror_keeps_signatures_verifiable() {
         .await
         .unwrap();
     assert_eq!(Some(copied.digest), signed.manifest.digest);
+    // Signed at the destination by another key, then mirrored again: both signatures kept.
+    let local = SigningKey::generate();
+    signature::sign(&client, &at_dst, &local, &BTreeMap::new())
+        .await
+        .unwrap();
+    let (code, _, err) = mirror(&source.to_string(), false);
+    assert!(code == 0 && err.contains("0 signature(s) copied"), "{err}");
+    let second = SigningKey::generate();
+    signature::sign(&client, &source, &second, &BTreeMap::new())
+        .await
+        .unwrap();
+    let (code, _, err) = mirror(&source.to_string(), false);
+    assert!(code == 0 && err.contains("1 signature(s) copied"), "{err}");
+    let read = signature::read(&client, &at_dst, &client.auth(&at_dst))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.entries.len(), 3);
+    let all_three = VerificationConfig::parse(&format!(
+        "apiVersion: v1\nallOf:\n{}{}{}",
+        pub_key_rule(&key, ""),
+        pub_key_rule(&local, ""),
+        pub_key_rule(&second, "")
+    ))
+    .unwrap();
+    assert_eq!(
+        verification::verify(&client, &at_dst, &all_three)
+            .await
+            .unwrap()
+            .matched
+            .len(),
+        3
+    );
+
     // Mirroring an unsigned module (no config) copies no signature, and says so.
     let (code, _, err) = mirror(&unsigned.to_string(), false);
     assert!(code == 0 && err.contains("0 signature(s) copied"), "{err}");

@@ -375,8 +375,11 @@ fn config_for(descriptors: &[Value]) -> anyhow::Result<Vec<u8>> {
 
 /// Copies the signatures of manifest `hex` from `src`'s repository to `dst`'s (registry
 /// and repository; tags and digests ignored): the same signature manifest bytes, so the same
-/// digest, with its config and every layer. Returns how many signatures were copied (0 when
-/// the module has none). What `kubeplug mirror` calls after copying the module.
+/// digest, with its config and every layer. Where `dst` already holds other signatures of
+/// that manifest (signed there, or mirrored from elsewhere) they are kept: the source's are
+/// appended to them, as `sign` appends. Returns how many signatures were added (0 when the
+/// module has none, or `dst` has them all). What `kubeplug mirror` calls after copying the
+/// module.
 pub async fn copy(
     reg: &Registries,
     src: &OciRef,
@@ -440,6 +443,41 @@ pub async fn copy(
         );
     }
     let target = signature_ref(dst, hex);
+    let existing = signature_manifest(reg, &dst.pinned(hex), hex, &reg.auth(dst)).await?;
+    if let Some(existing) = existing.filter(|e| *e != manifest) {
+        let mut merged = layers_json(&existing)?;
+        let before = merged.len();
+        for descriptor in layers_json(&manifest)? {
+            let same = |d: &Value| {
+                d.get("digest") == descriptor.get("digest")
+                    && annotation(d) == annotation(&descriptor)
+            };
+            if !merged.iter().any(same) {
+                merged.push(descriptor);
+            }
+        }
+        let added = merged.len() - before;
+        if added == 0 {
+            return Ok(0);
+        }
+        let config = config_for(&merged)?;
+        let merged_manifest = serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": SIGNATURE_CONFIG,
+                "size": config.len(),
+                "digest": format!("sha256:{}", hex::encode(Sha256::digest(&config))),
+            },
+            "layers": merged,
+        }))?;
+        let mut refs: Vec<&[u8]> = blobs[1..].iter().map(Vec::as_slice).collect();
+        refs.push(&config);
+        transfer::push_raw(reg, &target, &refs, &merged_manifest)
+            .await
+            .with_context(|| format!("{target}: pushing the signatures"))?;
+        return Ok(added);
+    }
     let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
     let pushed = transfer::push_raw(reg, &target, &refs, &manifest)
         .await
