@@ -20,10 +20,16 @@ impl HostProcess {
     /// Starts `kubeplug run --embedded --plugins <plugins> <args>` with its own kubeconfig
     /// output and compile cache, logging at info.
     pub fn start(plugins: &Path, args: &[&str]) -> HostProcess {
+        let mut all = vec!["--plugins", plugins.to_str().unwrap()];
+        all.extend_from_slice(args);
+        HostProcess::start_run(&all)
+    }
+
+    /// Starts `kubeplug run --embedded <args>` (where the plugins come from is in `args`).
+    pub fn start_run(args: &[&str]) -> HostProcess {
         let tmp = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
-            .args(["run", "--embedded", "--plugins"])
-            .arg(plugins)
+            .args(["run", "--embedded"])
             .arg("--kubeconfig-out")
             .arg(tmp.path().join("kc"))
             .args(args)

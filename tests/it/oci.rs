@@ -523,3 +523,88 @@ async fn basic_auth_from_a_docker_config() {
         digest
     );
 }
+
+/// `kubeplug run --plugin oci://…`: a plugin from a registry without a plugins directory,
+/// named after its repository and bound by that name's policy; with a verification config
+/// an unsigned module stops the start with the reason, before anything runs.
+#[test]
+fn run_takes_plugins_from_a_registry() {
+    use crate::common::host_process::HostProcess;
+    let Some(reg) = Registry::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let wasm = crate::common::plugin("image-pinner");
+    let tagged = format!("oci://{}/demo/image-pinner:v1", reg.addr);
+    let cache = work.path().join("cache");
+    let flags = [
+        "--insecure-registry",
+        reg.addr.as_str(),
+        "--module-cache",
+        cache.to_str().unwrap(),
+    ];
+    let mut push = vec!["push", wasm.to_str().unwrap(), tagged.as_str()];
+    push.extend(flags);
+    let (ok, pinned, err) = kubeplug(&push);
+    assert!(ok, "{err}");
+    let policies = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/policies");
+    let mut args = vec![
+        "--plugin",
+        tagged.as_str(),
+        "--policies",
+        policies,
+        "--plugin-objects=false",
+    ];
+    args.extend(flags);
+    let mut host = HostProcess::start_run(&args);
+    assert!(
+        host.saw_within("running; stop with Ctrl-C", Duration::from_secs(60)),
+        "{}",
+        host.seen
+    );
+    assert!(
+        host.seen.contains(pinned.trim()) && host.seen.contains("image-pinner"),
+        "the pull is logged with the pinned reference: {}",
+        host.seen
+    );
+    assert!(
+        host.seen.contains("mode=Enforce")
+            && (host.seen.contains("pinning images of demo/web")
+                || host.saw_within("pinning images of demo/web", Duration::from_secs(30))),
+        "bound by samples/policies/image-pinner.policy.yaml, it pins: {}",
+        host.seen
+    );
+    drop(host);
+
+    let key = kubeplug::oci::keys::SigningKey::generate();
+    let config = work.path().join("verification.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: v1\nallOf:\n- kind: pubKey\n  key: |\n{}",
+            key.public()
+                .to_pem()
+                .lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        ),
+    )
+    .unwrap();
+    let mut args = vec![
+        "run",
+        "--embedded",
+        "--plugin",
+        tagged.as_str(),
+        "--plugin-objects=false",
+        "--verification-config",
+        config.to_str().unwrap(),
+        "--kubeconfig-out",
+    ];
+    let kc = work.path().join("kc");
+    args.push(kc.to_str().unwrap());
+    args.extend(flags);
+    let (ok, _, err) = kubeplug(&args);
+    assert!(!ok, "an unsigned module must not run");
+    assert!(
+        err.contains(&format!("--plugin {tagged}")) && err.contains("not signed"),
+        "{err}"
+    );
+}
