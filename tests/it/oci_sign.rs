@@ -415,9 +415,47 @@ async fn verification_rules_against_signatures_in_a_registry() {
     )
     .await
     .unwrap();
-    let err = verify(only_a, m3).await.unwrap_err().to_string();
+    let err = verify(only_a.clone(), m3).await.unwrap_err().to_string();
     assert!(
         err.contains("0 signature(s) found, none by it; 1 layer(s) not read"),
+        "{err}"
+    );
+
+    // At most 128 signatures are read: the 129th, the only good one, is not; nor is one whose
+    // annotation is over 4 KiB. All name one payload, read once.
+    let m4 = push(&client, &reg.reference("team-a/m:v4"), "four").await;
+    let hex4 = m4.digest.clone().unwrap();
+    let payload4 = signature::payload(&m4, &hex4, &BTreeMap::new());
+    let layer = |sig: String| {
+        json!({
+            "mediaType": SIMPLE_SIGNING,
+            "digest": format!("sha256:{}", hex::encode(Sha256::digest(&payload4))),
+            "size": payload4.len(),
+            "annotations": {SIGNATURE_ANNOTATION: sig},
+        })
+    };
+    let mut layers: Vec<serde_json::Value> = (0..signature::MAX_SIGNATURES)
+        .map(|i| layer(base64_of(&c.sign(format!("{i}").as_bytes()))))
+        .collect();
+    layers.insert(0, layer("A".repeat(5 << 10)));
+    layers.push(layer(base64_of(&a.sign(&payload4))));
+    let manifest = json!({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": descriptor("application/vnd.oci.image.config.v1+json", &config_blob),
+        "layers": layers,
+    });
+    let tag4 = reg.reference(&format!("team-a/m:{}", signature::signature_tag(&hex4)));
+    transfer::push_raw(
+        &client,
+        &tag4,
+        &[&payload4, &config_blob],
+        &serde_json::to_vec(&manifest).unwrap(),
+    )
+    .await
+    .unwrap();
+    let err = verify(only_a, m4).await.unwrap_err().to_string();
+    assert!(
+        err.contains("128 signature(s) found, none by it; 2 layer(s) not read"),
         "{err}"
     );
 }

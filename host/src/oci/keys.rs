@@ -502,6 +502,21 @@ mda98l5VUGl4NQEnrvWYHJFtrgihh0QfKYa0KO2ZvHp1prZaQI7gGcAT1w==
     }
 
     #[test]
+    fn key_files_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.pem");
+        let mut text = OPENSSL_KEY.to_string();
+        text.push_str(&"#".repeat(MAX_KEY_FILE_BYTES as usize));
+        std::fs::write(&path, text).unwrap();
+        let err = SigningKey::from_file(&path, None).unwrap_err().to_string();
+        assert!(err.contains("larger than 65536 bytes: not a key"), "{err}");
+        let err = PublicKey::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("larger than 65536 bytes"), "{err}");
+        std::fs::write(&path, OPENSSL_KEY).unwrap();
+        assert!(SigningKey::from_file(&path, None).is_ok());
+    }
+
+    #[test]
     fn other_formats_refused_by_name() {
         let err = PublicKey::from_pem("hello").unwrap_err().to_string();
         assert!(err.contains("no PEM block"), "{err}");

@@ -240,6 +240,7 @@ pub async fn read(
         return Ok(None);
     };
     let mut out = Signatures::default();
+    let mut read_by_digest: std::collections::HashMap<String, Vec<u8>> = Default::default();
     for layer in layers(&manifest)? {
         let signature = layer
             .signature
@@ -253,11 +254,19 @@ pub async fn read(
             out.skipped += 1;
             continue;
         };
-        let payload = reg
-            .fetch
-            .blob_bytes(pinned, &layer.hex, layer.size, auth)
-            .await
-            .with_context(|| format!("reading signature payload sha256:{}", layer.hex))?;
+        // Layers naming one blob (one payload, several signatures) read it once.
+        let payload = match read_by_digest.get(&layer.hex) {
+            Some(payload) => payload.clone(),
+            None => {
+                let payload = reg
+                    .fetch
+                    .blob_bytes(pinned, &layer.hex, layer.size, auth)
+                    .await
+                    .with_context(|| format!("reading signature payload sha256:{}", layer.hex))?;
+                read_by_digest.insert(layer.hex.clone(), payload.clone());
+                payload
+            }
+        };
         out.entries.push(SignatureEntry { payload, signature });
     }
     Ok(Some(out))

@@ -26,7 +26,7 @@ pub const API_VERSION: &str = "v1";
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// The most rules (`allOf` and `anyOf.signatures` together) in one config.
 pub const MAX_RULES: usize = 64;
-/// The most annotations one rule may require, and the longest key or value.
+/// The most annotations one rule may require.
 pub const MAX_ANNOTATIONS: usize = 32;
 /// The longest annotation key or value a rule may require.
 pub const MAX_ANNOTATION_BYTES: usize = 256;
