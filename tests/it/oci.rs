@@ -608,3 +608,87 @@ fn run_takes_plugins_from_a_registry() {
         "{err}"
     );
 }
+
+/// A token one set of credentials earned is never sent for another: a registry handing out
+/// bearer tokens (as Harbor, GHCR and Docker Hub do) answers a tenant with credentials, then
+/// a tenant without them asks for the same repository and gets the registry's 401, not the
+/// first tenant's token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_are_not_shared_between_credentials() {
+    use base64::Engine;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let module = b"\0asm\x0d\0\x01\0 private".to_vec();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": CNCF_CONFIG, "digest": format!("sha256:{}", sha256(b"{}")), "size": 2},
+        "layers": [{"mediaType": CNCF_LAYER, "digest": format!("sha256:{}", sha256(&module)), "size": module.len()}],
+    }))
+    .unwrap();
+    let basic = base64::engine::general_purpose::STANDARD.encode("tenant-a:pw");
+    let (server_addr, server_manifest, server_module) =
+        (addr.clone(), manifest.clone(), module.clone());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (addr, manifest, module, basic) = (
+                server_addr.clone(),
+                server_manifest.clone(),
+                server_module.clone(),
+                basic.clone(),
+            );
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = stream.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = request.split(' ').nth(1).unwrap_or("").to_string();
+                let authorized = request.contains("Authorization: Bearer token-of-a")
+                    || request.contains("authorization: Bearer token-of-a");
+                let (status, body): (&str, Vec<u8>) = if path.starts_with("/token") {
+                    if request.contains(&format!("Basic {basic}")) {
+                        (
+                            "200 OK",
+                            br#"{"token":"token-of-a","expires_in":300}"#.to_vec(),
+                        )
+                    } else {
+                        ("401 Unauthorized", Vec::new())
+                    }
+                } else if !authorized {
+                    let head = format!(
+                        "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"x\"\r\nContent-Length: 0\r\n\r\n"
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    return;
+                } else if path.contains("/manifests/") {
+                    ("200 OK", manifest)
+                } else {
+                    ("200 OK", module)
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+            });
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let reg = Registries::new(&RegistryArgs {
+        insecure_registry: vec![addr.clone()],
+        module_cache: Some(cache.path().to_path_buf()),
+        max_module_mib: 64,
+        ..RegistryArgs::default()
+    })
+    .unwrap();
+    let r = OciRef::parse(&format!("oci://{addr}/team-a/private:v1")).unwrap();
+    let tenant_a = oci_client::secrets::RegistryAuth::Basic("tenant-a".into(), "pw".into());
+    let pulled = transfer::pull_checked(&reg, &r, &tenant_a).await.unwrap();
+    assert_eq!(pulled.bytes, module);
+    let err = transfer::pull_checked(&reg, &r, &oci_client::secrets::RegistryAuth::Anonymous)
+        .await
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("HTTP 401"), "{err:#}");
+    // The first tenant's token still serves the first tenant.
+    assert!(transfer::pull_checked(&reg, &r, &tenant_a).await.is_ok());
+}

@@ -99,13 +99,28 @@ pub struct Manifest {
     pub digest: String,
 }
 
+/// Registry, repository, and a SHA-256 of the credentials the token was asked with.
+type TokenKey = (String, String, String);
+
+/// Whose credentials `auth` are, as a digest (the secret itself is not kept as a key).
+fn credentials_id(auth: &RegistryAuth) -> String {
+    let text = match auth {
+        RegistryAuth::Anonymous => return "anonymous".into(),
+        RegistryAuth::Basic(user, password) => format!("basic\0{user}\0{password}"),
+        RegistryAuth::Bearer(token) => format!("bearer\0{token}"),
+    };
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
 /// The HTTP side of pulls: one reqwest client (the registry flags' TLS settings) and the
 /// tokens registries handed out.
 #[derive(Debug)]
 pub struct Fetcher {
     http: reqwest::Client,
     insecure: Vec<String>,
-    tokens: Mutex<HashMap<(String, String), (String, Instant)>>,
+    /// By registry, repository and whose credentials: a token one tenant's credentials
+    /// earned is never sent on another's behalf.
+    tokens: Mutex<HashMap<TokenKey, (String, Instant)>>,
 }
 
 impl Fetcher {
@@ -248,7 +263,11 @@ impl Fetcher {
         accept: Option<&str>,
         auth: &RegistryAuth,
     ) -> Result<reqwest::Response, FetchError> {
-        let key = (r.registry.clone(), r.repository.clone());
+        let key = (
+            r.registry.clone(),
+            r.repository.clone(),
+            credentials_id(auth),
+        );
         let token = self.token(&key);
         let response = self.send(url, accept, auth, token.as_deref()).await?;
         if response.status() != reqwest::StatusCode::UNAUTHORIZED {
@@ -323,7 +342,7 @@ impl Fetcher {
             .map_err(|source| transport(url, source))
     }
 
-    fn token(&self, key: &(String, String)) -> Option<String> {
+    fn token(&self, key: &TokenKey) -> Option<String> {
         let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         tokens
             .get(key)
@@ -396,7 +415,11 @@ impl Fetcher {
             }
         }
         tokens.insert(
-            (r.registry.clone(), r.repository.clone()),
+            (
+                r.registry.clone(),
+                r.repository.clone(),
+                credentials_id(auth),
+            ),
             (token.clone(), Instant::now() + ttl),
         );
         Ok(token)
@@ -533,6 +556,25 @@ mod tests {
         assert_eq!(parse_challenge("Negotiate"), Challenge::Other);
         assert_eq!(parse_challenge(""), Challenge::Other);
         assert_eq!(parse_challenge(r#"Bearer service="x""#), Challenge::Other);
+    }
+
+    #[test]
+    fn tokens_are_kept_per_credentials() {
+        let basic = |u: &str, p: &str| RegistryAuth::Basic(u.into(), p.into());
+        assert_eq!(credentials_id(&RegistryAuth::Anonymous), "anonymous");
+        assert_eq!(
+            credentials_id(&basic("a", "p")),
+            credentials_id(&basic("a", "p"))
+        );
+        assert_ne!(
+            credentials_id(&basic("a", "p")),
+            credentials_id(&basic("a", "q"))
+        );
+        assert_ne!(
+            credentials_id(&basic("a", "p")),
+            credentials_id(&RegistryAuth::Anonymous)
+        );
+        assert!(!credentials_id(&basic("a", "secret")).contains("secret"));
     }
 
     #[test]
