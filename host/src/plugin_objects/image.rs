@@ -200,22 +200,35 @@ impl ImagePulls {
             reference = crate::oci::verification::resolve(reg, &reference, &auth)
                 .await
                 .map_err(|e| refusal_of(&e))?;
+            let mut configs = Vec::new();
             for (who, json) in &image.verify {
                 let config: crate::oci::verification::VerificationConfig =
                     serde_json::from_str(json).map_err(|e| {
                         Refusal::new(Reason::VerificationFailed, format!("{who}: {e}"))
                     })?;
-                crate::oci::verification::verify_with(reg, &reference, &config, &auth)
-                    .await
-                    .map_err(|e| {
-                        let reason = if e.is_transient() {
-                            Reason::PullFailed
-                        } else {
-                            Reason::VerificationFailed
-                        };
-                        Refusal::new(reason, format!("{who}: {e}"))
-                    })?;
+                configs.push((who.as_str(), config));
             }
+            let configs: Vec<(&str, &crate::oci::verification::VerificationConfig)> =
+                configs.iter().map(|(who, c)| (*who, c)).collect();
+            // One read of the signatures for every config that applies.
+            crate::oci::verification::verify_all(reg, &reference, &configs, &auth)
+                .await
+                .map_err(|e| {
+                    let reason = if e.is_transient() {
+                        Reason::PullFailed
+                    } else {
+                        Reason::VerificationFailed
+                    };
+                    let text = e.to_string();
+                    let named = configs.iter().any(|(who, _)| text.starts_with(who));
+                    let message = if named {
+                        text
+                    } else {
+                        let who: Vec<&str> = configs.iter().map(|(who, _)| *who).collect();
+                        format!("{} (required by {})", text, who.join(", "))
+                    };
+                    Refusal::new(reason, message)
+                })?;
         }
         let pulled = crate::oci::transfer::pull_checked(reg, &reference, &auth)
             .await
