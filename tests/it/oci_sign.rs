@@ -683,3 +683,36 @@ async fn mirror_keeps_signatures_verifiable() {
     let (code, _, err) = mirror(&unsigned.to_string(), false);
     assert!(code == 0 && err.contains("0 signature(s) copied"), "{err}");
 }
+
+/// `eval` of a file with `--verification-config` is refused rather than run unverified: a
+/// file carries no signature.
+#[test]
+fn eval_of_a_file_with_a_verification_config_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let key = SigningKey::generate();
+    let config = work.path().join("v.yml");
+    std::fs::write(
+        &config,
+        format!("apiVersion: v1\nallOf:\n{}", pub_key_rule(&key, "")),
+    )
+    .unwrap();
+    let wasm = crate::common::plugin("image-pinner");
+    let object = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/web-alpine.yaml"
+    );
+    let (code, _, err) = kubeplug(
+        &[
+            "eval",
+            "--plugin",
+            wasm.to_str().unwrap(),
+            "--object",
+            object,
+            "--verification-config",
+            config.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is a file, which carries none"), "{err}");
+}

@@ -361,6 +361,10 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
             let reference = crate::oci::OciRef::parse(text)?;
             Loaded::load_oci(&reference, &args.registry, args.compile_cache.clone()).await?
         }
+        None if args.registry.verification_config.is_some() => bail!(
+            "--verification-config checks the signatures of a module in a registry; {} is a file, which carries none",
+            args.plugin.display()
+        ),
         None => Loaded::load(&args.plugin, args.compile_cache.clone()).await?,
     };
     let mut captured = None;

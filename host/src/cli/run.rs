@@ -221,6 +221,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .as_str())
     );
     let registries = crate::oci::Registries::new(&args.registry).context("the registry flags")?;
+    if let (Some(dir), Some(_)) = (&args.plugins, &args.registry.verification_config) {
+        tracing::warn!(
+            plugins = %dir.display(),
+            "--verification-config applies to modules from registries (--plugin oci://…, Plugin objects' images); the files in --plugins carry no signature and are not verified"
+        );
+    }
     let _pulled_dir = if args.plugin.is_empty() {
         None
     } else {
