@@ -132,7 +132,7 @@ fn wit_package(wit: &str) -> String {
 fn scaffold(name: &str, lang: &str, extra: &[&str]) -> tempfile::TempDir {
     plugin("image-pinner"); // make plugins has run: the toolchains are there
     let parent = tempfile::tempdir().unwrap();
-    ok(
+    let said = ok(
         Command::new(env!("CARGO_BIN_EXE_kubeplug"))
             .args(["new", name, "--lang", lang])
             .args(extra)
@@ -140,6 +140,10 @@ fn scaffold(name: &str, lang: &str, extra: &[&str]) -> tempfile::TempDir {
             .output()
             .unwrap(),
         "kubeplug new",
+    );
+    assert!(
+        said.contains("has not published yet"),
+        "without --sdk, new warns that the package names are not ours yet: {said}"
     );
     parent
 }

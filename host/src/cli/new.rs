@@ -192,6 +192,11 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         dir.display(),
         args.name
     );
+    if args.sdk.is_none() {
+        eprintln!(
+            "note: the project names the kubeplug-sdk packages, which this project has not published yet: a package of that name in a public registry is not ours. Build with --sdk PATH or against packed SDKs (README, \"Writing a plugin\")"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
