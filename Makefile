@@ -46,11 +46,13 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## bench: plugin call cost against native, hot reload latency and memory, and the whole
-## system against a kube-rs controller (KUBEPLUG_E2E_OBJECTS Deployments, default 10,000)
+## bench: plugin call cost against native, hot reload latency and memory, pull + verify +
+## compile from an OCI registry, and the whole system against a kube-rs controller
+## (KUBEPLUG_E2E_OBJECTS Deployments, default 10,000)
 bench: plugins
 	$(CARGO) bench -p kubeplug --bench reconcile
 	$(CARGO) bench -p kubeplug --bench reload
+	$(CARGO) bench -p kubeplug --bench oci
 	$(CARGO) bench -p kubeplug --bench e2e
 
 # ---------------------------------------------------------------------------------------------
