@@ -5,7 +5,8 @@
 //! The bench starts its own Debian `docker-registry` on 127.0.0.1 (as the tests'
 //! fixture does; without the package it says so and exits 0), pushes each module, signs it
 //! with a generated key, and starts each plugin as a Plugin object with a verification config
-//! does: the tag resolved, its signatures verified, `transfer::pull_checked` of that digest,
+//! does: the tag resolved, its signatures verified (which proves the credentials may read the
+//! repository), `transfer::pull_with` of that digest (the module cache answers a pinned one),
 //! then `PluginRuntime::load_bytes` with a compile cache. Each start gets a new registry
 //! client and a new runtime (no compiled code shared in process). Starts are interleaved
 //! across languages; median and min of `KUBEPLUG_OCI_BENCH_RUNS` (default 5) each.
@@ -277,8 +278,7 @@ impl Start {
     }
 }
 
-/// A Plugin object's start: resolve the tag, verify its signatures, `pull_checked` the
-/// digest, compile (or load precompiled). The registry client and the runtime are new (a
+/// A Plugin object's start: resolve the tag, verify its signatures, pull the digest, compile (or load precompiled). The registry client and the runtime are new (a
 /// new process would build them before the first pull) and built outside the timed part.
 async fn start(addr: &str, tag: &OciRef, config: &VerificationConfig, caches: &Path) -> Start {
     let reg = registries(addr, &caches.join("oci"));
@@ -290,7 +290,7 @@ async fn start(addr: &str, tag: &OciRef, config: &VerificationConfig, caches: &P
         .await
         .unwrap();
     let t1 = Instant::now();
-    let pulled = transfer::pull_checked(&reg, &pinned, &auth).await.unwrap();
+    let pulled = transfer::pull_with(&reg, &pinned, &auth).await.unwrap();
     let t2 = Instant::now();
     let plugin = runtime
         .load_bytes(&pulled.pinned.to_string(), pulled.bytes)
@@ -421,7 +421,7 @@ fn main() {
     }
 
     // The second start's requests, both caches warm: as a Plugin object (resolve, verify,
-    // pull_checked), pull_checked of the pinned reference alone, and a pinned pull.
+    // pull), pull_checked of the pinned reference alone (an unverified Plugin), and a pinned pull.
     let mut second: Vec<Second> = Vec::new();
     for (i, (_, _, _, tag, digest, module_hex)) in images.iter().enumerate() {
         let caches = last_caches[i].path();
@@ -510,10 +510,10 @@ fn main() {
             }
         }
     }
-    println!("(v/p/c: resolve + verify signatures / pull_checked / load_bytes, medians)");
+    println!("(v/p/c: resolve + verify signatures / pull / load_bytes, medians)");
     for ((lang, ..), (po, po_seen, ch, ch_seen, pin, pin_seen)) in images.iter().zip(&second) {
         println!(
-            "{lang} second start: Plugin object (resolve, verify, pull_checked) {} requests, {} module bytes, {} total bytes [{}]; pull_checked alone {} requests, {} module bytes, {} total bytes [{}]; pinned pull {} requests, {} total bytes",
+            "{lang} second start: Plugin object (resolve, verify, pull) {} requests, {} module bytes, {} total bytes [{}]; pull_checked alone {} requests, {} module bytes, {} total bytes [{}]; pinned pull {} requests, {} total bytes",
             po_seen.len(),
             po.0,
             po.1,
@@ -537,7 +537,7 @@ fn main() {
             .join(" / ")
     };
     println!(
-        "oci: cold pull+verify+compile rust / ts / py {} ms, cached {} ms (cached/cold ratio {}), second start {} module bytes, {} total bytes in {} requests (Plugin objects: resolve, verify, pull_checked; pull_checked alone {} module bytes, {} total bytes in {} requests; pinned pull {} requests), load {}",
+        "oci: cold pull+verify+compile rust / ts / py {} ms, cached {} ms (cached/cold ratio {}), second start {} module bytes, {} total bytes in {} requests (Plugin objects: resolve, verify, pull; pull_checked alone {} module bytes, {} total bytes in {} requests; pinned pull {} requests), load {}",
         ms(&cold_ms),
         ms(&cached_ms),
         ratios

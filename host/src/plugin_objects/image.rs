@@ -194,6 +194,8 @@ impl ImagePulls {
         };
         let reg = &self.registries;
         let mut reference = image.reference.clone();
+        // Whether the registry has already let these credentials read the repository.
+        let mut authorized = false;
         if !image.verify.is_empty() {
             // Verified first, by digest, and only that digest pulled: an unsigned or wrongly
             // signed module is never downloaded, let alone compiled.
@@ -229,10 +231,15 @@ impl ImagePulls {
                     };
                     Refusal::new(reason, message)
                 })?;
+            // The signatures were read from the module's repository with these credentials.
+            authorized = true;
         }
-        let pulled = crate::oci::transfer::pull_checked(reg, &reference, &auth)
-            .await
-            .map_err(|e| refusal_of(&e))?;
+        let pulled = if authorized {
+            crate::oci::transfer::pull_with(reg, &reference, &auth).await
+        } else {
+            crate::oci::transfer::pull_checked(reg, &reference, &auth).await
+        }
+        .map_err(|e| refusal_of(&e))?;
         Ok(PulledImage {
             pinned: pulled.pinned,
             module_digest: pulled.module_digest,
