@@ -23,9 +23,10 @@
 //! - it never exceeds the plugin's write burst when the policy limits its write rate (more
 //!   in flight would only wait for tokens) nor the host-wide cap, and never drops below one.
 //!
-//! A worker that has decided a call with writes waits here for a slot before it takes
-//! another key, so a slow or throttling API server slows plugin calls down instead of
-//! piling decided calls up in memory.
+//! A worker takes a slot before the plugin decides a key (a call that writes nothing gives it
+//! back at once), so a slow or throttling API server slows plugin calls down instead of
+//! piling decided calls up in memory, and a decision is never held back long enough to go
+//! out stale.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
