@@ -29,6 +29,9 @@ const FIRST_PERMANENT_BACKOFF: Duration = Duration::from_secs(30);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The default interval at which a tag is resolved again.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
+/// The most pulls at once, host-wide: each may hold a module of up to `--max-module-mib` in
+/// memory while it downloads, so tenants with many Plugins cannot multiply that.
+pub const MAX_CONCURRENT_PULLS: usize = 4;
 /// The most images followed at once (more Plugins than that are refused by the cap on
 /// Plugins first; this bounds the map whatever they name).
 const MAX_IMAGES: usize = 4096;
@@ -61,6 +64,7 @@ pub struct ImagePulls {
     poll: Duration,
     entries: Mutex<HashMap<ImageModule, Entry>>,
     wake: Arc<Notify>,
+    pulls: Arc<tokio::sync::Semaphore>,
 }
 
 impl ImagePulls {
@@ -78,6 +82,7 @@ impl ImagePulls {
             poll,
             entries: Mutex::new(HashMap::new()),
             wake,
+            pulls: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_PULLS)),
         })
     }
 
@@ -188,6 +193,12 @@ impl ImagePulls {
     /// One pull: the credentials from the pull Secret, then the manifest (always asked,
     /// see the module's doc) and the module (from the cache when held).
     async fn pull(&self, image: &ImageModule) -> Result<PulledImage, Refusal> {
+        let _permit = self
+            .pulls
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Refusal::new(Reason::PullFailed, "the host is shutting down"))?;
         let auth = match &image.pull_secret {
             Some(name) => self.credentials(image, name).await?,
             None => RegistryAuth::Anonymous,
@@ -334,6 +345,49 @@ fn backoff(failures: u32, transient: bool) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ten Plugins naming ten images of a registry that never answers: at most
+    /// MAX_CONCURRENT_PULLS connections are open at once, and each image waits its turn.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pulls_are_bounded_host_wide() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let open = Arc::new(AtomicUsize::new(0));
+        let seen = open.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                held.push(stream); // never answered
+            }
+        });
+        let cache = tempfile::tempdir().unwrap();
+        let registries = Registries::new(&crate::oci::RegistryArgs {
+            insecure_registry: vec![addr.clone()],
+            module_cache: Some(cache.path().to_path_buf()),
+            max_module_mib: 64,
+            ..Default::default()
+        })
+        .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let pulls = ImagePulls::new(registries, client, DEFAULT_POLL, Arc::new(Notify::new()));
+        for i in 0..10 {
+            let image = ImageModule {
+                namespace: "team-a".into(),
+                reference: OciRef::parse(&format!("oci://{addr}/team-a/m{i}:v1")).unwrap(),
+                pull_secret: None,
+                verify: Vec::new(),
+                generation: 1,
+            };
+            let waiting = pulls.get(&image).unwrap_err();
+            assert_eq!(waiting.reason, Reason::Pulling);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(open.load(Ordering::SeqCst), MAX_CONCURRENT_PULLS);
+    }
 
     #[test]
     fn backoff_doubles_to_a_cap() {
