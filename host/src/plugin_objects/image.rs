@@ -32,6 +32,8 @@ pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
 /// The most pulls at once, host-wide: each may hold a module of up to `--max-module-mib` in
 /// memory while it downloads, so tenants with many Plugins cannot multiply that.
 pub const MAX_CONCURRENT_PULLS: usize = 4;
+/// The longest one pull (credentials, manifest, signatures, module) may take.
+pub const PULL_DEADLINE: Duration = Duration::from_secs(300);
 /// The most images followed at once (more Plugins than that are refused by the cap on
 /// Plugins first; this bounds the map whatever they name).
 const MAX_IMAGES: usize = 4096;
@@ -65,6 +67,7 @@ pub struct ImagePulls {
     entries: Mutex<HashMap<ImageModule, Entry>>,
     wake: Arc<Notify>,
     pulls: Arc<tokio::sync::Semaphore>,
+    deadline: Duration,
 }
 
 impl ImagePulls {
@@ -83,6 +86,7 @@ impl ImagePulls {
             entries: Mutex::new(HashMap::new()),
             wake,
             pulls: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_PULLS)),
+            deadline: PULL_DEADLINE,
         })
     }
 
@@ -199,6 +203,22 @@ impl ImagePulls {
             .acquire_owned()
             .await
             .map_err(|_| Refusal::new(Reason::PullFailed, "the host is shutting down"))?;
+        // A registry that answers a byte at a time would otherwise hold a slot for hours.
+        tokio::time::timeout(self.deadline, self.pull_now(image))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Refusal::new(
+                    Reason::PullFailed,
+                    format!(
+                        "pulling {} took longer than {} s; stopped",
+                        image.reference,
+                        self.deadline.as_secs()
+                    ),
+                ))
+            })
+    }
+
+    async fn pull_now(&self, image: &ImageModule) -> Result<PulledImage, Refusal> {
         let auth = match &image.pull_secret {
             Some(name) => self.credentials(image, name).await?,
             None => RegistryAuth::Anonymous,
@@ -387,6 +407,47 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(open.load(Ordering::SeqCst), MAX_CONCURRENT_PULLS);
+    }
+
+    /// A registry that never answers gives up its slot at the deadline, with a reason.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pull_that_never_ends_is_stopped_at_its_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let cache = tempfile::tempdir().unwrap();
+        let registries = Registries::new(&crate::oci::RegistryArgs {
+            insecure_registry: vec![addr.clone()],
+            module_cache: Some(cache.path().to_path_buf()),
+            max_module_mib: 64,
+            ..Default::default()
+        })
+        .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let wake = Arc::new(Notify::new());
+        let mut pulls = ImagePulls::new(registries, client, DEFAULT_POLL, wake.clone());
+        Arc::get_mut(&mut pulls).unwrap().deadline = Duration::from_millis(300);
+        let image = ImageModule {
+            namespace: "team-a".into(),
+            reference: OciRef::parse(&format!("oci://{addr}/team-a/slow:v1")).unwrap(),
+            pull_secret: None,
+            verify: Vec::new(),
+            generation: 1,
+        };
+        assert_eq!(pulls.get(&image).unwrap_err().reason, Reason::Pulling);
+        tokio::time::timeout(Duration::from_secs(10), wake.notified())
+            .await
+            .expect("the pull ends at its deadline");
+        let err = pulls.get(&image).unwrap_err();
+        assert_eq!(err.reason, Reason::PullFailed);
+        assert!(err.message.contains("took longer than"), "{}", err.message);
     }
 
     #[test]
