@@ -381,7 +381,9 @@ async fn a_hostile_registry_cannot_make_a_pull_read_without_limit() {
                 let request = String::from_utf8_lossy(&buf[..n]).to_string();
                 let path = request.split(' ').nth(1).unwrap_or("").to_string();
                 let endless = |status: &str, extra: &str| {
-                    format!("HTTP/1.1 {status}\r\nTransfer-Encoding: chunked\r\n{extra}\r\n")
+                    format!(
+                        "HTTP/1.1 {status}\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n{extra}\r\n"
+                    )
                 };
                 let head = if path.starts_with("/v2/huge/") {
                     endless(
@@ -390,7 +392,7 @@ async fn a_hostile_registry_cannot_make_a_pull_read_without_limit() {
                     )
                 } else if path.starts_with("/v2/token/") {
                     format!(
-                        "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"x\"\r\nContent-Length: 0\r\n\r\n"
+                        "HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nWWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"x\"\r\nContent-Length: 0\r\n\r\n"
                     )
                 } else if path.starts_with("/token") || path.starts_with("/v2/error/") {
                     endless(
@@ -402,7 +404,8 @@ async fn a_hostile_registry_cannot_make_a_pull_read_without_limit() {
                         "",
                     )
                 } else {
-                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
+                    "HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+                        .to_string()
                 };
                 if stream.write_all(head.as_bytes()).await.is_err() || !head.contains("chunked") {
                     return;
@@ -655,7 +658,7 @@ async fn bearer_tokens_are_not_shared_between_credentials() {
                     }
                 } else if !authorized {
                     let head = format!(
-                        "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"x\"\r\nContent-Length: 0\r\n\r\n"
+                        "HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nWWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"x\"\r\nContent-Length: 0\r\n\r\n"
                     );
                     let _ = stream.write_all(head.as_bytes()).await;
                     return;
@@ -665,7 +668,7 @@ async fn bearer_tokens_are_not_shared_between_credentials() {
                     ("200 OK", module)
                 };
                 let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n",
+                    "HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
                     body.len()
                 );
                 let _ = stream.write_all(head.as_bytes()).await;
