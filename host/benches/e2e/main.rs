@@ -397,10 +397,11 @@ impl Pending {
 fn idle_latencies(sim: &Sim, log: &mut RequestLog, n: usize) -> Vec<Duration> {
     log.next();
     let mut out = Vec::new();
+    let mut unpinner = harness::Unpinner::new(sim.port);
     for i in 0..IDLE_CHANGES {
         let name = format!("d{:05}", (i * 97) % n);
         let mut pending = Pending::new([name.clone()]);
-        assert!(harness::unpin(sim.port, &name), "the bench's patch failed");
+        assert!(unpinner.unpin(&name), "the bench's patch failed");
         pending.wait(log, Duration::from_millis(2));
         out.extend(pending.latencies);
         std::thread::sleep(Duration::from_millis(20));
@@ -427,12 +428,13 @@ fn loaded_latencies(sim: &Sim, log: &mut RequestLog, n: usize) -> (Vec<Duration>
             let names = &names;
             let port = sim.port;
             s.spawn(move || {
+                let mut unpinner = harness::Unpinner::new(port);
                 for i in (w..names.len()).step_by(LOAD_WRITERS) {
                     let due = start + period * i as u32;
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
                         std::thread::sleep(wait);
                     }
-                    assert!(harness::unpin(port, &names[i]), "the bench's patch failed");
+                    assert!(unpinner.unpin(&names[i]), "the bench's patch failed");
                 }
             });
         }
