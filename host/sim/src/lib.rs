@@ -211,21 +211,17 @@ impl SimBuilder {
         for kind in self.kinds {
             registry.register(kind);
         }
-        let mut objects = Vec::new();
+        let mut seeds = load::Seeds::default();
         for file in &self.crd_files {
-            objects.extend(load::read_file(file)?);
+            seeds.add(load::read_file(file)?);
         }
         for dir in &self.load_dirs {
-            objects.extend(load::read_dir(dir)?);
+            load::read_dir(dir, &mut seeds)?;
         }
         for (i, text) in self.manifests.iter().enumerate() {
-            objects.extend(load::parse_documents(text, &format!("manifest #{i}"))?);
+            seeds.add(load::parse_documents(text, &format!("manifest #{i}"))?);
         }
-        load::creation_order(&mut objects);
-        for crd in objects
-            .iter()
-            .filter(|o| o["kind"] == "CustomResourceDefinition")
-        {
+        for crd in seeds.crds() {
             let name = crd["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
@@ -258,7 +254,7 @@ impl SimBuilder {
                 source,
             })?;
         }
-        for object in objects {
+        for object in seeds.into_objects() {
             let what = describe(&object);
             seed(&shared, object).map_err(|source| SimError::Api {
                 context: what,
