@@ -33,6 +33,9 @@ pub struct SimArgs {
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, env = "KUBEPLUG_SIM_BOOKMARK_INTERVAL", default_value_t = 10)]
     pub bookmark_interval: u64,
+    /// Requests kept in the request log (`/sim/requests`); older ones are dropped.
+    #[arg(long, env = "KUBEPLUG_SIM_REQUEST_LOG", default_value_t = 100_000)]
+    pub request_log: usize,
     /// Create missing namespaces on first write instead of answering 404.
     #[arg(long, env = "KUBEPLUG_SIM_AUTO_CREATE_NAMESPACES")]
     pub auto_create_namespaces: bool,
@@ -54,6 +57,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         .port(args.port)
         .status_delay(Duration::from_millis(args.status_delay))
         .history(args.history)
+        .request_log_capacity(args.request_log)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval.max(1)))
         .auto_create_namespaces(args.auto_create_namespaces);
     for crd in &args.crd {
