@@ -60,6 +60,8 @@ impl Sim {
                 .arg("--kubeconfig-out")
                 .arg(&kubeconfig)
                 .arg("--auto-create-namespaces")
+                // Every request of the run: the bench counts writes from the log's start.
+                .args(["--request-log", "1000000"])
                 .env("KUBEPLUG_LOG", "warn")
                 .stdout(Stdio::null())
                 .spawn()

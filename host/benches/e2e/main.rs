@@ -71,14 +71,15 @@ fn main() {
     println!(
         "Kubeplug: RSS {cold_compile:.0} MiB with one object, right after compiling the plugin"
     );
-    let kubeplug = single(&dir, n, Contender::Kubeplug);
+    let kubeplug =
+        single(&dir, n, Contender::Kubeplug).expect("kubeplug converged within the memory cap");
     let kubeplug_ten = ten(&dir, ten_n, Contender::Kubeplug);
     let per_plugin = rss_per_plugin(&dir);
     let (kube_rs, kube_rs_ten) = if only_kubeplug {
         (None, None)
     } else {
         (
-            Some(single(&dir, n, Contender::KubeRs)),
+            single(&dir, n, Contender::KubeRs),
             Some(ten(&dir, ten_n, Contender::KubeRs)),
         )
     };
@@ -190,6 +191,12 @@ impl Controllers {
             .sum()
     }
 
+    /// The objects in kubeplug's cache, from its `/metrics`.
+    fn cache_objects(&self) -> Option<f64> {
+        let page = harness::http_get(self.status_port?, "/metrics")?;
+        Some(harness::metric_sum(&page, "kubeplug_cache_objects"))
+    }
+
     /// kubeplug's reconciles so far, from its `/metrics`.
     fn reconciles(&self) -> Option<f64> {
         let page = harness::http_get(self.status_port?, "/metrics")?;
@@ -204,6 +211,8 @@ struct Tally {
     patches: usize,
     failed: usize,
     per_object: HashMap<String, usize>,
+    /// When kubeplug's cache first held every object (its list done), from the start.
+    listed: Option<Duration>,
 }
 
 impl Tally {
@@ -234,6 +243,37 @@ impl Tally {
         }
     }
 
+    /// Follows the log until `n` objects were patched, or until the controllers' RSS passes
+    /// `cap_mib` (then `Err` with the RSS reached): a controller that would take the machine's
+    /// memory is stopped, not left to take the sim down with it.
+    fn until_patched_within(
+        &mut self,
+        log: &mut RequestLog,
+        n: usize,
+        who: Contender,
+        controllers: &Controllers,
+        cap_mib: f64,
+    ) -> Result<(), f64> {
+        let start = Instant::now();
+        while self.per_object.len() < n {
+            assert!(
+                start.elapsed() < LIMIT,
+                "{who:?}: {} of {n} patched",
+                self.per_object.len()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            self.add(&log.next());
+            if self.listed.is_none() && controllers.cache_objects().is_some_and(|c| c >= n as f64) {
+                self.listed = Some(start.elapsed());
+            }
+            let rss = controllers.rss_mib();
+            if rss > cap_mib {
+                return Err(rss);
+            }
+        }
+        Ok(())
+    }
+
     fn twice(&self) -> usize {
         self.per_object.values().filter(|&&c| c > 1).count()
     }
@@ -251,6 +291,9 @@ struct Single {
     load_rate: f64,
     noop_rate: f64,
     writes: Writes,
+    /// One converged object's JSON as the API server serves it, and without managedFields
+    /// (which kubeplug's cache drops), in bytes.
+    served_bytes: (usize, usize),
 }
 
 /// The controller's Deployment writes in the request log, and those refused with 409.
@@ -285,19 +328,48 @@ impl Writes {
     }
 }
 
-fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
+/// The RSS a contender may reach: `KUBEPLUG_E2E_RSS_CAP_MIB`, or what the machine has
+/// available when it starts less 2 GiB (the sim holds about 150 KB per object; kube-rs's
+/// controller took 266 KB per object at 10,000, with every reconcile running at once).
+fn rss_cap_mib() -> f64 {
+    if let Ok(cap) = std::env::var("KUBEPLUG_E2E_RSS_CAP_MIB") {
+        return cap
+            .parse()
+            .expect("KUBEPLUG_E2E_RSS_CAP_MIB is a number of MiB");
+    }
+    let available_kib = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(f64::INFINITY);
+    (available_kib / 1024.0 - 2048.0).max(1024.0)
+}
+
+/// Phases 1 to 4 of one contender; `None` when it passed the memory cap before converging.
+fn single(dir: &Inputs, n: usize, who: Contender) -> Option<Single> {
     let sim = Sim::start(&dir.objects, dir.scratch);
     let mut log = sim.log_from_start();
+    let cap = rss_cap_mib();
     let t0 = Instant::now();
     let controller = Controllers::start(who, &sim, &dir.plugins, dir, 1, None);
     let mut tally = Tally::default();
-    tally.until_patched(&mut log, n, who);
+    if let Err(rss) = tally.until_patched_within(&mut log, n, who, &controller, cap) {
+        println!(
+            "{who:?}: stopped at RSS {rss:.0} MiB (cap {cap:.0} MiB) after {:.1?}, {} of {n} objects patched, {} patches sent",
+            t0.elapsed(),
+            tally.per_object.len(),
+            tally.patches
+        );
+        return None;
+    }
     let wall = t0.elapsed();
     let cpu = controller.cpu_seconds();
     // Late patches (a reconcile of a stale cache) count too.
     std::thread::sleep(Duration::from_secs(3));
     tally.add(&log.next());
     let rss_mib = controller.rss_mib();
+    let served_bytes = served_bytes(&sim);
     println!(
         "{who:?}: converged in {wall:.2?}, {cpu:.1} CPU s, {} requests, {} patches ({} refused, {} objects patched more than once), RSS {rss_mib:.0} MiB",
         tally.requests,
@@ -305,6 +377,9 @@ fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
         tally.failed,
         tally.twice()
     );
+    if let Some(listed) = tally.listed {
+        println!("{who:?}: its cache held all {n} objects {listed:.2?} after start");
+    }
     let idle = idle_latencies(&sim, &mut log, n);
     let (loaded, load_rate) = loaded_latencies(&sim, &mut log, n);
     println!(
@@ -314,8 +389,7 @@ fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
         harness::percentile_ms(&loaded, 0.5),
         harness::percentile_ms(&loaded, 0.99),
     );
-    // Every write of the phases above, from the whole log (a 100,000-record ring: enough for
-    // the default 10,000 objects).
+    // Every write of the phases above, from the whole log (the sim keeps 1,000,000 records).
     let writes = Writes::of(&sim.log_from_start().next());
     println!(
         "{who:?}: {} Deployment writes, {} refused with 409 Conflict ({:.1} per 10,000 writes)",
@@ -328,7 +402,7 @@ fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
     println!("{who:?}: {noop_rate:.0} no-op reconciles/s");
     drop(sim);
     let rss_one_mib = rss_with_one_object(dir, who);
-    Single {
+    Some(Single {
         wall,
         cpu,
         tally,
@@ -339,12 +413,34 @@ fn single(dir: &Inputs, n: usize, who: Contender) -> Single {
         load_rate,
         noop_rate,
         writes,
-    }
+        served_bytes,
+    })
 }
 
-/// Matches the bench's changes to the controller's patches that follow them.
+/// The size of one converged Deployment as served, with and without managedFields.
+fn served_bytes(sim: &Sim) -> (usize, usize) {
+    let path = format!(
+        "/apis/apps/v1/namespaces/{}/deployments/d00000",
+        harness::NAMESPACE
+    );
+    let body = harness::http_get(sim.port, &path).expect("the sim serves d00000");
+    let mut object: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let served = object.to_string().len();
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+    (served, object.to_string().len())
+}
+
+/// Matches the bench's changes to the controller's patches that follow them. The log is in
+/// the order requests were answered, while each record's time is when it arrived: a
+/// controller's patch can be logged before the change it answers (it arrives after the
+/// change was stored but may be answered first), so patches are matched by time, in
+/// whichever order they are read.
 struct Pending {
     changed: HashMap<String, Option<k8s_openapi::jiff::Timestamp>>,
+    /// The latest controller patch of each name seen while its change was not yet read.
+    early: HashMap<String, k8s_openapi::jiff::Timestamp>,
     latencies: Vec<Duration>,
 }
 
@@ -352,6 +448,7 @@ impl Pending {
     fn new<I: IntoIterator<Item = String>>(names: I) -> Pending {
         Pending {
             changed: names.into_iter().map(|n| (n, None)).collect(),
+            early: HashMap::new(),
             latencies: Vec::new(),
         }
     }
@@ -364,17 +461,27 @@ impl Pending {
             let Some(changed) = self.changed.get_mut(name) else {
                 continue;
             };
-            match (by_bench, *changed) {
-                (true, None) => *changed = harness::timestamp(r),
-                (false, Some(at)) => {
-                    if let Some(fixed) = harness::timestamp(r) {
-                        let micros = fixed.duration_since(at).as_micros().max(0) as u64;
-                        self.latencies.push(Duration::from_micros(micros));
+            let Some(at) = harness::timestamp(r) else {
+                continue;
+            };
+            let fixed = match (by_bench, *changed) {
+                (true, None) => {
+                    *changed = Some(at);
+                    match self.early.remove(name) {
+                        Some(fixed) if fixed >= at => (at, fixed),
+                        _ => continue,
                     }
-                    self.changed.remove(name);
                 }
-                _ => {}
-            }
+                (false, Some(change)) if at >= change => (change, at),
+                (false, None) => {
+                    self.early.insert(name.to_string(), at);
+                    continue;
+                }
+                _ => continue,
+            };
+            let micros = fixed.1.duration_since(fixed.0).as_micros().max(0) as u64;
+            self.latencies.push(Duration::from_micros(micros));
+            self.changed.remove(name);
         }
     }
 
@@ -686,6 +793,20 @@ fn report(
         per_object(kp),
         kr.map(per_object),
         "Ki",
+    );
+    let json_mib = |bytes: usize| (bytes * n) as f64 / (1024.0 * 1024.0);
+    let (served, stripped) = kp.served_bytes;
+    row(
+        &format!("RSS converged / objects' JSON ({served} B each)"),
+        kp.rss_mib / json_mib(served),
+        kr.map(|s| s.rss_mib / json_mib(served)),
+        "x",
+    );
+    row(
+        &format!("RSS converged / without managedFields ({stripped} B)"),
+        kp.rss_mib / json_mib(stripped),
+        kr.map(|s| s.rss_mib / json_mib(stripped)),
+        "x",
     );
     row(
         &format!("ten controllers on {ten_n}: RSS"),
