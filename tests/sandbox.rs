@@ -43,6 +43,50 @@ async fn infinite_loop_times_out_close_to_the_deadline() {
     still_behaves(&p).await;
 }
 
+/// Calls run on the runtime's own threads: a guest spinning until its deadline must yield
+/// at every epoch tick, or it would hold the thread (here the only one) for its whole
+/// timeout, and with it every watch, write and HTTP answer of the host.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_guest_yields_the_runtime_thread_until_it_times_out() {
+    let rt = runtime(None);
+    let p = hostile(&rt).await;
+    let limits = Limits {
+        timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let spinning = Arc::new(AtomicBool::new(true));
+    let turns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let other = tokio::spawn({
+        let (spinning, turns) = (spinning.clone(), turns.clone());
+        async move {
+            while spinning.load(Ordering::SeqCst) {
+                turns.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    // Let the other task start before the guest does.
+    tokio::task::yield_now().await;
+    let before = turns.load(Ordering::SeqCst);
+    let report = p
+        .reconcile(&request(r#"{"mode": "loop"}"#), &ctx(limits))
+        .await;
+    let during = turns.load(Ordering::SeqCst) - before;
+    spinning.store(false, Ordering::SeqCst);
+    other.await.unwrap();
+    assert!(
+        matches!(report.outcome, Err(CallError::Timeout { .. })),
+        "{:?}",
+        report.outcome
+    );
+    // 300 ms of 5 ms ticks: about 60 yields; none at all without them.
+    assert!(
+        during >= 10,
+        "the other task ran {during} times while the guest spun"
+    );
+    still_behaves(&p).await;
+}
+
 #[tokio::test]
 async fn sleeping_in_a_host_call_times_out_too() {
     let rt = runtime(None);

@@ -2,8 +2,8 @@
 //! limit (AIMD with a latency guard, as TCP's congestion window), bounded by the plugin's
 //! write budget and by a host-wide cap shared by every plugin.
 //!
-//! Why this shape. A worker runs plugin code (a sandbox on the blocking pool, bounded by
-//! `--workers`); a write is a wait on the network. Holding the worker for the write's round
+//! Why this shape. A worker runs plugin code (a sandbox, at most `--workers` at once per
+//! plugin); a write is a wait on the network. Holding the worker for the write's round
 //! trip, as controller-runtime does (`MaxConcurrentReconciles` workers, each blocked in its
 //! reconcile's API calls) bounds a plugin to `workers / API latency` reconciles per second
 //! whatever the plugin costs. kube-rs's runner avoids the bound by running every reconcile

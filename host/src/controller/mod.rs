@@ -1,6 +1,7 @@
 //! The wiring of the client-go controller architecture around plugins: shared watches feed
 //! per-kind caches; the router turns changes into keys on each running plugin's workqueue;
-//! workers call the plugin in a fresh sandbox off the async runtime and execute its actions.
+//! workers call the plugin in a fresh sandbox (a task whose guest code yields at every epoch
+//! tick) and execute its actions.
 //! The controller orchestrates the set of running plugins (added, given new revisions and
 //! removed while it runs); each running plugin's own lifecycle lives with it (`worker`).
 

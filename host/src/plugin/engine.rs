@@ -208,15 +208,8 @@ impl PluginRuntime {
         let metadata_limits = Limits::default();
         let ctx = CallContext::new(metadata_limits, Arc::new(NoObjects));
         let log_rate = Arc::new(LogRate::new(self.config.log_rate));
-        let metadata = Plugin::call_metadata(
-            &self.engine,
-            &pre,
-            self.config.epoch_tick,
-            &ctx,
-            log_rate.clone(),
-            &origin,
-        )
-        .await?;
+        let metadata =
+            Plugin::call_metadata(&self.engine, &pre, &ctx, log_rate.clone(), &origin).await?;
         tracing::debug!(declared = %metadata.name, %origin, ?cache_outcome, contract = contract.as_str(), "plugin loaded");
         Ok(Arc::new(Plugin {
             engine: self.engine.clone(),
@@ -227,7 +220,6 @@ impl PluginRuntime {
             digest,
             cache_outcome,
             max_memory: self.config.max_memory_bytes,
-            epoch_tick: self.config.epoch_tick,
             log_rate,
         }))
     }

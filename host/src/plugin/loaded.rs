@@ -71,7 +71,6 @@ pub struct Plugin {
     pub(super) digest: String,
     pub(super) cache_outcome: CacheOutcome,
     pub(super) max_memory: usize,
-    pub(super) epoch_tick: Duration,
     /// The plugin's log rate, shared by all its calls.
     pub(super) log_rate: Arc<LogRate>,
 }
@@ -127,7 +126,7 @@ impl Plugin {
     /// Reconciles one key in a fresh sandbox. Never panics and never hangs past the limit.
     pub async fn reconcile(&self, request: &ReconcileRequest, ctx: &CallContext) -> CallReport {
         let limits = self.clamp(ctx.limits);
-        let clock = CallClock::start(limits.timeout, self.epoch_tick);
+        let clock = CallClock::start(limits.timeout);
         let key = request.target.key();
         let who = CallIdentity {
             plugin: self.log_name(ctx),
@@ -171,7 +170,6 @@ impl Plugin {
     pub(crate) async fn call_metadata(
         engine: &Engine,
         pre: &ContractPre,
-        epoch_tick: Duration,
         ctx: &CallContext,
         log_rate: Arc<LogRate>,
         origin: &str,
@@ -184,7 +182,7 @@ impl Plugin {
         };
         let metadata = call::run_fresh(
             engine,
-            CallClock::start(limits.timeout, epoch_tick),
+            CallClock::start(limits.timeout),
             pre,
             &limits,
             ctx.objects.clone(),

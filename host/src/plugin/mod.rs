@@ -8,8 +8,8 @@
 //!
 //! The sandbox: WASI p2 with no preopened directories, no sockets or name lookups, no
 //! environment or arguments, frozen clocks, stdout/stderr captured (bounded) and attributed
-//! to the plugin; a memory cap; an epoch deadline that traps CPU-bound code plus a wall-clock
-//! timeout for anything that waits, checked by the host imports too; bounded import
+//! to the plugin; a memory cap; guest code that yields its thread at every epoch tick and
+//! traps at the first one past its deadline, plus a wall-clock timeout for anything that waits, checked by the host imports too; bounded import
 //! arguments and reads; bounded output; plugin log lines capped, escaped and rate-limited.
 
 mod call;

@@ -11,7 +11,7 @@ use super::sandbox::{CallIdentity, SandboxState};
 use super::wit::ContractExports;
 use crate::contract::ReconcileRequest;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use wasmtime::Store;
 
 /// A sandbox reused across calls; once a call fails with a trap it refuses further calls.
@@ -19,7 +19,6 @@ pub struct WarmSandbox {
     store: Store<SandboxState>,
     exports: ContractExports,
     limits: Limits,
-    epoch_tick: Duration,
     name: Arc<str>,
     poisoned: bool,
 }
@@ -32,7 +31,7 @@ impl Plugin {
         // Instantiation runs guest code: it gets a call's time of its own.
         let mut store = call::new_store(
             &self.engine,
-            &CallClock::start(limits.timeout, self.epoch_tick),
+            &CallClock::start(limits.timeout),
             &limits,
             ctx.objects.clone(),
             CallIdentity {
@@ -50,7 +49,6 @@ impl Plugin {
             store,
             exports,
             limits,
-            epoch_tick: self.epoch_tick,
             name,
             poisoned: false,
         })
@@ -75,7 +73,7 @@ impl WarmSandbox {
             };
         }
         let key = request.target.key();
-        let clock = CallClock::start(self.limits.timeout, self.epoch_tick);
+        let clock = CallClock::start(self.limits.timeout);
         self.store
             .data_mut()
             .start_call(key.as_str().into(), &self.limits);

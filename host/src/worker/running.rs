@@ -280,7 +280,7 @@ impl RunningPlugin {
     }
 
     /// The plugin's half of one reconcile: waits for the caches and the key's expectations,
-    /// calls the plugin off the async runtime, and handles a failed call. `None` when there
+    /// calls the plugin, and handles a failed call. `None` when there
     /// is nothing to act on (the key was re-queued or forgotten as the failure asks).
     async fn decide(&self, key: &ObjKey) -> Option<Decided> {
         let name = &*self.name;
@@ -310,12 +310,10 @@ impl RunningPlugin {
             ..revision.ctx.clone()
         };
         let (plugin, req) = (revision.plugin.clone(), request.clone());
-        let handle = tokio::runtime::Handle::current();
-        let report = match tokio::task::spawn_blocking(move || {
-            handle.block_on(plugin.reconcile(&req, &ctx))
-        })
-        .await
-        {
+        // A task of its own on the runtime (guest code yields at every epoch tick, so a call
+        // never holds a runtime thread for longer than one), so a panic in the call is
+        // caught here as a failed task.
+        let report = match tokio::spawn(async move { plugin.reconcile(&req, &ctx).await }).await {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");

@@ -2,8 +2,8 @@
 //! ([`FakeWriter`]), one running plugin: the real `hostile` test plugin (its modes give the
 //! actions each test needs: `label` patches its target, `requeue-twice` and
 //! `requeue-at-once` ask to be called again, `behave` only logs), and a cache filled by
-//! hand. A real plugin keeps the tests honest about the worker's blocking call: it runs on
-//! the blocking pool, during which tokio does not auto-advance the paused clock. No watch runs: the tests change the cache and queue keys as the router would.
+//! hand. A real plugin keeps the tests honest about the worker's call: guest code runs
+//! inside a poll of its task, during which tokio does not auto-advance the paused clock. No watch runs: the tests change the cache and queue keys as the router would.
 //! Time moves only when every task waits (tokio's auto-advance), so delays are exact.
 
 use super::*;

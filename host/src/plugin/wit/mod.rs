@@ -175,7 +175,6 @@ mod tests {
     use crate::plugin::sandbox::CallIdentity;
     use crate::plugin::test_support::test_plugin;
     use std::sync::Arc;
-    use std::time::Duration;
 
     #[test]
     fn the_versions_dispatched_are_the_versions_the_contract_lists() {
@@ -208,7 +207,7 @@ mod tests {
             key: "metadata".into(),
             log_rate: Arc::new(LogRate::new(LogRateConfig::default())),
         };
-        let clock = call::CallClock::start(limits.timeout, Duration::from_millis(5));
+        let clock = call::CallClock::start(limits.timeout);
         let objects = Arc::new(NoObjects);
         let settled = call::run_fresh(&engine, clock, &pre, &limits, objects, who, Metadata).await;
         assert_eq!(settled.outcome.unwrap().name, "hostile");
