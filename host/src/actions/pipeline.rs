@@ -108,6 +108,9 @@ pub struct Write {
     pub object: ObjectRef,
     /// Its resourceVersion afterwards, when the API server returned the object.
     pub resource_version: Option<String>,
+    /// The version the write was [fenced](super::fence) at (the one the plugin decided on),
+    /// if it was.
+    pub decided_on: Option<String>,
 }
 
 /// Why a call's actions stopped.
@@ -355,6 +358,7 @@ impl Pipeline {
                         change,
                         object,
                         resource_version: sent.resource_version,
+                        decided_on: fenced_at,
                     });
                 }
                 sent.decision

@@ -5,7 +5,9 @@ use super::instance::InstanceName;
 use super::lifecycle::Tasks;
 use super::metrics::{ReconcileMetrics, ReconcileResult};
 use super::revision::Revision;
-use crate::actions::{Answers, Call, CallFailure, CallOutcome, Fence, InFlightLimit, Pipeline};
+use crate::actions::{
+    Answers, Call, CallFailure, CallOutcome, Change, Fence, InFlightLimit, Pipeline,
+};
 use crate::cluster::{CachedObject, CallObjects, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
@@ -388,8 +390,8 @@ impl RunningPlugin {
             Some(_) => self.queue.forget(key),
             None => {
                 self.queue.forget(key);
-                // Wait for our own patch of this object before reconciling it again.
-                self.expect_own_patch(key, &request, &outcome);
+                // Wait for our own writes to show before reconciling it again.
+                self.expect_own_writes(key, &request, &outcome);
                 if revision.plugin.metadata().wants_previous {
                     let mut last = lock(&self.last_ok);
                     match &request.object {
@@ -453,11 +455,23 @@ fn write_cap(policy: &Policy) -> usize {
 
 impl RunningPlugin {
     /// Waits for the cache to show the key's object at the version its last patch in this
-    /// call left it at, if the call patched it.
-    fn expect_own_patch(&self, key: &ObjKey, request: &ReconcileRequest, outcome: &CallOutcome) {
+    /// call left it at, if the call patched it, and each other object the call deleted
+    /// (having read it) gone or past the version it was deleted at: otherwise the next call,
+    /// queued by the first deletion's event, could still find a later one in the cache and
+    /// delete it again (a CustomCluster going from 3 Pods to 1 sent 3 deletes for 2 Pods).
+    fn expect_own_writes(&self, key: &ObjKey, request: &ReconcileRequest, outcome: &CallOutcome) {
+        let now = Instant::now();
         if let Some(rv) = outcome.patched(&request.target) {
             self.expectations
-                .expect(key, Expected::reached(&request.target, rv), Instant::now());
+                .expect(key, Expected::reached(&request.target, rv), now);
+        }
+        for write in &outcome.writes {
+            if let (Change::Deleted, Some(version)) = (write.change, &write.decided_on)
+                && write.object != request.target
+            {
+                self.expectations
+                    .expect(key, Expected::passed(&write.object, version), now);
+            }
         }
     }
 
@@ -476,7 +490,7 @@ impl RunningPlugin {
         let name = &*self.name;
         self.metrics.count_conflict(name);
         self.queue.forget(key);
-        self.expect_own_patch(key, request, outcome);
+        self.expect_own_writes(key, request, outcome);
         self.expectations
             .expect(key, Expected::passed(object, fenced_at), Instant::now());
         lock(&self.reasons).insert(key.clone(), Reason::Changed);

@@ -96,7 +96,11 @@ async fn harness_listed(
         writer_of_cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
     }
     let cache: Arc<KindCache> = writer_of_cache.reader();
-    let config = format!(r#"{{"mode": "{mode}"}}"#);
+    // A mode, or a whole configuration when it needs more than one.
+    let config = match mode.starts_with('{') {
+        true => mode.to_string(),
+        false => format!(r#"{{"mode": "{mode}"}}"#),
+    };
     let instance = PluginInstance::named(plugin.clone(), "hostile", Some(&config))
         .with_policy(Policy::trusted());
     let meta = plugin.metadata();
@@ -400,6 +404,35 @@ async fn a_key_waits_for_its_own_patch_to_reach_the_cache() {
         waited < Duration::from_millis(30),
         "reconciled {waited:?} after the write reached the cache"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_waits_until_an_object_it_deleted_leaves_the_cache() {
+    // Reconciling `web` deletes `other` while the cache shows it (at resourceVersion 1).
+    let config = r#"{"mode": "delete-named", "name": "other"}"#;
+    let h = harness(config, &["web", "other"], vec![], None).await;
+    let start = Instant::now();
+    while h.writer.count(Method::Delete) < 1 {
+        assert!(start.elapsed() < HOUR, "no delete");
+        sleep(Duration::from_millis(10)).await;
+    }
+    // `web` changes before the deletion reaches the cache: reconciling it now would delete
+    // `other` a second time.
+    h.change("web", "2");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.writer.count(Method::Delete), 1, "deleted twice");
+    // The deletion arrives; `web` is reconciled on a cache without `other`.
+    h.cache
+        .lock()
+        .unwrap()
+        .remove(&ObjKey::new(Some("team-a"), "other"));
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.writer.count(Method::Delete), 1);
+    // The wait is over: a new `other` is deleted as soon as `web` is reconciled again.
+    h.change("other", "3");
+    h.change("web", "4");
+    sleep(Duration::from_millis(30)).await;
+    assert_eq!(h.writer.count(Method::Delete), 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,7 +1,8 @@
 //! A test plugin that misbehaves on request. Its configuration picks the misbehaviour:
 //! `{"mode": "loop"}`, `"alloc"`, `"panic"`, `"recurse"`, `"recurse-in-memory"`, `"sleep"`, `"many-actions"` (with
 //! `count`), `"big-log"` (with `bytes`), `"bad-patch"`, `"files"`, `"env"`, `"socket"` (with
-//! `addr`), `"stdout"`, `"host-list"` (with `apiVersion`, `kind`), or `"behave"`.
+//! `addr`), `"stdout"`, `"host-list"` (with `apiVersion`, `kind`), `"delete-named"` (deletes
+//! `name`, of its target's kind, if the cache shows it), or `"behave"`.
 //!
 //! Policy probes (tests/it/policy.rs): `"label"` (merge-patch a label on its target),
 //! `"patch-other-namespace"` (with `namespace`), `"patch-field"` (`spec.replicas`, with
@@ -165,6 +166,21 @@ impl Reconciler for Hostile {
                 println!("hello from the plugin's stdout");
                 eprintln!("hello from the plugin's stderr");
                 Ok(vec![])
+            }
+            "delete-named" => {
+                // Deletes the object `name` of its target's kind and namespace, if the cache
+                // still shows it: a controller removing a child it reads.
+                let t = &req.target;
+                let kind = KindRef::new(&t.api_version, &t.kind);
+                let found: Option<serde_json::Value> =
+                    host::get(&kind, t.namespace.as_deref(), &config.name)?;
+                let mut other = t.clone();
+                other.name = config.name.clone();
+                Ok(found
+                    .filter(|_| config.name != t.name)
+                    .map(|_| Action::delete(&other))
+                    .into_iter()
+                    .collect())
             }
             "host-list" => {
                 let kind = KindRef::new(&config.api_version, &config.kind);
