@@ -403,6 +403,28 @@ mod tests {
     }
 
     #[test]
+    fn a_watched_object_is_cached_without_managed_fields() {
+        let watched = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "team-a", "resourceVersion": "7",
+                         "labels": {"app": "web"},
+                         "managedFields": [{"manager": "kubectl", "operation": "Update"}],
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Foo", "name": "f",
+                                              "uid": "u", "controller": true}]},
+            "spec": {"replicas": 2},
+        });
+        let cached = CachedObject::from_object(&serde_json::from_value(watched.clone()).unwrap());
+        let mut expected = watched;
+        strip_managed_fields(&mut expected);
+        let json: serde_json::Value = serde_json::from_str(&cached.json).unwrap();
+        assert_eq!(json, expected);
+        assert_eq!(cached.key, ObjKey::new(Some("team-a"), "web"));
+        assert_eq!(cached.resource_version, "7");
+        assert_eq!(cached.labels["app"], "web");
+        assert_eq!(cached.controller.unwrap().name, "f");
+    }
+
+    #[test]
     fn strips_managed_fields_only() {
         let mut o = serde_json::json!({"metadata": {"name": "a", "managedFields": [{}]}});
         strip_managed_fields(&mut o);
