@@ -25,6 +25,11 @@
 //! change-to-patch p99 under the paced load of phase 3 over kube-rs's in the same run (below
 //! one: kubeplug answers faster under load). `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs. Run with
 //! `cargo bench -p kubeplug --bench e2e` after `make plugins`.
+//!
+//! Every sim is settled (the status of what it loaded written) before a controller starts. A
+//! contender whose RSS passes `KUBEPLUG_E2E_RSS_CAP_MIB` (by default what the machine has
+//! available less 2 GiB) is stopped and reported, not left to take the machine's memory:
+//! `KUBEPLUG_E2E_OBJECTS=100000` needs about 16 GB for the sim alone.
 
 mod baseline;
 mod fixtures;
