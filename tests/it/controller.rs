@@ -935,3 +935,58 @@ async fn a_write_decided_on_a_stale_object_is_refused_and_the_key_converges_on_t
     controller.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_lists_fill_the_cache_from_one_watch_without_a_list() -> Result {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    create_namespace(&client, "stream").await?;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "stream");
+    for name in ["web", "api"] {
+        api.create(&PostParams::default(), &deployment(name, 1, "alpine"))
+            .await?;
+    }
+    let config = ControllerConfig {
+        streaming_lists: true,
+        ..fast_config()
+    };
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+        .with_policy(Policy::trusted());
+    let controller = Controller::start(client.clone(), config, vec![pinner]).await?;
+    eventually(Duration::from_secs(20), "both pinned", || {
+        ["web", "api"]
+            .iter()
+            .all(|n| image_of(&sim, "stream", n).as_deref() == Some("nginx:1.13"))
+    })
+    .await;
+    // A change after the initial events still arrives through the same watch.
+    let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back))
+        .await?;
+    eventually(Duration::from_secs(10), "web corrected again", || {
+        patches_by(&sim, "kubeplug/image-pinner").get("web") == Some(&2)
+    })
+    .await;
+    let deployments: Vec<_> = sim
+        .requests()
+        .records()
+        .into_iter()
+        .filter(|r| r.resource == "deployments" && r.user_agent != "kube-rs-test")
+        .collect();
+    assert!(
+        deployments.iter().all(|r| r.verb != "list"),
+        "a paged list was sent: {:?}",
+        deployments
+            .iter()
+            .map(|r| (&r.verb, &r.query))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        deployments
+            .iter()
+            .any(|r| r.verb == "watch" && r.query.contains("sendInitialEvents=true")),
+        "no streaming list"
+    );
+    controller.shutdown().await;
+    Ok(())
+}

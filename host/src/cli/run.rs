@@ -104,6 +104,11 @@ pub struct RunArgs {
     /// Re-enqueue every cached key this often, in seconds (0: never).
     #[arg(long, env = "KUBEPLUG_RESYNC_SECONDS", default_value_t = 0)]
     pub resync_seconds: u64,
+    /// Fill each watch's cache from a streaming list (a watch with `sendInitialEvents`, the
+    /// API server's WatchList feature) instead of paged lists, whose continue tokens expire
+    /// when a list outlasts the API server's history. Only for API servers that serve it.
+    #[arg(long, env = "KUBEPLUG_STREAMING_LISTS")]
+    pub streaming_lists: bool,
     /// Retries per second across all keys of a plugin (token bucket).
     #[arg(long, env = "KUBEPLUG_QPS", default_value_t = RateLimitConfig::default().qps)]
     pub qps: f64,

@@ -128,6 +128,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         },
         limits: Limits::from(call_limits),
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
+        streaming_lists: args.streaming_lists,
         host_name: hostname(),
         ..ControllerConfig::default()
     };

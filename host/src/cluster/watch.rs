@@ -27,12 +27,14 @@ impl Drop for WatchHandle {
     }
 }
 
-/// Starts watching `kind` (in `namespace`, or everywhere), filling a new cache and sending
+/// Starts watching `kind` (in `namespace`, or everywhere), filling a new cache (from a
+/// streaming list when `streaming_lists` is set, from paged lists otherwise) and sending
 /// every change to `changes`.
 pub fn spawn_watch(
     client: kube::Client,
     kind: &ResolvedKind,
     namespace: Option<&str>,
+    streaming_lists: bool,
     changes: UnboundedSender<Change>,
 ) -> WatchHandle {
     let writer = CacheWriter::new(kind.kind.clone());
@@ -41,13 +43,22 @@ pub fn spawn_watch(
         Some(ns) if kind.namespaced => Api::namespaced_with(client, ns, &kind.resource),
         _ => Api::all_with(client, &kind.resource),
     };
-    let task = tokio::spawn(run(api, writer, changes));
+    let config = match streaming_lists {
+        true => watcher::Config::default().streaming_lists(),
+        false => watcher::Config::default(),
+    };
+    let task = tokio::spawn(run(api, config, writer, changes));
     WatchHandle { cache, task }
 }
 
-async fn run(api: Api<DynamicObject>, mut cache: CacheWriter, changes: UnboundedSender<Change>) {
+async fn run(
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+    mut cache: CacheWriter,
+    changes: UnboundedSender<Change>,
+) {
     let kind = cache.reader().kind().to_string();
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
     let mut listing: Vec<CachedObject> = Vec::new();
     while let Some(event) = stream.next().await {

@@ -11,21 +11,25 @@ use tokio::sync::mpsc::UnboundedSender;
 pub(crate) struct Watches {
     kinds: Arc<KindRegistry>,
     namespace: Option<String>,
+    streaming_lists: bool,
     changes: UnboundedSender<Change>,
     running: Mutex<BTreeMap<KindRef, WatchHandle>>,
 }
 
 impl Watches {
     /// No watch yet; kinds are resolved through `kinds` (shared with the executor, so
-    /// discovery runs once per kind); watches started later send their changes to `changes`.
+    /// discovery runs once per kind); watches started later send their changes to `changes`,
+    /// and fill their caches from streaming lists when `streaming_lists` is set.
     pub fn new(
         kinds: Arc<KindRegistry>,
         namespace: Option<String>,
+        streaming_lists: bool,
         changes: UnboundedSender<Change>,
     ) -> Self {
         Watches {
             kinds,
             namespace,
+            streaming_lists,
             changes,
             running: Mutex::default(),
         }
@@ -49,6 +53,7 @@ impl Watches {
                 self.kinds.client().clone(),
                 &resolved,
                 self.namespace.as_deref(),
+                self.streaming_lists,
                 self.changes.clone(),
             )
         });

@@ -26,6 +26,9 @@ pub struct ControllerConfig {
     pub limits: Limits,
     /// Re-enqueue every cached key this often; `None` disables resyncs.
     pub resync: Option<Duration>,
+    /// Whether watches fill their caches from streaming lists (`sendInitialEvents`) rather
+    /// than paged lists.
+    pub streaming_lists: bool,
     /// This host's name (its hostname: a pod's name), which the Events it reports carry as
     /// `reportingInstance`.
     pub host_name: String,
@@ -49,6 +52,7 @@ impl Default for ControllerConfig {
             queue: QueueConfig::default(),
             limits: Limits::default(),
             resync: None,
+            streaming_lists: false,
             host_name: "kubeplug".into(),
             audit: AuditSink::default(),
             metrics: MetricsRegistry::default(),

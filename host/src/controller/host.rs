@@ -104,7 +104,7 @@ impl Controller {
         };
         Controller {
             inner: Arc::new(Inner {
-                watches: Watches::new(kinds, config.namespace.clone(), tx),
+                watches: Watches::new(kinds, config.namespace.clone(), config.streaming_lists, tx),
                 running,
                 shared,
                 background: Mutex::new(background),
