@@ -234,20 +234,6 @@ impl Tally {
         }
     }
 
-    /// Follows the log until `n` objects were patched.
-    fn until_patched(&mut self, log: &mut RequestLog, n: usize, who: Contender) {
-        let start = Instant::now();
-        while self.per_object.len() < n {
-            assert!(
-                start.elapsed() < LIMIT,
-                "{who:?}: {} of {n} patched",
-                self.per_object.len()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-            self.add(&log.next());
-        }
-    }
-
     /// Follows the log until `n` objects were patched, or until the controllers' RSS passes
     /// `cap_mib` (then `Err` with the RSS reached): a controller that would take the machine's
     /// memory is stopped, not left to take the sim down with it.
@@ -609,7 +595,9 @@ fn rss_with_one_object(dir: &Inputs, who: Contender) -> f64 {
     let sim = Sim::start(&dir.one, dir.scratch);
     let mut log = sim.log_from_start();
     let controller = Controllers::start(who, &sim, &dir.plugins, dir, 1, None);
-    Tally::default().until_patched(&mut log, 1, who);
+    Tally::default()
+        .until_patched_within(&mut log, 1, who, &controller, f64::INFINITY)
+        .expect("no cap");
     std::thread::sleep(Duration::from_secs(3));
     controller.rss_mib()
 }
@@ -627,7 +615,9 @@ fn ten(dir: &Inputs, n: usize, who: Contender) -> Ten {
     let mut log = sim.log_from_start();
     let controllers = Controllers::start(who, &sim, &dir.plugins10, dir, 10, None);
     let mut tally = Tally::default();
-    tally.until_patched(&mut log, n, who);
+    tally
+        .until_patched_within(&mut log, n, who, &controllers, f64::INFINITY)
+        .expect("no cap");
     // Every controller has listed and reconciled everything: wait until quiet.
     let mut quiet_since = Instant::now();
     let start = Instant::now();
