@@ -305,9 +305,10 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
     let elapsed = started.elapsed().as_secs_f64();
     let crasher = metric(&controller, "workqueue_retries_total", "crasher");
     let looper = metric(&controller, "workqueue_retries_total", "looper");
-    // Both are retried, with per-key exponential backoff (5 ms doubling): over a few seconds
-    // that is about a dozen retries per key, where a hot loop would be thousands.
-    let ceiling = 10.0 * (elapsed / 0.005).log2().ceil() + 10.0;
+    // Both are retried with per-key exponential backoff (5 ms doubling, capped at 1 s by
+    // `fast_config`): about a dozen retries per key over a few seconds and one a second
+    // after, plus one per change of the object, where a hot loop would be thousands.
+    let ceiling = 10.0 * (backed_off_retries(elapsed, 0.005, 1.0) + 5.0);
     assert!(
         crasher >= 10.0 && crasher <= ceiling,
         "crasher retried {crasher} times in {elapsed:.1}s (ceiling {ceiling})"
@@ -320,6 +321,26 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
     assert!(!log_lines_with("timed out after 150ms").is_empty());
     controller.shutdown().await;
     Ok(())
+}
+
+/// The most retries one key can have had in `elapsed` seconds of exponential backoff from
+/// `base` doubling to `cap`: the first is immediate, each next one waits the next delay.
+fn backed_off_retries(elapsed: f64, base: f64, cap: f64) -> f64 {
+    let (mut waited, mut delay, mut retries) = (0.0, base, 1.0);
+    while waited + delay <= elapsed {
+        waited += delay;
+        delay = (delay * 2.0).min(cap);
+        retries += 1.0;
+    }
+    retries
+}
+
+#[test]
+fn backed_off_retries_follow_the_doubling_then_the_cap() {
+    assert_eq!(backed_off_retries(0.004, 0.005, 1.0), 1.0);
+    // 5+10+20+40+80+160+320+640 ms = 1.275 s: nine retries, then one a second.
+    assert_eq!(backed_off_retries(1.275, 0.005, 1.0), 9.0);
+    assert_eq!(backed_off_retries(3.3, 0.005, 1.0), 11.0);
 }
 
 mod binary {
