@@ -35,6 +35,25 @@ pub struct Pipeline {
     audit: AuditSink,
 }
 
+/// A plugin's log rate as its `log` actions meet it.
+pub trait LogActions: Sync {
+    /// Whether a log action of `len` bytes may be written now; a refused one is counted.
+    fn admit(&self, len: usize) -> bool;
+    /// Adds a call's `dropped` log actions to the plugin's unreported drops: how many to
+    /// report in one host warning now, if one is due (at most one every few seconds).
+    fn report_dropped(&self, dropped: u64) -> Option<u64>;
+}
+
+impl LogActions for crate::plugin::Plugin {
+    fn admit(&self, len: usize) -> bool {
+        self.admit_log_action(len)
+    }
+
+    fn report_dropped(&self, dropped: u64) -> Option<u64> {
+        self.report_dropped_logs(dropped)
+    }
+}
+
 /// Who made a call, for which key, and under what.
 pub struct Call<'a> {
     /// The plugin instance's name (its field manager, its log and metric label).
@@ -47,9 +66,8 @@ pub struct Call<'a> {
     pub policy: &'a Policy,
     /// Awaited before each API write.
     pub budget: &'a WriteBudget,
-    /// Its log-action gate: whether a log action of this many bytes may be written now
-    /// (the plugin's log rate, [`Plugin::admit_log_action`](crate::plugin::Plugin::admit_log_action)).
-    pub admit_log: &'a (dyn Fn(usize) -> bool + Sync),
+    /// Its log-action gate: the plugin's log rate, which its `log` import shares.
+    pub logs: &'a dyn LogActions,
     /// `true` once the plugin is being removed: later actions are skipped and a write
     /// waiting for the budget gives up.
     pub stopped: watch::Receiver<bool>,
@@ -219,7 +237,7 @@ impl Pipeline {
                 Ok(()) if failed || *call.stopped.borrow() => Decision::Skipped,
                 Ok(()) => match action {
                     Action::Log { level, message } => {
-                        if (call.admit_log)(message.len()) {
+                        if call.logs.admit(message.len()) {
                             crate::telemetry::plugin_log(call.plugin, call.key, *level, message);
                             Decision::Executed
                         } else {
@@ -264,12 +282,11 @@ impl Pipeline {
                 .record(AuditRecord::new(call.identity, call.key, action, decision));
         }
         self.audit.record_call(call.identity, call.key, actions);
-        if dropped_logs > 0 {
+        if let Some(dropped) = call.logs.report_dropped(dropped_logs) {
             tracing::warn!(
                 plugin = call.plugin,
-                key = call.key,
-                dropped = dropped_logs,
-                "log actions dropped: the plugin's log rate is spent"
+                dropped,
+                "log actions dropped since the last report: the plugin's log rate is spent"
             );
         }
         outcome

@@ -136,7 +136,6 @@ pub(super) struct CallScope<'a> {
     pub(super) limits: &'a Limits,
     pub(super) clock: CallClock,
     pub(super) plugin: &'a str,
-    pub(super) key: &'a str,
 }
 
 /// Runs `export` on `entry` in `store` until the scope's deadline, then settles the call: the
@@ -177,13 +176,12 @@ pub(super) async fn run_fresh<E: Export>(
     who: CallIdentity,
     export: E,
 ) -> Settled<E::Output> {
-    let (plugin, key) = (who.plugin.clone(), who.key.clone());
+    let plugin = who.plugin.clone();
     let mut store = new_store(engine, &clock, limits, objects, who);
     let scope = CallScope {
         limits,
         clock,
         plugin: &plugin,
-        key: &key,
     };
     run(&mut store, Entry::Fresh(pre), export, scope).await
 }
@@ -197,7 +195,8 @@ pub(super) struct Settled<R> {
 
 /// Maps the raw outcome to a typed one and collects the plugin's output (its stdout and
 /// stderr lines are written to the host log here, through the log gate). Dropped lines are
-/// reported once per call, as a host line.
+/// reported in a host line at most once per plugin every
+/// [`DROP_REPORT_INTERVAL`](super::log_gate::DROP_REPORT_INTERVAL), with all since the last.
 fn settle<R>(
     store: &mut Store<SandboxState>,
     result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
@@ -206,12 +205,11 @@ fn settle<R>(
     let limits = scope.limits;
     let state = store.data_mut();
     let taken = state.take_logs();
-    if taken.dropped > 0 {
+    if let Some(dropped) = taken.report {
         tracing::warn!(
             plugin = shown_max(scope.plugin, 256).to_string().as_str(),
-            key = shown_max(scope.key, 512).to_string().as_str(),
-            dropped = taken.dropped,
-            "plugin log lines dropped: over the per-call log limit or the plugin's log rate"
+            dropped,
+            "plugin log lines dropped since the last report: over the per-call log limit or the plugin's log rate"
         );
     }
     let outcome = match result {

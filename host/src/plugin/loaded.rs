@@ -113,6 +113,13 @@ impl Plugin {
         self.log_rate.admit_line(len)
     }
 
+    /// Adds `dropped` log actions to the plugin's drops not yet reported: all of them, to be
+    /// reported now, when no report was made in the last
+    /// [`DROP_REPORT_INTERVAL`](super::log_gate::DROP_REPORT_INTERVAL).
+    pub fn report_dropped_logs(&self, dropped: u64) -> Option<u64> {
+        self.log_rate.report_dropped(dropped)
+    }
+
     /// Log lines of this plugin dropped since it loaded (per-call limit or log rate).
     pub fn dropped_logs(&self) -> u64 {
         self.log_rate.dropped_total()

@@ -1,11 +1,14 @@
 //! How much of a plugin's logging reaches the host log: every line capped, every call's lines
 //! bounded per source, and every plugin's lines over time rate-limited by a token bucket that
 //! all its calls share (its metadata call at load too), with a count of what was dropped.
+//! The host's own warning about drops is bounded too: at most one per plugin every
+//! [`DROP_REPORT_INTERVAL`], or a plugin logging too much on every call would flood the host
+//! log with one warning per call instead.
 
 use super::sandbox::LogSource;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The most bytes of one plugin log line that are kept and written to the host log.
 pub const MAX_LOG_LINE_BYTES: usize = crate::telemetry::PLUGIN_LOG_LINE_MAX;
@@ -13,6 +16,10 @@ pub const MAX_LOG_LINE_BYTES: usize = crate::telemetry::PLUGIN_LOG_LINE_MAX;
 /// What a line costs at least, of the call's room and of the plugin's rate: many tiny lines
 /// cost the host log as much as their framing, not only their text.
 pub const MIN_LINE_COST: usize = 256;
+
+/// The least time between two host warnings about one plugin's dropped log lines; the
+/// next warning counts every line dropped since the last.
+pub const DROP_REPORT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A plugin's log rate: a token bucket of bytes, shared by all the plugin's calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,12 +45,20 @@ struct Bucket {
     last: Instant,
 }
 
+/// Drops not yet reported, and when the last report was made.
+#[derive(Debug, Default)]
+struct Unreported {
+    dropped: u64,
+    reported: Option<Instant>,
+}
+
 /// The log budget of one plugin across calls.
 #[derive(Debug)]
 pub(crate) struct LogRate {
     config: LogRateConfig,
     bucket: Mutex<Bucket>,
     dropped: AtomicU64,
+    unreported: Mutex<Unreported>,
 }
 
 impl LogRate {
@@ -56,6 +71,7 @@ impl LogRate {
                 last: Instant::now(),
             }),
             dropped: AtomicU64::new(0),
+            unreported: Mutex::new(Unreported::default()),
         }
     }
 
@@ -86,6 +102,25 @@ impl LogRate {
     /// Lines dropped since the plugin loaded (per-call limit or rate).
     pub(crate) fn dropped_total(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Adds a call's `dropped` lines to those not yet reported: all of them, to be written
+    /// in one host warning now, when none was written in the last [`DROP_REPORT_INTERVAL`].
+    pub(crate) fn report_dropped(&self, dropped: u64) -> Option<u64> {
+        self.report_dropped_at(dropped, Instant::now())
+    }
+
+    fn report_dropped_at(&self, dropped: u64, now: Instant) -> Option<u64> {
+        let mut u = self.unreported.lock().unwrap_or_else(|p| p.into_inner());
+        u.dropped = u.dropped.saturating_add(dropped);
+        let due = u
+            .reported
+            .is_none_or(|at| now.saturating_duration_since(at) >= DROP_REPORT_INTERVAL);
+        if u.dropped == 0 || !due {
+            return None;
+        }
+        u.reported = Some(now);
+        Some(std::mem::take(&mut u.dropped))
     }
 }
 
@@ -139,6 +174,12 @@ impl LogGate {
     /// Lines dropped in this call so far.
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// This call's drops added to the plugin's unreported ones: how many to report now, if
+    /// a report is due ([`LogRate::report_dropped`]).
+    pub(crate) fn report_dropped(&self) -> Option<u64> {
+        self.rate.report_dropped(self.dropped)
     }
 }
 
@@ -194,5 +235,25 @@ mod tests {
         assert!(!first.admit(LogSource::Stdout, 1));
         assert_eq!((first.dropped(), second.dropped()), (1, 1));
         assert_eq!(shared.dropped_total(), 2);
+    }
+
+    #[test]
+    fn drops_are_reported_at_once_then_at_most_once_an_interval_with_all_since() {
+        let shared = rate(0, 0);
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        assert_eq!(shared.report_dropped_at(0, at(0)), None, "nothing dropped");
+        assert_eq!(
+            shared.report_dropped_at(3, at(0)),
+            Some(3),
+            "the first at once"
+        );
+        // A thousand calls dropping lines within the interval: no warning, all counted.
+        for _ in 0..1000 {
+            assert_eq!(shared.report_dropped_at(2, at(5)), None);
+        }
+        assert_eq!(shared.report_dropped_at(1, at(10)), Some(2001));
+        assert_eq!(shared.report_dropped_at(0, at(30)), None, "nothing new");
+        assert_eq!(shared.report_dropped_at(4, at(31)), Some(4));
     }
 }

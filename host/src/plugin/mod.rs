@@ -43,7 +43,7 @@ pub use limits::{
     Limits, MAX_ACTIONS, MAX_MEMORY_MIB, MAX_TIMEOUT_MS,
 };
 pub use loaded::{CallContext, CallReport, Plugin};
-pub use log_gate::{LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
+pub use log_gate::{DROP_REPORT_INTERVAL, LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
 pub use reply::MAX_ERROR_BYTES;
 pub use sandbox::{LogSource, PluginLog};
 pub use warm::WarmSandbox;

@@ -218,6 +218,7 @@ impl SandboxState {
             logs: std::mem::take(&mut self.logs),
             stderr,
             dropped,
+            report: self.gate.report_dropped(),
         }
     }
 }
@@ -227,6 +228,9 @@ pub(crate) struct TakenLogs {
     pub(crate) logs: Vec<PluginLog>,
     pub(crate) stderr: String,
     pub(crate) dropped: u64,
+    /// Lines dropped by this plugin's calls since its last host warning about drops, when
+    /// one is due now ([`LogRate::report_dropped`]).
+    pub(crate) report: Option<u64>,
 }
 
 impl WasiView for SandboxState {

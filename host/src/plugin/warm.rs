@@ -86,7 +86,6 @@ impl WarmSandbox {
             limits: &self.limits,
             clock,
             plugin: &self.name,
-            key: &key,
         };
         let settled = call::run(&mut self.store, Entry::Warm(&self.exports), export, scope).await;
         if settled.outcome.is_err() {

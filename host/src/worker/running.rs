@@ -369,7 +369,7 @@ impl RunningPlugin {
             identity: &revision.identity,
             policy: &revision.policy,
             budget: &revision.budget,
-            admit_log: &|len| revision.plugin.admit_log_action(len),
+            logs: revision.plugin.as_ref(),
             stopped: self.stopped.subscribe(),
             holds: &|| pass.holds(),
             fence: Fence::decided_on(

@@ -11,6 +11,19 @@ use serde_json::json;
 use std::collections::HashMap;
 use tokio::sync::broadcast::Receiver;
 
+/// Every log action admitted, no drop to report.
+struct AdmitAll;
+
+impl LogActions for AdmitAll {
+    fn admit(&self, _len: usize) -> bool {
+        true
+    }
+
+    fn report_dropped(&self, _dropped: u64) -> Option<u64> {
+        None
+    }
+}
+
 struct Fixture {
     pipeline: Pipeline,
     writer: Arc<FakeWriter>,
@@ -55,7 +68,7 @@ impl Fixture {
             identity: &self.identity,
             policy,
             budget,
-            admit_log: &|_| true,
+            logs: &AdmitAll,
             stopped: self.stop.subscribe(),
             holds: &|| true,
             fence,
@@ -593,7 +606,7 @@ async fn a_write_released_by_the_budget_after_the_key_was_lost_is_not_sent() {
         identity: &f.identity,
         policy: &policy,
         budget: &budget,
-        admit_log: &|_| true,
+        logs: &AdmitAll,
         stopped: f.stop.subscribe(),
         holds: &holds,
         fence: Fence::default(),
@@ -610,4 +623,52 @@ async fn a_write_released_by_the_budget_after_the_key_was_lost_is_not_sent() {
         !outcome.failure.unwrap().is_transient(),
         "left to the new holder"
     );
+}
+
+/// A spent log rate: every log action refused, and what each call offered to report kept.
+#[derive(Default)]
+struct Spent {
+    offered: std::sync::Mutex<Vec<u64>>,
+}
+
+impl LogActions for Spent {
+    fn admit(&self, _len: usize) -> bool {
+        false
+    }
+
+    fn report_dropped(&self, dropped: u64) -> Option<u64> {
+        self.offered.lock().unwrap().push(dropped);
+        None
+    }
+}
+
+#[tokio::test]
+async fn refused_log_actions_are_skipped_and_left_to_the_rate_to_report() {
+    let mut f = fixture(vec![]);
+    let spent = Spent::default();
+    let policy = Policy::trusted();
+    let budget = policy.write_budget();
+    for actions in [
+        vec![log(), requeue(1000), log(), log()],
+        vec![requeue(1000)],
+    ] {
+        let call = Call {
+            plugin: "probe",
+            key: "team-a/web",
+            identity: &f.identity,
+            policy: &policy,
+            budget: &budget,
+            logs: &spent,
+            stopped: f.stop.subscribe(),
+            holds: &|| true,
+            fence: Fence::default(),
+        };
+        f.pipeline.run(call, &actions).await;
+    }
+    assert_eq!(
+        f.decisions(),
+        ["skipped", "executed", "skipped", "skipped", "executed"]
+    );
+    // Each call offers its count, none or some; the rate decides when a warning is due.
+    assert_eq!(*spent.offered.lock().unwrap(), [3, 0]);
 }
