@@ -9,7 +9,7 @@ use super::event::{self, EventSpec};
 use super::fence;
 use super::outcome::{ActionError, Sent};
 use super::target::{RequestTarget, request_target};
-use super::writer::{ApiRequest, ApiWriter, WriteError};
+use super::writer::{ApiRequest, ApiWriter, WriteError, Written};
 use crate::contract::{Action, ObjectRef, PatchType, Scope};
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
@@ -205,14 +205,14 @@ impl Executor {
         self.writer
             .send(target, ApiRequest::Event(Box::new(event)))
             .await?;
-        Ok(Sent::executed(None))
+        Ok(Sent::executed(Written::default()))
     }
 }
 
 /// NotFound on a patch or delete means the object is already gone: not an error.
-fn gone_is_done(result: Result<Option<String>, WriteError>) -> Result<Sent, ActionError> {
+fn gone_is_done(result: Result<Written, WriteError>) -> Result<Sent, ActionError> {
     match result {
-        Ok(rv) => Ok(Sent::executed(rv)),
+        Ok(written) => Ok(Sent::executed(written)),
         Err(WriteError::Api(kube::Error::Api(e))) if e.code == 404 => {
             Ok(Sent::already("object is gone"))
         }

@@ -3,7 +3,7 @@
 //! answers from a script, so the pipeline and the worker loop run under paused time.
 
 use super::target::{Method, RequestTarget};
-use super::writer::{ApiRequest, ApiWriter, WriteError};
+use super::writer::{ApiRequest, ApiWriter, WriteError, Written};
 use crate::cluster::ResolveError;
 use crate::contract::{KindRef, Scope};
 use futures::future::BoxFuture;
@@ -18,6 +18,8 @@ use tokio::time::Instant;
 pub(crate) enum Answer {
     /// Accepted; the object is now at this resourceVersion.
     Ok(&'static str),
+    /// Accepted; the object has this name (a create's generated one) and resourceVersion.
+    Named(&'static str, &'static str),
     /// The API server answers with this HTTP status.
     Status(u16),
     /// 409 AlreadyExists (a create of an object that exists).
@@ -69,14 +71,21 @@ impl FakeWriter {
             .count()
     }
 
-    async fn answer(answer: Answer) -> Result<Option<String>, WriteError> {
+    async fn answer(answer: Answer) -> Result<Written, WriteError> {
         let mut answer = answer;
         while let Answer::After(delay, next) = answer {
             tokio::time::sleep(delay).await;
             answer = *next;
         }
         match answer {
-            Answer::Ok(rv) => Ok(Some(rv.to_string())),
+            Answer::Ok(rv) => Ok(Written {
+                name: None,
+                resource_version: Some(rv.to_string()),
+            }),
+            Answer::Named(name, rv) => Ok(Written {
+                name: Some(name.to_string()),
+                resource_version: Some(rv.to_string()),
+            }),
             Answer::Status(code) => {
                 let reason = match code {
                     404 => "NotFound",
@@ -125,7 +134,7 @@ impl ApiWriter for FakeWriter {
         &'a self,
         target: &'a RequestTarget,
         request: ApiRequest,
-    ) -> BoxFuture<'a, Result<Option<String>, WriteError>> {
+    ) -> BoxFuture<'a, Result<Written, WriteError>> {
         self.received.lock().unwrap().push(Received {
             at: Instant::now(),
             target: target.clone(),

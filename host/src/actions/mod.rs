@@ -28,4 +28,4 @@ pub use outcome::{ActionError, Sent};
 pub use pipeline::{
     Call, CallFailure, CallOutcome, Change, MAX_KINDS_PER_CALL, MIN_REQUEUE_AFTER, Pipeline, Write,
 };
-pub use writer::{ApiRequest, ApiWriter, KubeWriter, WriteError};
+pub use writer::{ApiRequest, ApiWriter, KubeWriter, WriteError, Written};

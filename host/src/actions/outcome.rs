@@ -8,7 +8,7 @@
 //! be sent and why not, and becomes [`Decision::Denied`] when it says no.
 
 use super::target::TargetError;
-use super::writer::WriteError;
+use super::writer::{WriteError, Written};
 use crate::policy::Decision;
 use std::time::Duration;
 
@@ -19,14 +19,18 @@ pub struct Sent {
     pub decision: Decision,
     /// The object's resourceVersion after a patch or create that returned it.
     pub resource_version: Option<String>,
+    /// The object's name as the API server answered it (a create may have asked for a
+    /// generated one).
+    pub name: Option<String>,
 }
 
 impl Sent {
-    /// Sent and accepted, leaving the object at `resource_version` when known.
-    pub fn executed(resource_version: Option<String>) -> Self {
+    /// Sent and accepted, leaving the object as `written` says when known.
+    pub fn executed(written: Written) -> Self {
         Sent {
             decision: Decision::Executed,
-            resource_version,
+            resource_version: written.resource_version,
+            name: written.name,
         }
     }
 
@@ -37,6 +41,7 @@ impl Sent {
                 reason: reason.to_string(),
             },
             resource_version: None,
+            name: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use super::inflight::Answers;
 use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
-use crate::contract::{Action, KindRef, ObjectRef, Scope};
+use crate::contract::{Action, KindRef, ObjectRef, Scope, names};
 use crate::policy::{
     AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
     is_write, kind_of,
@@ -106,6 +106,19 @@ impl CallOutcome {
     }
 }
 
+/// The name of an object a create made: the one the API server answered (a `generateName`
+/// create learns it only there) when it is an object name of its kind, else the one the
+/// manifest asked for (the answer is checked like any input before it names an object).
+fn created_name(asked: &ObjectRef, answered: Option<&str>) -> String {
+    let kind = asked.kind_ref();
+    match answered {
+        Some(name) if names::object_name(kind.group(), &kind.kind, name).is_ok() => {
+            name.to_string()
+        }
+        _ => asked.name.clone(),
+    }
+}
+
 /// How a write changed its object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -122,7 +135,7 @@ pub enum Change {
 pub struct Write {
     /// How.
     pub change: Change,
-    /// Which object (as the plugin named it).
+    /// Which object: as the plugin named it, or as the API server named a created one.
     pub object: ObjectRef,
     /// Its resourceVersion afterwards, when the API server returned the object.
     pub resource_version: Option<String>,
@@ -353,7 +366,7 @@ impl Pipeline {
         match result {
             Ok(sent) => {
                 tracing::debug!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), fenced_at = fenced_at.as_deref(), decision = sent.decision.as_str(), "action done");
-                let Some(object) = written_object(action) else {
+                let Some(mut object) = written_object(action) else {
                     return sent.decision;
                 };
                 let change = match action {
@@ -361,6 +374,9 @@ impl Pipeline {
                     Action::Create { .. } => Change::Created,
                     _ => Change::Deleted,
                 };
+                if change == Change::Created {
+                    object.name = created_name(&object, sent.name.as_deref());
+                }
                 // Later writes of the call to this object carry what this one left it at.
                 match (&sent.decision, change, &sent.resource_version) {
                     (Decision::Executed, Change::Deleted, _) => fence.forget(&object),

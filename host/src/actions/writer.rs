@@ -55,19 +55,29 @@ pub enum WriteError {
     Mismatch,
 }
 
+/// What the API server's answer to a write said of its object (nothing for a delete or an
+/// Event).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// The object's name: a create with `generateName` learns it only here.
+    pub name: Option<String>,
+    /// The object's resourceVersion after the write.
+    pub resource_version: Option<String>,
+}
+
 /// Where the pipeline's writes go. Implementations must send exactly the request given to
 /// exactly the target given: the policy checked that target.
 pub trait ApiWriter: Send + Sync + 'static {
     /// The scope of `kind` (cluster or namespaced), from discovery.
     fn scope<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, Result<Scope, ResolveError>>;
 
-    /// Sends `request` to `target`; the object's resourceVersion when the answer carries
-    /// the object (a patch or a create).
+    /// Sends `request` to `target`; the object's name and resourceVersion when the answer
+    /// carries the object (a patch or a create).
     fn send<'a>(
         &'a self,
         target: &'a RequestTarget,
         request: ApiRequest,
-    ) -> BoxFuture<'a, Result<Option<String>, WriteError>>;
+    ) -> BoxFuture<'a, Result<Written, WriteError>>;
 }
 
 /// The API server behind a [`KindRegistry`] (its discovery cache and client).
@@ -131,10 +141,13 @@ impl KubeWriter {
         &self,
         target: &RequestTarget,
         request: ApiRequest,
-    ) -> Result<Option<String>, WriteError> {
+    ) -> Result<Written, WriteError> {
         // The object name as one escaped path segment (kube does not escape it).
         let name = path_segment(target.name.as_deref().unwrap_or_default());
-        let rv = |o: DynamicObject| o.metadata.resource_version;
+        let rv = |o: DynamicObject| Written {
+            name: o.metadata.name,
+            resource_version: o.metadata.resource_version,
+        };
         match request {
             ApiRequest::Patch { params, patch } => {
                 let api = self.api(target).await?;
@@ -157,7 +170,7 @@ impl KubeWriter {
             ApiRequest::Delete { params } => {
                 let api = self.api(target).await?;
                 api.delete(&name?, &params).await?;
-                Ok(None)
+                Ok(Written::default())
             }
             ApiRequest::Event(mut event) => {
                 if target.resource != Resource::Events {
@@ -170,7 +183,7 @@ impl KubeWriter {
                 let api: Api<Event> =
                     Api::namespaced(self.kinds.client().clone(), &path_segment(ns)?);
                 api.create(&PostParams::default(), &event).await?;
-                Ok(None)
+                Ok(Written::default())
             }
         }
     }
@@ -185,7 +198,7 @@ impl ApiWriter for KubeWriter {
         &'a self,
         target: &'a RequestTarget,
         request: ApiRequest,
-    ) -> BoxFuture<'a, Result<Option<String>, WriteError>> {
+    ) -> BoxFuture<'a, Result<Written, WriteError>> {
         Box::pin(self.write(target, request))
     }
 }

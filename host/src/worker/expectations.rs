@@ -8,12 +8,18 @@
 //! - After a [fenced](crate::actions::fence) write carrying version F is refused with 409
 //!   Conflict, the key waits until the cache holds a version of that object *newer* than F
 //!   ([`Until::Passed`]): reconciling earlier would decide on the same stale object again.
+//! - After a worker creates an object that the API server answers at version C, the key
+//!   waits until the cache holds that object, at C or later ([`Until::Created`]): otherwise
+//!   the next call could miss the new child in the cache and create another (with
+//!   `generateName`, a second one; with a fixed name, an `AlreadyExists` round trip).
 //!
 //! The object waited on is named by kind and key, so a conflict on a child waits for the
 //! child's cache. resourceVersions are compared as numbers when both are (they are etcd
 //! revisions on real API servers and on the embedded one), for equality otherwise. A wait
-//! ends when the cache shows the version, when the object is gone, or at its deadline (also
-//! when the object's kind is not cached at all, so the host could never see it).
+//! ends when the cache shows the version, when the object is gone (but a created one is
+//! awaited until it appears), or at its deadline (also when the object's kind is not cached
+//! at all, so the host could never see it; a created object of such a kind is not awaited:
+//! the plugin cannot read that kind, so cannot miss it).
 
 use crate::cluster::ObjKey;
 use crate::contract::{KindRef, ObjectRef};
@@ -29,6 +35,8 @@ pub(crate) enum Until {
     Reached,
     /// Past the version: a write fenced on it was refused, the object has moved on.
     Passed,
+    /// In the cache, at the version or later: a create of ours made it.
+    Created,
 }
 
 /// One object version the cache must show.
@@ -55,6 +63,11 @@ impl Expected {
         Self::of(object, version, Until::Passed)
     }
 
+    /// `object`, which a create made at `version`, must be cached at it or later.
+    pub(crate) fn created(object: &ObjectRef, version: &str) -> Self {
+        Self::of(object, version, Until::Created)
+    }
+
     fn of(object: &ObjectRef, version: &str, until: Until) -> Self {
         Expected {
             kind: object.kind_ref(),
@@ -71,9 +84,9 @@ impl Expected {
             self.version.parse::<u64>(),
             self.until,
         ) {
-            (Ok(c), Ok(v), Until::Reached) => c >= v,
+            (Ok(c), Ok(v), Until::Reached | Until::Created) => c >= v,
             (Ok(c), Ok(v), Until::Passed) => c > v,
-            (_, _, Until::Reached) => cached == self.version,
+            (_, _, Until::Reached | Until::Created) => cached == self.version,
             (_, _, Until::Passed) => cached != self.version,
         }
     }
@@ -133,8 +146,8 @@ impl Expectations {
         waits.retain(|(expected, deadline)| {
             now < *deadline
                 && match cached(&expected.kind, &expected.object) {
-                    Cached::Unwatched => true,
-                    Cached::Gone => false,
+                    Cached::Unwatched => expected.until != Until::Created,
+                    Cached::Gone => expected.until == Until::Created,
                     Cached::At(rv) => !expected.shown_by(&rv),
                 }
         });
@@ -219,6 +232,45 @@ mod tests {
         assert!(e.satisfied(&key(), t0 + Duration::from_secs(3), at(Some("5"))));
         e.expect(&key(), Expected::passed(&web(), "7"), t0);
         assert!(e.satisfied(&key(), t0, at(None)), "object gone");
+    }
+
+    #[test]
+    fn a_created_object_is_awaited_until_it_appears_unless_its_kind_is_not_cached() {
+        let e = Expectations::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        let child = ObjectRef {
+            name: "web-x7k2p".into(),
+            ..web()
+        };
+        // A cache holding only `child` at `rv`, or nothing.
+        let child_at = |rv: Option<&'static str>| {
+            move |_: &KindRef, object: &ObjKey| match rv {
+                Some(rv) if object.name == "web-x7k2p" => Cached::At(rv.to_string()),
+                _ => Cached::Gone,
+            }
+        };
+        e.expect(&key(), Expected::created(&child, "7"), t0);
+        assert!(
+            !e.satisfied(&key(), t0, child_at(None)),
+            "not in the cache yet"
+        );
+        assert!(
+            !e.satisfied(&key(), t0, child_at(Some("6"))),
+            "another object's version"
+        );
+        assert!(e.satisfied(&key(), t0, child_at(Some("7"))), "it appeared");
+        e.expect(&key(), Expected::created(&child, "7"), t0);
+        assert!(
+            e.satisfied(&key(), t0 + Duration::from_secs(2), child_at(None)),
+            "the deadline"
+        );
+        let secret = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            ..child
+        };
+        e.expect(&key(), Expected::created(&secret, "7"), t0);
+        assert!(e.satisfied(&key(), t0, at(None)), "a kind never cached");
     }
 
     #[test]

@@ -459,6 +459,9 @@ impl RunningPlugin {
     /// (having read it) gone or past the version it was deleted at: otherwise the next call,
     /// queued by the first deletion's event, could still find a later one in the cache and
     /// delete it again (a CustomCluster going from 3 Pods to 1 sent 3 deletes for 2 Pods).
+    /// Likewise each object it created in the key's namespace (where an owner's children
+    /// live, and which a host watching one namespace caches) until the cache holds it: else
+    /// the next call could miss it and create another.
     fn expect_own_writes(&self, key: &ObjKey, request: &ReconcileRequest, outcome: &CallOutcome) {
         let now = Instant::now();
         if let Some(rv) = outcome.patched(&request.target) {
@@ -471,6 +474,13 @@ impl RunningPlugin {
             {
                 self.expectations
                     .expect(key, Expected::passed(&write.object, version), now);
+            }
+            if let (Change::Created, Some(version)) = (write.change, &write.resource_version)
+                && write.object.namespace == key.namespace
+                && !write.object.name.is_empty()
+            {
+                self.expectations
+                    .expect(key, Expected::created(&write.object, version), now);
             }
         }
     }

@@ -672,3 +672,40 @@ async fn refused_log_actions_are_skipped_and_left_to_the_rate_to_report() {
     // Each call offers its count, none or some; the rate decides when a warning is due.
     assert_eq!(*spent.offered.lock().unwrap(), [3, 0]);
 }
+
+#[tokio::test]
+async fn a_created_object_is_named_as_the_api_server_named_it_if_that_is_a_name() {
+    let f = fixture(vec![
+        Answer::Named("web-x7k2p", "7"),
+        Answer::Named("../Web X", "8"),
+        Answer::Ok("9"),
+    ]);
+    let create = Action::Create {
+        manifest: json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"generateName": "web-", "namespace": "team-a"}}),
+    };
+    let outcome = f
+        .run_trusted(&[create.clone(), create.clone(), create])
+        .await;
+    let written: Vec<_> = outcome
+        .writes
+        .iter()
+        .map(|w| {
+            (
+                w.change,
+                w.object.name.as_str(),
+                w.resource_version.as_deref(),
+            )
+        })
+        .collect();
+    // A generated name from the answer; an answer that is no object name, or none, leaves
+    // the name the manifest gave (none): such a create is not awaited in the cache.
+    assert_eq!(
+        written,
+        [
+            (Change::Created, "web-x7k2p", Some("7")),
+            (Change::Created, "", Some("8")),
+            (Change::Created, "", Some("9")),
+        ]
+    );
+}

@@ -436,6 +436,36 @@ async fn a_key_waits_until_an_object_it_deleted_leaves_the_cache() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_key_waits_until_an_object_it_created_is_in_the_cache() {
+    // Reconciling `web` creates a child with a generated name when the cache shows none;
+    // the API server names it `web-x7k2p`, at resourceVersion 7.
+    let created = vec![Answer::Named("web-x7k2p", "7")];
+    let h = harness("create-child", &["web"], created, None).await;
+    let start = Instant::now();
+    while h.writer.count(Method::Post) < 1 {
+        assert!(start.elapsed() < HOUR, "no create");
+        sleep(Duration::from_millis(10)).await;
+    }
+    // `web` changes before the child reaches the cache: reconciling it now would find no
+    // child and create a second one.
+    h.change("web", "2");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.writer.count(Method::Post), 1, "created twice");
+    // The child arrives; `web` is reconciled (within a recheck) and finds it.
+    h.change("web-x7k2p", "7");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.writer.count(Method::Post), 1);
+    // The wait is over: with the child gone, the next reconcile of `web` creates one at once.
+    h.cache
+        .lock()
+        .unwrap()
+        .remove(&ObjKey::new(Some("team-a"), "web-x7k2p"));
+    h.change("web", "8");
+    sleep(Duration::from_millis(30)).await;
+    assert_eq!(h.writer.count(Method::Post), 2);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_worker_takes_the_next_key_while_its_write_is_in_flight() {
     // One worker; the first write takes 5 s at the API server.
     let slow = Answer::After(Duration::from_secs(5), Box::new(Answer::Ok("5")));

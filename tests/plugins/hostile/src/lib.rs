@@ -2,7 +2,9 @@
 //! `{"mode": "loop"}`, `"alloc"`, `"panic"`, `"recurse"`, `"recurse-in-memory"`, `"sleep"`, `"many-actions"` (with
 //! `count`), `"big-log"` (with `bytes`), `"bad-patch"`, `"files"`, `"env"`, `"socket"` (with
 //! `addr`), `"stdout"`, `"host-list"` (with `apiVersion`, `kind`), `"delete-named"` (deletes
-//! `name`, of its target's kind, if the cache shows it), or `"behave"`.
+//! `name`, of its target's kind, if the cache shows it), `"create-child"` (a target whose
+//! name has no `-` gets one object of its kind named `generateName: <target>-`, unless the
+//! cache shows one already), or `"behave"`.
 //!
 //! Policy probes (tests/it/policy.rs): `"label"` (merge-patch a label on its target),
 //! `"patch-other-namespace"` (with `namespace`), `"patch-field"` (`spec.replicas`, with
@@ -181,6 +183,30 @@ impl Reconciler for Hostile {
                     .map(|_| Action::delete(&other))
                     .into_iter()
                     .collect())
+            }
+            "create-child" => {
+                // A controller keeping one generated child per parent: it creates one if
+                // the cache shows none (children, named `<parent>-xxxxx`, are left alone).
+                let t = &req.target;
+                if t.name.contains('-') {
+                    return Ok(vec![]);
+                }
+                let kind = KindRef::new(&t.api_version, &t.kind);
+                let prefix = format!("{}-", t.name);
+                let items: Vec<serde_json::Value> =
+                    host::list(&kind, t.namespace.as_deref(), None)?;
+                let has_child = items.iter().any(|i| {
+                    i["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                });
+                if has_child {
+                    return Ok(vec![]);
+                }
+                Ok(vec![Action::create(&json!({
+                    "apiVersion": t.api_version, "kind": t.kind,
+                    "metadata": {"namespace": t.namespace, "generateName": prefix},
+                }))])
             }
             "host-list" => {
                 let kind = KindRef::new(&config.api_version, &config.kind);
