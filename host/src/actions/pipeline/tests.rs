@@ -63,6 +63,15 @@ impl Fixture {
         fence: Fence,
     ) -> CallOutcome {
         let call = Call {
+            fence,
+            ..self.call(policy, budget)
+        };
+        self.pipeline.run(call, actions).await
+    }
+
+    /// A call of `probe` on `team-a/web`: every log admitted, the key held, nothing fenced.
+    fn call<'a>(&'a self, policy: &'a Policy, budget: &'a WriteBudget) -> Call<'a> {
+        Call {
             plugin: "probe",
             key: "team-a/web",
             identity: &self.identity,
@@ -71,9 +80,8 @@ impl Fixture {
             logs: &AdmitAll,
             stopped: self.stop.subscribe(),
             holds: &|| true,
-            fence,
-        };
-        self.pipeline.run(call, actions).await
+            fence: Fence::default(),
+        }
     }
 
     async fn run_trusted(&self, actions: &[Action]) -> CallOutcome {
@@ -601,15 +609,8 @@ async fn a_write_released_by_the_budget_after_the_key_was_lost_is_not_sent() {
         move || held.load(std::sync::atomic::Ordering::SeqCst)
     };
     let call = Call {
-        plugin: "probe",
-        key: "team-a/web",
-        identity: &f.identity,
-        policy: &policy,
-        budget: &budget,
-        logs: &AdmitAll,
-        stopped: f.stop.subscribe(),
         holds: &holds,
-        fence: Fence::default(),
+        ..f.call(&policy, &budget)
     };
     let outcome = f.pipeline.run(call, &[patch("a"), patch("b"), log()]).await;
     assert_eq!(
@@ -653,15 +654,8 @@ async fn refused_log_actions_are_skipped_and_left_to_the_rate_to_report() {
         vec![requeue(1000)],
     ] {
         let call = Call {
-            plugin: "probe",
-            key: "team-a/web",
-            identity: &f.identity,
-            policy: &policy,
-            budget: &budget,
             logs: &spent,
-            stopped: f.stop.subscribe(),
-            holds: &|| true,
-            fence: Fence::default(),
+            ..f.call(&policy, &budget)
         };
         f.pipeline.run(call, &actions).await;
     }

@@ -164,11 +164,18 @@ impl Harness {
     /// Waits until the fake has received `n` patches; returns when each arrived (as the
     /// fake recorded it: the polling here does not blur the times).
     async fn patches(&self, n: usize) -> Vec<Instant> {
+        self.sent(Method::Patch, n, Duration::from_millis(100))
+            .await
+    }
+
+    /// Waits (checking every `step`) until the fake has received `n` requests of `method`;
+    /// when every request arrived.
+    async fn sent(&self, method: Method, n: usize, step: Duration) -> Vec<Instant> {
         let start = Instant::now();
-        while self.writer.count(Method::Patch) < n {
+        while self.writer.count(method) < n {
             let waited = start.elapsed();
-            assert!(waited < HOUR, "fewer than {n} patches after {waited:?}");
-            sleep(Duration::from_millis(100)).await;
+            assert!(waited < HOUR, "fewer than {n} {method:?} after {waited:?}");
+            sleep(step).await;
         }
         let received = self.writer.received();
         received.iter().map(|r| r.at).collect()
@@ -411,11 +418,7 @@ async fn a_key_waits_until_an_object_it_deleted_leaves_the_cache() {
     // Reconciling `web` deletes `other` while the cache shows it (at resourceVersion 1).
     let config = r#"{"mode": "delete-named", "name": "other"}"#;
     let h = harness(config, &["web", "other"], vec![], None).await;
-    let start = Instant::now();
-    while h.writer.count(Method::Delete) < 1 {
-        assert!(start.elapsed() < HOUR, "no delete");
-        sleep(Duration::from_millis(10)).await;
-    }
+    h.sent(Method::Delete, 1, Duration::from_millis(10)).await;
     // `web` changes before the deletion reaches the cache: reconciling it now would delete
     // `other` a second time.
     h.change("web", "2");
@@ -441,11 +444,7 @@ async fn a_key_waits_until_an_object_it_created_is_in_the_cache() {
     // the API server names it `web-x7k2p`, at resourceVersion 7.
     let created = vec![Answer::Named("web-x7k2p", "7")];
     let h = harness("create-child", &["web"], created, None).await;
-    let start = Instant::now();
-    while h.writer.count(Method::Post) < 1 {
-        assert!(start.elapsed() < HOUR, "no create");
-        sleep(Duration::from_millis(10)).await;
-    }
+    h.sent(Method::Post, 1, Duration::from_millis(10)).await;
     // `web` changes before the child reaches the cache: reconciling it now would find no
     // child and create a second one.
     h.change("web", "2");
