@@ -23,7 +23,9 @@
 //! It ends with `e2e: throughput X x kube-rs, memory Y x ten kube-rs controllers, p99 Z ms,
 //! noop N/s, load p99 R x kube-rs, conflicts C per 10,000 writes`, where R is kubeplug's
 //! change-to-patch p99 under the paced load of phase 3 over kube-rs's in the same run (below
-//! one: kubeplug answers faster under load). `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs. Run with
+//! one: kubeplug answers faster under load). `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs;
+//! `KUBEPLUG_E2E_HOST_LOG=FILE` keeps kubeplug's log at info level (idle changes answered
+//! after more than 100 ms are named on stderr, to be found there). Run with
 //! `cargo bench -p kubeplug --bench e2e` after `make plugins`.
 //!
 //! Every sim is settled (the status of what it loaded written) before a controller starts. A
@@ -114,6 +116,10 @@ struct Inputs<'a> {
 const PLUGIN_RSS_OBJECTS: usize = 10;
 /// Idle changes the latency is measured over.
 const IDLE_CHANGES: usize = 100;
+/// An idle change answered later than this is named on stderr.
+const SLOW_IDLE: Duration = Duration::from_millis(100);
+/// Where the host's log goes, when set (otherwise it is dropped).
+const HOST_LOG_ENV: &str = "KUBEPLUG_E2E_HOST_LOG";
 /// The paced change rate of the loaded latency phase, and how long it lasts.
 const LOAD_RATE: usize = 1_000;
 const LOAD_SECONDS: usize = 3;
@@ -143,6 +149,18 @@ impl Controllers {
         match who {
             Contender::Kubeplug => {
                 let port = harness::free_port();
+                // `KUBEPLUG_E2E_HOST_LOG=FILE` keeps the host's log (info level) for diagnosis.
+                let (log, level) = match std::env::var_os(HOST_LOG_ENV) {
+                    Some(path) => {
+                        let file = std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(&path)
+                            .unwrap_or_else(|e| panic!("{HOST_LOG_ENV}={path:?}: {e}"));
+                        (Stdio::from(file), "info")
+                    }
+                    None => (Stdio::null(), "warn"),
+                };
                 let child = Command::new(harness::kubeplug_bin())
                     .args(["run", "--watch=false", "--kubeconfig"])
                     .arg(&sim.kubeconfig)
@@ -150,9 +168,9 @@ impl Controllers {
                     .arg(plugins)
                     .args(["--listen", &format!("127.0.0.1:{port}")])
                     .env("KUBEPLUG_CACHE_DIR", dir.scratch.join("cache"))
-                    .env("KUBEPLUG_LOG", "warn")
+                    .env("KUBEPLUG_LOG", level)
                     .stdout(Stdio::null())
-                    .stderr(Stdio::null())
+                    .stderr(log)
                     .spawn()
                     .unwrap();
                 Controllers {
@@ -492,6 +510,8 @@ impl Pending {
 }
 
 /// Idle change-to-patch latency: one Deployment at a time set back to alpine, 20 ms apart.
+/// A change answered later than [`SLOW_IDLE`] is named, with when it was made, to be found
+/// in the host's log (`KUBEPLUG_E2E_HOST_LOG`).
 fn idle_latencies(sim: &Sim, log: &mut RequestLog, n: usize) -> Vec<Duration> {
     log.next();
     let mut out = Vec::new();
@@ -499,8 +519,16 @@ fn idle_latencies(sim: &Sim, log: &mut RequestLog, n: usize) -> Vec<Duration> {
     for i in 0..IDLE_CHANGES {
         let name = format!("d{:05}", (i * 97) % n);
         let mut pending = Pending::new([name.clone()]);
+        let at = std::time::SystemTime::now();
         assert!(unpinner.unpin(&name), "the bench's patch failed");
         pending.wait(log, Duration::from_millis(2));
+        if let Some(slow) = pending.latencies.iter().find(|l| **l > SLOW_IDLE) {
+            let at = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            eprintln!(
+                "  slow idle change: {name} (changed at {:.3} s since the epoch) answered after {slow:?}",
+                at.as_secs_f64()
+            );
+        }
         out.extend(pending.latencies);
         std::thread::sleep(Duration::from_millis(20));
     }
