@@ -66,11 +66,10 @@ pub struct CachedObject {
 }
 
 impl CachedObject {
-    /// Builds the cache entry from a watched object: strips managedFields, serialises once.
-    pub fn from_object(object: &kube::api::DynamicObject) -> Self {
+    /// Builds the cache entry from a watched object (its managedFields never parsed), and
+    /// serialises it once.
+    pub fn from_watched(object: super::WatchedObject) -> Self {
         let meta = &object.metadata;
-        let mut value = serde_json::to_value(object).unwrap_or_default();
-        strip_managed_fields(&mut value);
         let controller = meta
             .owner_references
             .iter()
@@ -80,14 +79,17 @@ impl CachedObject {
                 kind: KindRef::new(&o.api_version, &o.kind),
                 name: o.name.clone(),
             });
+        let key = ObjKey::new(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+        let resource_version = meta.resource_version.clone().unwrap_or_default();
+        let labels = meta.labels.clone().unwrap_or_default();
         CachedObject {
-            key: ObjKey::new(
-                meta.namespace.as_deref(),
-                meta.name.as_deref().unwrap_or_default(),
-            ),
-            json: value.to_string().into(),
-            resource_version: meta.resource_version.clone().unwrap_or_default(),
-            labels: meta.labels.clone().unwrap_or_default(),
+            key,
+            json: object.into_json().to_string().into(),
+            resource_version,
+            labels,
             controller,
         }
     }
@@ -413,7 +415,7 @@ mod tests {
                                               "uid": "u", "controller": true}]},
             "spec": {"replicas": 2},
         });
-        let cached = CachedObject::from_object(&serde_json::from_value(watched.clone()).unwrap());
+        let cached = CachedObject::from_watched(serde_json::from_value(watched.clone()).unwrap());
         let mut expected = watched;
         strip_managed_fields(&mut expected);
         let json: serde_json::Value = serde_json::from_str(&cached.json).unwrap();

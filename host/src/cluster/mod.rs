@@ -7,6 +7,7 @@ mod cache_objects;
 pub mod connect;
 pub mod kinds;
 pub mod watch;
+pub mod watched;
 mod watches;
 
 pub use cache::{
@@ -17,4 +18,5 @@ pub use cache_objects::{CacheObjects, CallObjects, NamespaceFilter};
 pub use connect::{ClusterArgs, connect, connect_as};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use watch::{WatchHandle, spawn_watch};
+pub use watched::WatchedObject;
 pub(crate) use watches::Watches;

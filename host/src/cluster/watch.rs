@@ -4,10 +4,11 @@
 //! failed watches like client-go's reflector (800 ms doubling to 30 s, with jitter, reset
 //! after two healthy minutes).
 
+use super::WatchedObject;
 use super::cache::{CacheWriter, CachedObject, Change, KindCache, ObjKey};
 use super::kinds::ResolvedKind;
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use std::sync::Arc;
@@ -39,7 +40,7 @@ pub fn spawn_watch(
 ) -> WatchHandle {
     let writer = CacheWriter::new(kind.kind.clone());
     let cache = writer.reader();
-    let api: Api<DynamicObject> = match namespace {
+    let api: Api<WatchedObject> = match namespace {
         Some(ns) if kind.namespaced => Api::namespaced_with(client, ns, &kind.resource),
         _ => Api::all_with(client, &kind.resource),
     };
@@ -52,7 +53,7 @@ pub fn spawn_watch(
 }
 
 async fn run(
-    api: Api<DynamicObject>,
+    api: Api<WatchedObject>,
     config: watcher::Config,
     mut cache: CacheWriter,
     changes: UnboundedSender<Change>,
@@ -68,7 +69,7 @@ async fn run(
                 Vec::new()
             }
             Ok(Event::InitApply(object)) => {
-                listing.push(CachedObject::from_object(&object));
+                listing.push(CachedObject::from_watched(object));
                 Vec::new()
             }
             Ok(Event::InitDone) => {
@@ -79,7 +80,7 @@ async fn run(
                 found
             }
             Ok(Event::Apply(object)) => cache
-                .upsert(CachedObject::from_object(&object))
+                .upsert(CachedObject::from_watched(object))
                 .into_iter()
                 .collect(),
             Ok(Event::Delete(object)) => {

@@ -199,13 +199,13 @@ mod tests {
     fn namespace_labels_follow_the_namespace_cache() {
         let mut cache = CacheWriter::new(namespace_kind());
         let ns = |name: &str, tenant: &str| {
-            let object: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            let object: crate::cluster::WatchedObject = serde_json::from_value(serde_json::json!({
                 "apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": name, "resourceVersion": tenant,
                              "labels": {"tenant": tenant, "team": name}}
             }))
             .unwrap();
-            CachedObject::from_object(&object)
+            CachedObject::from_watched(object)
         };
         let reader = cache.reader();
         let tenant_a = BTreeMap::from([("tenant".to_string(), "a".to_string())]);
