@@ -145,13 +145,18 @@ impl RequestLog {
     }
 }
 
+/// Whether a request-log record is the bench's own request (its changes, its reads).
+pub fn by_bench(r: &Value) -> bool {
+    r["userAgent"] == BENCH_AGENT
+}
+
 /// A Deployment patch in the request log: `(name, succeeded, by the bench)`.
 pub fn deployment_patch(r: &Value) -> Option<(&str, bool, bool)> {
     (r["verb"] == "patch" && r["resource"] == "deployments").then(|| {
         (
             r["name"].as_str().unwrap_or_default(),
             r["status"].as_u64().is_some_and(|s| s < 300),
-            r["userAgent"] == BENCH_AGENT,
+            by_bench(r),
         )
     })
 }
@@ -242,13 +247,14 @@ impl Unpinner {
     }
 }
 
-/// GET on localhost; the body when the answer is 200.
+/// GET on localhost; the body when the answer is 200. Sent as the bench (`BENCH_AGENT`), so
+/// the request log tells its reads (the settle wait's lists) from the controllers'.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: sim\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: sim\r\nUser-Agent: {BENCH_AGENT}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut response = Vec::new();
