@@ -32,6 +32,36 @@ fn patches_by(sim: &Sim, manager: &str) -> HashMap<String, usize> {
     counts
 }
 
+/// A sim whose namespace `ns` holds one-replica `alpine` Deployments of these names: the sim,
+/// its client and the namespace's Deployments.
+async fn alpine_deployments<S: AsRef<str>>(
+    ns: &str,
+    names: impl IntoIterator<Item = S>,
+) -> Result<(Sim, kube::Client, Api<Deployment>)> {
+    let sim = sim().await?;
+    let client = sim.client()?;
+    let api = alpine_deployments_in(&client, ns, names).await?;
+    Ok((sim, client, api))
+}
+
+/// Creates namespace `ns` with one-replica `alpine` Deployments of these names.
+async fn alpine_deployments_in<S: AsRef<str>>(
+    client: &kube::Client,
+    ns: &str,
+    names: impl IntoIterator<Item = S>,
+) -> Result<Api<Deployment>> {
+    create_namespace(client, ns).await?;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    for name in names {
+        api.create(
+            &PostParams::default(),
+            &deployment(name.as_ref(), 1, "alpine"),
+        )
+        .await?;
+    }
+    Ok(api)
+}
+
 fn metric(controller: &Controller, name: &str, plugin: &str) -> f64 {
     let text = controller.metrics_text();
     let prefix = format!("{name}{{name=\"{plugin}\"}} ");
@@ -43,17 +73,9 @@ fn metric(controller: &Controller, name: &str, plugin: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn image_pinner_converges_with_one_patch_per_deployment() -> Result {
-    let sim = sim().await?;
-    let client = sim.client()?;
     let names = ["web", "api", "worker"];
-    for ns in ["team-a", "team-b"] {
-        create_namespace(&client, ns).await?;
-        let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-        for name in names {
-            api.create(&PostParams::default(), &deployment(name, 1, "alpine"))
-                .await?;
-        }
-    }
+    let (sim, client, _) = alpine_deployments("team-a", names).await?;
+    alpine_deployments_in(&client, "team-b", names).await?;
     let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
         .with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
@@ -101,12 +123,7 @@ async fn image_pinner_converges_with_one_patch_per_deployment() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_logger_reports_scaling_images_and_deletion() -> Result {
-    let sim = sim().await?;
-    let client = sim.client()?;
-    create_namespace(&client, "logged").await?;
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "logged");
-    api.create(&PostParams::default(), &deployment("shop", 1, "alpine"))
-        .await?;
+    let (_sim, client, api) = alpine_deployments("logged", ["shop"]).await?;
     let logger = PluginInstance::named(load(&plugin("change-logger")).await, "change-logger", None)
         .with_policy(Policy::trusted());
     let controller = Controller::start(client.clone(), fast_config(), vec![logger]).await?;
@@ -263,17 +280,7 @@ async fn converges_200_deployments_under_faults() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
-    let sim = sim().await?;
-    let client = sim.client()?;
-    create_namespace(&client, "iso").await?;
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "iso");
-    for i in 0..10 {
-        api.create(
-            &PostParams::default(),
-            &deployment(&format!("d{i}"), 1, "alpine"),
-        )
-        .await?;
-    }
+    let (sim, client, _) = alpine_deployments("iso", (0..10).map(|i| format!("d{i}"))).await?;
     let hostile = load(&test_plugin("hostile")).await;
     let instances = vec![
         PluginInstance::named(hostile.clone(), "looper", Some(r#"{"mode": "loop"}"#))
@@ -959,14 +966,7 @@ async fn a_write_decided_on_a_stale_object_is_refused_and_the_key_converges_on_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_lists_fill_the_cache_from_one_watch_without_a_list() -> Result {
-    let sim = sim().await?;
-    let client = sim.client()?;
-    create_namespace(&client, "stream").await?;
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "stream");
-    for name in ["web", "api"] {
-        api.create(&PostParams::default(), &deployment(name, 1, "alpine"))
-            .await?;
-    }
+    let (sim, client, api) = alpine_deployments("stream", ["web", "api"]).await?;
     let config = ControllerConfig {
         streaming_lists: true,
         ..fast_config()
