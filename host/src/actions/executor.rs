@@ -10,6 +10,7 @@ use super::fence;
 use super::outcome::{ActionError, Sent};
 use super::target::{RequestTarget, request_target};
 use super::writer::{ApiRequest, ApiWriter, WriteError, Written};
+use crate::cluster::Principal;
 use crate::contract::{Action, ObjectRef, PatchType, Scope};
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
@@ -40,13 +41,15 @@ impl Executor {
         format!("kubeplug/{plugin}")
     }
 
-    /// Executes one write of `plugin` on a kind of `scope` (from discovery); a patch or
-    /// delete carries `fenced_at` as its resourceVersion precondition when given (creates
-    /// and events ignore it: they are not fenced). Logs and requeues are not writes: the
-    /// pipeline handles them.
+    /// Executes one write of `plugin` on a kind of `scope` (from discovery), sent as `who`
+    /// when given (impersonated: the API server checks that principal's rights) or else as
+    /// the host; a patch or delete carries `fenced_at` as its resourceVersion precondition
+    /// when given (creates and events ignore it: they are not fenced). Logs and requeues are
+    /// not writes: the pipeline handles them.
     pub async fn execute(
         &self,
         plugin: &str,
+        who: Option<&Principal>,
         action: &Action,
         scope: Scope,
         fenced_at: Option<&str>,
@@ -60,10 +63,10 @@ impl Executor {
                     Some(rv) => fence::patch_body(*patch_type, body, rv),
                     None => std::borrow::Cow::Borrowed(body),
                 };
-                self.patch(plugin, &target, *patch_type, &body).await
+                self.patch(plugin, who, &target, *patch_type, &body).await
             }
-            Action::Delete { .. } => self.delete(&target, fenced_at).await,
-            _ => return self.execute_unfenced(plugin, action, &target).await,
+            Action::Delete { .. } => self.delete(who, &target, fenced_at).await,
+            _ => return self.execute_unfenced(plugin, who, action, &target).await,
         };
         match (sent, fenced_at) {
             (Err(ActionError::Write(WriteError::Api(kube::Error::Api(e)))), Some(rv))
@@ -82,11 +85,12 @@ impl Executor {
     async fn execute_unfenced(
         &self,
         plugin: &str,
+        who: Option<&Principal>,
         action: &Action,
         target: &RequestTarget,
     ) -> Result<Sent, ActionError> {
         match action {
-            Action::Create { manifest } => self.create(plugin, target, manifest).await,
+            Action::Create { manifest } => self.create(plugin, who, target, manifest).await,
             Action::Event {
                 regarding,
                 event_type,
@@ -101,7 +105,7 @@ impl Executor {
                     message,
                     action: event_action,
                 };
-                self.event(plugin, target, &spec).await
+                self.event(plugin, who, target, &spec).await
             }
             Action::Patch { .. }
             | Action::Delete { .. }
@@ -114,6 +118,7 @@ impl Executor {
     async fn patch(
         &self,
         plugin: &str,
+        who: Option<&Principal>,
         target: &RequestTarget,
         patch_type: PatchType,
         body: &Value,
@@ -141,7 +146,7 @@ impl Executor {
         };
         let sent = self
             .writer
-            .send(target, ApiRequest::Patch { params, patch })
+            .send(target, ApiRequest::Patch { params, patch }, who)
             .await;
         gone_is_done(sent)
     }
@@ -150,6 +155,7 @@ impl Executor {
     async fn create(
         &self,
         plugin: &str,
+        who: Option<&Principal>,
         target: &RequestTarget,
         manifest: &Value,
     ) -> Result<Sent, ActionError> {
@@ -164,7 +170,7 @@ impl Executor {
         };
         match self
             .writer
-            .send(target, ApiRequest::Create { params, object })
+            .send(target, ApiRequest::Create { params, object }, who)
             .await
         {
             Err(WriteError::Api(kube::Error::Api(e)))
@@ -180,13 +186,14 @@ impl Executor {
     /// NotFound means it is gone.
     async fn delete(
         &self,
+        who: Option<&Principal>,
         target: &RequestTarget,
         fenced_at: Option<&str>,
     ) -> Result<Sent, ActionError> {
         let params = fence::delete_params(fenced_at);
         gone_is_done(
             self.writer
-                .send(target, ApiRequest::Delete { params })
+                .send(target, ApiRequest::Delete { params }, who)
                 .await,
         )
     }
@@ -195,6 +202,7 @@ impl Executor {
     async fn event(
         &self,
         plugin: &str,
+        who: Option<&Principal>,
         target: &RequestTarget,
         spec: &EventSpec<'_>,
     ) -> Result<Sent, ActionError> {
@@ -203,7 +211,7 @@ impl Executor {
             return Err(WriteError::Mismatch.into());
         }
         self.writer
-            .send(target, ApiRequest::Event(Box::new(event)))
+            .send(target, ApiRequest::Event(Box::new(event)), who)
             .await?;
         Ok(Sent::executed(Written::default()))
     }

@@ -4,7 +4,7 @@
 
 use super::target::{Method, RequestTarget};
 use super::writer::{ApiRequest, ApiWriter, WriteError, Written};
-use crate::cluster::ResolveError;
+use crate::cluster::{Principal, ResolveError};
 use crate::contract::{KindRef, Scope};
 use futures::future::BoxFuture;
 use kube::core::Status;
@@ -39,6 +39,8 @@ pub(crate) struct Received {
     pub target: RequestTarget,
     /// What it carried.
     pub request: ApiRequest,
+    /// Who it was sent as (`None`: the host).
+    pub principal: Option<Principal>,
 }
 
 /// Records requests; answers them from a script, then with [`Answer::Ok`] `"1"`.
@@ -134,9 +136,11 @@ impl ApiWriter for FakeWriter {
         &'a self,
         target: &'a RequestTarget,
         request: ApiRequest,
+        principal: Option<&'a Principal>,
     ) -> BoxFuture<'a, Result<Written, WriteError>> {
         self.received.lock().unwrap().push(Received {
             at: Instant::now(),
+            principal: principal.cloned(),
             target: target.clone(),
             request,
         });

@@ -28,9 +28,10 @@
 //! piling decided calls up in memory, and a decision is never held back long enough to go
 //! out stale.
 
+use crate::queue::{FairPermit, FairSlots};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 /// The longest `Retry-After` honoured: a server (or a proxy) asking for more still gets a
@@ -49,11 +50,13 @@ const FAST_SLACK: Duration = Duration::from_millis(2);
 /// growth forever.
 const BASELINE_DRIFT: u32 = 32;
 
-/// The writes in flight of every plugin of a host together; clones share the cap.
+/// The writes in flight of every plugin of a host together, shared fairly among tenants
+/// (namespaces of Plugin objects; the operator's files are one tenant): while others wait, a
+/// tenant has at most its share of the cap, so one tenant's flood of writes slows its own
+/// plugins, not another's. Clones share the cap.
 #[derive(Debug, Clone)]
 pub struct HostWrites {
-    slots: Arc<Semaphore>,
-    cap: usize,
+    slots: FairSlots,
 }
 
 impl HostWrites {
@@ -61,19 +64,18 @@ impl HostWrites {
     pub fn new(cap: usize) -> Self {
         let cap = cap.clamp(1, Semaphore::MAX_PERMITS);
         HostWrites {
-            slots: Arc::new(Semaphore::new(cap)),
-            cap,
+            slots: FairSlots::new(cap, cap),
         }
     }
 
     /// The cap.
     pub fn cap(&self) -> usize {
-        self.cap
+        self.slots.cap()
     }
 
     /// Slots free now.
     pub fn available(&self) -> usize {
-        self.slots.available_permits()
+        self.slots.available()
     }
 }
 
@@ -117,6 +119,8 @@ pub struct InFlightLimit {
     /// Woken when a slot frees, the limit grows or a hold ends.
     changed: Notify,
     host: HostWrites,
+    /// Whose share of the host-wide cap its slots count against.
+    tenant: Box<str>,
 }
 
 #[derive(Debug)]
@@ -146,7 +150,7 @@ pub struct WritePermit {
     /// The cut count when the slot was granted: pushed-back answers to writes sent before
     /// the last cut do not cut again.
     granted: u64,
-    _host: Option<OwnedSemaphorePermit>,
+    _host: Option<FairPermit>,
 }
 
 fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -154,9 +158,11 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 impl InFlightLimit {
-    /// A limit starting at `initial` (at least one), under the host-wide `host` cap.
-    pub fn new(initial: usize, host: HostWrites) -> Arc<Self> {
+    /// A limit starting at `initial` (at least one), under the host-wide `host` cap, whose
+    /// slots it takes as `tenant`'s.
+    pub fn new(initial: usize, host: HostWrites, tenant: &str) -> Arc<Self> {
         Arc::new(InFlightLimit {
+            tenant: tenant.into(),
             state: Mutex::new(State {
                 limit: initial.max(1) as f64,
                 in_flight: 0,
@@ -215,8 +221,7 @@ impl InFlightLimit {
             _host: None,
         };
         // Counted in flight already: dropped while waiting here, the permit frees it.
-        let host = self.host.slots.clone().acquire_owned().await;
-        permit._host = Some(host.expect("the host-wide semaphore is never closed"));
+        permit._host = Some(self.host.slots.acquire(&self.tenant).await);
         permit
     }
 

@@ -350,7 +350,13 @@ impl Pipeline {
                 let sent = tokio::time::Instant::now();
                 let result = self
                     .executor
-                    .execute(call.plugin, action, scope, fenced_at.as_deref())
+                    .execute(
+                        call.plugin,
+                        call.policy.principal.as_ref(),
+                        action,
+                        scope,
+                        fenced_at.as_deref(),
+                    )
                     .await;
                 outcome.answers.answered(sent.elapsed());
                 if let Err(err) = &result

@@ -4,14 +4,15 @@
 //! can run under paused time without a network.
 
 use super::target::{RequestTarget, Resource, TargetError, path_segment};
-use crate::cluster::{KindRegistry, ResolveError};
+use crate::cluster::{KindRegistry, Principal, ResolveError};
 use crate::contract::{KindRef, Scope};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// One write, with what it carries, ready for the API server. Its URL comes from the
 /// [`RequestTarget`] it is sent with.
@@ -71,33 +72,65 @@ pub trait ApiWriter: Send + Sync + 'static {
     /// The scope of `kind` (cluster or namespaced), from discovery.
     fn scope<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, Result<Scope, ResolveError>>;
 
-    /// Sends `request` to `target`; the object's name and resourceVersion when the answer
-    /// carries the object (a patch or a create).
+    /// Sends `request` to `target`, as `principal` when given (impersonated, so the API
+    /// server bounds it by that principal's rights) or else as the host; the object's name
+    /// and resourceVersion when the answer carries the object (a patch or a create).
     fn send<'a>(
         &'a self,
         target: &'a RequestTarget,
         request: ApiRequest,
+        principal: Option<&'a Principal>,
     ) -> BoxFuture<'a, Result<Written, WriteError>>;
 }
+
+/// Impersonating clients kept at most (one per principal that wrote lately); past it they
+/// are made again (each shares the host's connections, so making one is cheap).
+const MAX_PRINCIPAL_CLIENTS: usize = 4096;
 
 /// The API server behind a [`KindRegistry`] (its discovery cache and client).
 pub struct KubeWriter {
     kinds: Arc<KindRegistry>,
+    /// A client per principal writes were sent as.
+    as_principal: Mutex<HashMap<Principal, kube::Client>>,
 }
 
 impl KubeWriter {
     /// Writes through `kinds`' client, resolving kinds with its discovery cache.
     pub fn new(kinds: Arc<KindRegistry>) -> Self {
-        KubeWriter { kinds }
+        KubeWriter {
+            kinds,
+            as_principal: Mutex::default(),
+        }
+    }
+
+    /// The client that sends as `principal` (impersonating it), or as the host.
+    fn client(&self, principal: Option<&Principal>) -> kube::Client {
+        let Some(principal) = principal else {
+            return self.kinds.client().clone();
+        };
+        let mut clients = self.as_principal.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(principal) {
+            return client.clone();
+        }
+        if clients.len() >= MAX_PRINCIPAL_CLIENTS {
+            clients.clear();
+        }
+        let client = principal.impersonating(self.kinds.client());
+        clients.insert(principal.clone(), client.clone());
+        client
     }
 
     /// The API of `target`'s collection: namespaced exactly when the target names a
     /// namespace (the scope was checked when the target was made), the namespace escaped.
-    async fn api(&self, target: &RequestTarget) -> Result<Api<DynamicObject>, WriteError> {
+    async fn api(
+        &self,
+        target: &RequestTarget,
+        client: kube::Client,
+    ) -> Result<Api<DynamicObject>, WriteError> {
         let Resource::Kind(kind) = &target.resource else {
             return Err(WriteError::Mismatch);
         };
-        self.api_of(kind, target.namespace.as_deref()).await
+        self.api_of(kind, target.namespace.as_deref(), client).await
     }
 
     /// The API of `kind`'s collection, in `namespace` when given (escaped).
@@ -105,9 +138,9 @@ impl KubeWriter {
         &self,
         kind: &KindRef,
         namespace: Option<&str>,
+        client: kube::Client,
     ) -> Result<Api<DynamicObject>, WriteError> {
         let resource = self.kinds.resolve(kind).await?.resource;
-        let client = self.kinds.client().clone();
         Ok(match namespace {
             Some(ns) => Api::namespaced_with(client, &path_segment(ns)?, &resource),
             None => Api::all_with(client, &resource),
@@ -118,13 +151,13 @@ impl KubeWriter {
     /// not allowed, a kind discovery does not know): `kubectl describe` finds an object's
     /// Events by `involvedObject.uid`, so an Event without it is listed by `kubectl get
     /// events` but missing from `describe`. One GET per Event: the writer has no cache.
-    async fn uid_of(&self, regarding: &ObjectReference) -> Option<String> {
+    async fn uid_of(&self, regarding: &ObjectReference, client: kube::Client) -> Option<String> {
         let kind = KindRef::new(
             regarding.api_version.as_deref()?,
             regarding.kind.as_deref()?,
         );
         let api = self
-            .api_of(&kind, regarding.namespace.as_deref())
+            .api_of(&kind, regarding.namespace.as_deref(), client)
             .await
             .ok()?;
         let name = path_segment(regarding.name.as_deref()?).ok()?;
@@ -141,7 +174,9 @@ impl KubeWriter {
         &self,
         target: &RequestTarget,
         request: ApiRequest,
+        principal: Option<&Principal>,
     ) -> Result<Written, WriteError> {
+        let client = self.client(principal);
         // The object name as one escaped path segment (kube does not escape it).
         let name = path_segment(target.name.as_deref().unwrap_or_default());
         let rv = |o: DynamicObject| Written {
@@ -150,7 +185,7 @@ impl KubeWriter {
         };
         match request {
             ApiRequest::Patch { params, patch } => {
-                let api = self.api(target).await?;
+                let api = self.api(target, client).await?;
                 let name = name?;
                 let sub = target
                     .subresource
@@ -164,11 +199,11 @@ impl KubeWriter {
                 Ok(result.map(rv)?)
             }
             ApiRequest::Create { params, object } => {
-                let api = self.api(target).await?;
+                let api = self.api(target, client).await?;
                 Ok(api.create(&params, &object).await.map(rv)?)
             }
             ApiRequest::Delete { params } => {
-                let api = self.api(target).await?;
+                let api = self.api(target, client).await?;
                 api.delete(&name?, &params).await?;
                 Ok(Written::default())
             }
@@ -178,10 +213,9 @@ impl KubeWriter {
                 }
                 let ns = target.namespace.as_deref().ok_or(WriteError::Mismatch)?;
                 if let Some(regarding) = event.regarding.as_mut().filter(|r| r.uid.is_none()) {
-                    regarding.uid = self.uid_of(regarding).await;
+                    regarding.uid = self.uid_of(regarding, client.clone()).await;
                 }
-                let api: Api<Event> =
-                    Api::namespaced(self.kinds.client().clone(), &path_segment(ns)?);
+                let api: Api<Event> = Api::namespaced(client, &path_segment(ns)?);
                 api.create(&PostParams::default(), &event).await?;
                 Ok(Written::default())
             }
@@ -198,7 +232,8 @@ impl ApiWriter for KubeWriter {
         &'a self,
         target: &'a RequestTarget,
         request: ApiRequest,
+        principal: Option<&'a Principal>,
     ) -> BoxFuture<'a, Result<Written, WriteError>> {
-        Box::pin(self.write(target, request))
+        Box::pin(self.write(target, request, principal))
     }
 }

@@ -325,6 +325,22 @@ fn rbac_covers_plugin_objects() {
             "{verb} events"
         );
     }
+    // Plugins act as their namespace's ServiceAccounts, and nothing more.
+    assert!(grants(own, "", "serviceaccounts", "impersonate"));
+    for (group, resource) in [
+        ("", "users"),
+        ("", "groups"),
+        ("authentication.k8s.io", "uids"),
+        ("authentication.k8s.io", "userextras/scopes"),
+    ] {
+        assert!(!grants(own, group, resource, "impersonate"), "{resource}");
+    }
+    assert!(grants(
+        own,
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "create"
+    ));
 
     let roles = read_file(&dir.join("tenant-rbac.yaml")).unwrap();
     assert!(

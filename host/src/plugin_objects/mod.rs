@@ -10,6 +10,7 @@ mod grant;
 mod image;
 mod module;
 mod refusal;
+mod service_account;
 mod shadow;
 mod source;
 mod spec;

@@ -38,6 +38,10 @@ pub enum Reason {
     ContractUnsupported,
     /// The request asks for more than the applying PluginPolicies grant.
     PermissionsExceedPolicy,
+    /// The plugin would read a kind its ServiceAccount may not get, list or watch.
+    PermissionsExceedServiceAccount,
+    /// The API server could not say what the ServiceAccount may do: retried.
+    AccessReviewFailed,
     /// The controller refused to start it (e.g. it reconciles a kind its grant omits).
     StartRefused,
     /// More Plugin objects exist than the host runs; this one is among the newest.
@@ -67,6 +71,8 @@ impl Reason {
             Reason::CompileFailed => "CompileFailed",
             Reason::ContractUnsupported => "ContractUnsupported",
             Reason::PermissionsExceedPolicy => "PermissionsExceedPolicy",
+            Reason::PermissionsExceedServiceAccount => "PermissionsExceedServiceAccount",
+            Reason::AccessReviewFailed => "AccessReviewFailed",
             Reason::StartRefused => "StartRefused",
             Reason::TooManyPlugins => "TooManyPlugins",
             Reason::Shadowing => "Shadowing",
@@ -80,6 +86,7 @@ impl Reason {
         matches!(
             self,
             Reason::ModuleUnavailable
+                | Reason::AccessReviewFailed
                 | Reason::Pulling
                 | Reason::PullFailed
                 | Reason::CompileThrottled

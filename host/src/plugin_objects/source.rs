@@ -10,13 +10,14 @@ use super::grant::effective;
 use super::image::ImagePulls;
 use super::module::{COMPILE_BURST, CompileBudget, ConfigMapModule, ImageModule, ModuleRef, fetch};
 use super::refusal::{Reason, Refusal};
+use super::service_account;
 use super::shadow::{Comparison, Verdict};
 use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spec};
 use super::status::{
     Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
 };
 use super::statuses::PluginStatuses;
-use crate::cluster::ObjKey;
+use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer, ObjKey};
 use crate::controller::{Applied, Controller, InstanceName, PluginInstance};
 use crate::coordination::{Gate, Scope};
 use crate::plugin::{LoadError, Plugin, PluginRuntime};
@@ -63,6 +64,8 @@ pub struct ObjectSourceConfig {
     pub image_poll: Duration,
     /// The signatures every image must carry (`--verification-config`).
     pub verification: Option<crate::oci::verification::VerificationConfig>,
+    /// How long an answer about a ServiceAccount's rights is believed.
+    pub access_ttl: Duration,
 }
 
 impl Default for ObjectSourceConfig {
@@ -77,6 +80,7 @@ impl Default for ObjectSourceConfig {
             registries: None,
             image_poll: super::image::DEFAULT_POLL,
             verification: None,
+            access_ttl: crate::cluster::access_review::DEFAULT_TTL,
         }
     }
 }
@@ -156,8 +160,9 @@ struct Good {
 }
 
 /// The previous revision `good` under the policies that apply now (a policy that no longer
-/// grants its request stops it).
-fn regrant(
+/// grants its request stops it), as its ServiceAccount (whose rights it must still have).
+async fn regrant(
+    inner: &Inner,
     good: &Good,
     ns: &str,
     instance: &InstanceName,
@@ -167,17 +172,57 @@ fn regrant(
     let source = format!("plugins.{GROUP}/{instance}");
     let policy = Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
         .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
+    let (policy, grant_digest) = as_service_account(
+        inner,
+        ns,
+        &good.spec,
+        applying,
+        &good.plugin,
+        policy,
+        &granted,
+    )
+    .await?;
     Ok(Resolved {
         plugin: good.plugin.clone(),
         image: good.image.clone(),
         spec: good.spec.clone(),
         generation: good.generation,
         policy,
-        grant_digest: granted.digest,
+        grant_digest,
         grant_summary: granted.summary,
         policies: granted.policies,
         origin: good.origin.clone(),
     })
+}
+
+/// `policy` bound to the Plugin's ServiceAccount: refused unless the account may read every
+/// kind the plugin would be handed, in every namespace of the grant; its writes then go
+/// out impersonating the account. The grant digest names the account, so a new account is
+/// a new revision.
+async fn as_service_account(
+    inner: &Inner,
+    ns: &str,
+    spec: &PluginObjectSpec,
+    applying: &[(&str, &ClusterPolicySpec)],
+    plugin: &Plugin,
+    mut policy: Policy,
+    granted: &super::grant::Effective,
+) -> Result<(Policy, String), Refusal> {
+    let principal = service_account::principal_of(ns, spec, applying)?;
+    let meta = plugin.metadata();
+    let readable = policy.grants.readable(&meta.reconciles, &meta.owns);
+    service_account::secrets_need_a_policy(&readable, applying)?;
+    service_account::may_read(
+        inner.reviewer.as_ref(),
+        &inner.kinds,
+        &principal,
+        &readable,
+        &granted.document.spec.namespaces.names,
+    )
+    .await?;
+    let digest = format!("{}/{}", granted.digest, principal.name());
+    policy.principal = Some(principal);
+    Ok((policy, digest))
 }
 
 /// What the Plugins of a pass name: ConfigMaps (their changes wake a pass) and images
@@ -234,6 +279,10 @@ struct Denials {
 
 struct Inner {
     client: kube::Client,
+    /// Asks the API server what a Plugin's ServiceAccount may do (answers cached briefly).
+    reviewer: Arc<dyn AccessReviewer>,
+    /// Resolves the kinds a Plugin reads to the resources its account is asked about.
+    kinds: KindRegistry,
     runtime: Arc<PluginRuntime>,
     controller: Controller,
     gate: Gate,
@@ -297,6 +346,8 @@ impl ObjectSource {
             .map(|r| ImagePulls::new(r, client.clone(), config.image_poll, wake.clone()));
         ObjectSource {
             inner: Arc::new(Inner {
+                reviewer: Arc::new(KubeAccessReviewer::new(client.clone(), config.access_ttl)),
+                kinds: KindRegistry::new(client.clone()),
                 client,
                 runtime,
                 controller,
@@ -534,7 +585,7 @@ impl ObjectSource {
             }
             let ns = entry.obj.namespace().unwrap_or_default();
             let applying = self.applying(&ns, in_force, labels).await;
-            let live = match regrant(good, &ns, name, &applying) {
+            let live = match regrant(&self.inner, good, &ns, name, &applying).await {
                 Ok(live) => live,
                 // The live revision's grant no longer holds: nothing to compare with.
                 Err(_) => continue,
@@ -687,7 +738,8 @@ impl ObjectSource {
                     let uid = obj.metadata.uid.clone().unwrap_or_default();
                     let fallback = match (&outcome, state.last_good.get(instance.as_str())) {
                         (Err(_), Some(good)) if good.origin.uid == uid => {
-                            regrant(good, &ns, instance, &applying)
+                            regrant(inner, good, &ns, instance, &applying)
+                                .await
                                 .inspect_err(|r| tracing::warn!(plugin = %instance, "the running revision's grant no longer holds, stopping it: {}", r.message))
                                 .ok()
                         }
@@ -1015,13 +1067,15 @@ impl ObjectSource {
         let policy =
             Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
                 .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
+        let (policy, grant_digest) =
+            as_service_account(inner, &ns, &spec, applying, &plugin, policy, &granted).await?;
         Ok(Resolved {
             plugin,
             image,
             spec,
             generation: obj.metadata.generation.unwrap_or(0),
             policy,
-            grant_digest: granted.digest,
+            grant_digest,
             grant_summary: granted.summary,
             policies: granted.policies,
             origin: ObjectOrigin {

@@ -31,6 +31,11 @@ pub struct PluginObjectSpec {
     /// How a new revision rolls out.
     #[serde(default)]
     pub rollout: Option<RolloutSpec>,
+    /// The ServiceAccount of the Plugin's namespace it acts as: its reads are bounded by
+    /// what that account may `get`/`list`/`watch`, its writes are sent impersonating it.
+    /// Absent: the one an applying policy names, else `default`.
+    #[serde(default)]
+    pub service_account_name: Option<String>,
 }
 
 fn enforce() -> Mode {
@@ -159,6 +164,10 @@ pub struct ClusterPolicySpec {
     /// Where its Plugins' modules may come from besides their namespace's ConfigMaps.
     #[serde(default)]
     pub modules: ModulesSpec,
+    /// The ServiceAccount (of each Plugin's own namespace) its Plugins act as; a Plugin
+    /// naming another one is refused. Absent: the Plugin's choice, else `default`.
+    #[serde(default)]
+    pub service_account_name: Option<String>,
 }
 
 /// `PluginPolicy.spec.modules`: the registries and repositories its Plugins may pull
@@ -253,6 +262,14 @@ impl ClusterPolicySpec {
         crate::policy::PolicyLimits::resolve(&self.limits)
             .map_err(|e| format!("spec.limits.{}: {}", e.field, e.message))?;
         self.modules.validate()?;
+        if let Some(sa) = &self.service_account_name
+            && !kubeplug_vocab::names::is_dns_subdomain(sa)
+        {
+            return Err(format!(
+                "spec.serviceAccountName {:?} is not a DNS-1123 subdomain",
+                crate::contract::text::shown_max(sa, 64)
+            ));
+        }
         let names = self
             .applies_to
             .names

@@ -39,6 +39,7 @@ pub use paths::{
     merge_patch_paths, strategic_patch_paths,
 };
 
+use crate::cluster::Principal;
 use crate::plugin::Limits;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,10 @@ pub struct Policy {
     pub source: Option<PathBuf>,
     /// The only plugin file digest (SHA-256, lower-case hex) this policy governs, if pinned.
     pub plugin_sha256: Option<String>,
+    /// Who its writes are sent as (impersonated), so the API server's RBAC bounds them
+    /// too: a Plugin object's ServiceAccount. `None`: as the host (plugin files, whose
+    /// policy the operator wrote).
+    pub principal: Option<Principal>,
 }
 
 impl Policy {
@@ -82,6 +87,7 @@ impl Default for Policy {
             config: None,
             source: None,
             plugin_sha256: None,
+            principal: None,
         }
     }
 }
@@ -132,6 +138,7 @@ impl Policy {
             config: doc.spec.config.as_ref().map(|c| c.to_string().into()),
             source: Some(file.to_path_buf()),
             plugin_sha256: doc.spec.plugin.pinned_sha256(),
+            principal: None,
         })
     }
 

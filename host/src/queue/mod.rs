@@ -32,11 +32,13 @@
 mod background;
 mod config;
 mod delay;
+mod fair;
 mod metrics;
 mod rate_limit;
 mod workqueue;
 
 pub use config::{ConfigError, QueueConfig, RateLimitConfig};
+pub use fair::{FairPermit, FairSlots};
 pub use metrics::{QueueLabels, QueueMetrics};
 pub use rate_limit::{
     BucketRateLimiter, ItemExponentialRateLimiter, MaxOfRateLimiter, RateLimiter,

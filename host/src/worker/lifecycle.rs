@@ -66,6 +66,9 @@ impl RunningPlugin {
         revision: Revision,
         shared: &Shared,
     ) -> Result<Arc<Self>, StartError> {
+        // A Plugin object's tenant is its namespace; the operator's files are one tenant.
+        let tenant = name.object_ref().map_or("", |(ns, _)| ns).to_string();
+        let tenant = tenant.as_str();
         let queue = WorkQueue::new(name.as_str(), &shared.queue, &shared.queue_metrics).map_err(
             |source| StartError::Queue {
                 plugin: name.clone(),
@@ -82,6 +85,7 @@ impl RunningPlugin {
             InFlightLimit::new(
                 shared.workers.max(INITIAL_WRITES_IN_FLIGHT),
                 shared.host_writes.clone(),
+                tenant,
             ),
         ));
         let workers = (0..shared.workers.max(1))

@@ -41,7 +41,7 @@ fn fill(limit: &Arc<InFlightLimit>, cap: usize) -> Vec<WritePermit> {
 
 #[tokio::test(start_paused = true)]
 async fn grows_while_the_api_server_answers_fast_and_stops_when_it_slows() {
-    let limit = InFlightLimit::new(2, HostWrites::new(64));
+    let limit = InFlightLimit::new(2, HostWrites::new(64), "");
     assert_eq!(fill(&limit, usize::MAX).len(), 2, "starts at the workers");
     // Slow start: one more per fast answer, so a round of answers doubles it.
     for round in 0..3 {
@@ -69,7 +69,7 @@ async fn grows_while_the_api_server_answers_fast_and_stops_when_it_slows() {
     }
     assert_eq!(limit.limit(), 18, "two rounds");
     // Never past the host-wide cap.
-    let limit = InFlightLimit::new(2, HostWrites::new(5));
+    let limit = InFlightLimit::new(2, HostWrites::new(5), "");
     for _ in 0..10 {
         ready(&limit, usize::MAX).unwrap().answered(&fast());
     }
@@ -79,7 +79,7 @@ async fn grows_while_the_api_server_answers_fast_and_stops_when_it_slows() {
 
 #[tokio::test(start_paused = true)]
 async fn halves_once_per_round_on_429_or_5xx_never_below_one() {
-    let limit = InFlightLimit::new(16, HostWrites::new(64));
+    let limit = InFlightLimit::new(16, HostWrites::new(64), "");
     let round = fill(&limit, usize::MAX);
     assert_eq!(round.len(), 16);
     // Every write of the round is refused: one cut, not sixteen.
@@ -102,7 +102,7 @@ async fn halves_once_per_round_on_429_or_5xx_never_below_one() {
 
 #[tokio::test(start_paused = true)]
 async fn honours_retry_after_then_sends_again() {
-    let limit = InFlightLimit::new(4, HostWrites::new(64));
+    let limit = InFlightLimit::new(4, HostWrites::new(64), "");
     let permit = ready(&limit, usize::MAX).unwrap();
     let asked = Instant::now();
     permit.answered(&pushed(Some(Duration::from_secs(3))));
@@ -124,8 +124,8 @@ async fn honours_retry_after_then_sends_again() {
 #[tokio::test(start_paused = true)]
 async fn the_write_budget_and_the_host_cap_bound_what_is_in_flight() {
     let host = HostWrites::new(6);
-    let a = InFlightLimit::new(16, host.clone());
-    let b = InFlightLimit::new(16, host.clone());
+    let a = InFlightLimit::new(16, host.clone(), "");
+    let b = InFlightLimit::new(16, host.clone(), "");
     // A plugin whose policy allows a burst of 3 writes: never more than 3 in flight,
     // and it does not grow past it.
     let held = fill(&a, 3);
@@ -156,8 +156,8 @@ async fn the_write_budget_and_the_host_cap_bound_what_is_in_flight() {
 #[tokio::test(start_paused = true)]
 async fn a_slot_given_up_while_waiting_is_freed() {
     let host = HostWrites::new(2);
-    let a = InFlightLimit::new(2, host.clone());
-    let other = InFlightLimit::new(1, host.clone());
+    let a = InFlightLimit::new(2, host.clone(), "");
+    let other = InFlightLimit::new(1, host.clone(), "");
     let first = ready(&a, usize::MAX).unwrap();
     let _other = ready(&other, usize::MAX).unwrap();
     {
@@ -174,4 +174,42 @@ async fn a_slot_given_up_while_waiting_is_freed() {
     assert_eq!(a.in_flight(), 1);
     drop(first);
     assert_eq!((a.in_flight(), host.available()), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenant_flooding_writes_leaves_another_tenant_its_share() {
+    let host = HostWrites::new(4);
+    let noisy = InFlightLimit::new(16, host.clone(), "team-noisy");
+    let quiet = InFlightLimit::new(16, host.clone(), "team-quiet");
+    // Alone, the noisy tenant takes every slot, and queues more.
+    let mut held = fill(&noisy, 4);
+    assert_eq!(host.available(), 0);
+    let mut more = pin!(noisy.acquire(usize::MAX));
+    assert!(
+        more.as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+    let mut turn = pin!(quiet.acquire(usize::MAX));
+    assert!(
+        turn.as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+    // The next slot freed is the quiet tenant's, although the noisy one asked first.
+    held.pop();
+    let Poll::Ready(quiet_write) = turn.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    else {
+        panic!("the quiet tenant waits behind the noisy one's queue");
+    };
+    assert_eq!(quiet.in_flight(), 1);
+    assert!(
+        more.as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending(),
+        "the noisy tenant waits for its own share"
+    );
+    drop(quiet_write);
+    let _noisy = more.await;
+    assert_eq!(noisy.in_flight(), 4);
 }

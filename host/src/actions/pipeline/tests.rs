@@ -703,3 +703,33 @@ async fn a_created_object_is_named_as_the_api_server_named_it_if_that_is_a_name(
         ]
     );
 }
+
+/// A Plugin object's writes, Events included, go out as its ServiceAccount (impersonated);
+/// a plugin file's as the host.
+#[tokio::test]
+async fn writes_are_sent_as_the_policys_principal() {
+    let f = fixture(vec![]);
+    let account = crate::cluster::Principal::service_account("team-a", "deployer").unwrap();
+    let policy = Policy {
+        principal: Some(account.clone()),
+        ..Policy::trusted()
+    };
+    let event = Action::Event {
+        regarding: web("web"),
+        event_type: crate::contract::EventType::Normal,
+        reason: "Seen".into(),
+        message: "m".into(),
+        event_action: "Reconcile".into(),
+    };
+    f.run(&policy, &policy.write_budget(), &[patch("web"), event])
+        .await;
+    f.run_trusted(&[patch("other")]).await;
+    let sent: Vec<Option<String>> = f
+        .writer
+        .received()
+        .iter()
+        .map(|r| r.principal.as_ref().map(|p| p.user()))
+        .collect();
+    let as_account = Some("system:serviceaccount:team-a:deployer".to_string());
+    assert_eq!(sent, [as_account.clone(), as_account, None]);
+}
