@@ -20,6 +20,9 @@ pub struct ControllerConfig {
     /// Calls whose writes are in flight at once, over every plugin: the host-wide cap of
     /// each plugin's adaptive limit.
     pub max_writes_in_flight: usize,
+    /// Plugin calls running at once, over every plugin: the sandbox pool's size
+    /// ([`crate::plugin::RuntimeConfig::max_sandboxes`]), shared fairly among tenants.
+    pub max_calls: usize,
     /// Workqueue rate limiting.
     pub queue: QueueConfig,
     /// Per-call limits of every plugin.
@@ -49,6 +52,7 @@ impl Default for ControllerConfig {
             namespace: None,
             workers: DEFAULT_WORKERS,
             max_writes_in_flight: DEFAULT_MAX_WRITES_IN_FLIGHT,
+            max_calls: crate::plugin::RuntimeConfig::default().max_sandboxes as usize,
             queue: QueueConfig::default(),
             limits: Limits::default(),
             resync: None,

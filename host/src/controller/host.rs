@@ -10,6 +10,7 @@ use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::Plugin;
 use crate::policy::{AuditRecord, AuditSink, Policy};
+use crate::queue::FairSlots;
 use crate::queue::QueueMetrics;
 use crate::router;
 use crate::worker::{
@@ -101,6 +102,7 @@ impl Controller {
             gate: config.gate.clone(),
             workers: config.workers,
             host_writes: HostWrites::new(config.max_writes_in_flight),
+            calls: FairSlots::new(config.max_calls, config.max_calls),
         };
         Controller {
             inner: Arc::new(Inner {

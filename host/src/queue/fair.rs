@@ -74,6 +74,14 @@ impl FairSlots {
         lock(&self.state).tenants.get(tenant).map_or(0, |t| t.held)
     }
 
+    /// These slots as `tenant` takes them.
+    pub fn for_tenant(&self, tenant: &str) -> TenantSlots {
+        TenantSlots {
+            slots: self.clone(),
+            tenant: tenant.into(),
+        }
+    }
+
     /// Waits for a slot for `tenant`, its turn among the tenants waiting. Cancel-safe: a
     /// waiter dropped before its turn takes nothing, one dropped after gives it back.
     pub async fn acquire(&self, tenant: &str) -> FairPermit {
@@ -104,6 +112,20 @@ impl FairSlots {
                 };
             }
         }
+    }
+}
+
+/// Fair slots bound to one tenant: what a running plugin holds.
+#[derive(Debug, Clone)]
+pub struct TenantSlots {
+    slots: FairSlots,
+    tenant: Arc<str>,
+}
+
+impl TenantSlots {
+    /// Waits for a slot, the tenant's turn (see [`FairSlots::acquire`]).
+    pub async fn acquire(&self) -> FairPermit {
+        self.slots.acquire(&self.tenant).await
     }
 }
 

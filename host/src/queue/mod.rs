@@ -38,7 +38,7 @@ mod rate_limit;
 mod workqueue;
 
 pub use config::{ConfigError, QueueConfig, RateLimitConfig};
-pub use fair::{FairPermit, FairSlots};
+pub use fair::{FairPermit, FairSlots, TenantSlots};
 pub use metrics::{QueueLabels, QueueMetrics};
 pub use rate_limit::{
     BucketRateLimiter, ItemExponentialRateLimiter, MaxOfRateLimiter, RateLimiter,

@@ -10,7 +10,7 @@ use super::running::RunningPlugin;
 use crate::actions::{HostWrites, INITIAL_WRITES_IN_FLIGHT, InFlightLimit, Pipeline};
 use crate::contract::Reason;
 use crate::coordination::Gate;
-use crate::queue::{QueueConfig, QueueMetrics, WorkQueue};
+use crate::queue::{FairSlots, QueueConfig, QueueMetrics, WorkQueue};
 use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub workers: usize,
     /// The host-wide cap of calls with writes in flight, shared by every plugin.
     pub host_writes: HostWrites,
+    /// The plugin calls running at once host-wide, shared fairly among tenants.
+    pub calls: FairSlots,
 }
 
 /// The tasks of one running plugin.
@@ -87,6 +89,7 @@ impl RunningPlugin {
                 shared.host_writes.clone(),
                 tenant,
             ),
+            shared.calls.for_tenant(tenant),
         ));
         let workers = (0..shared.workers.max(1))
             .map(|_| tokio::spawn(running.clone().work()))

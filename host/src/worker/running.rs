@@ -13,7 +13,7 @@ use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
 use crate::plugin::CallContext;
 use crate::policy::{Mode, Policy, is_write};
-use crate::queue::WorkQueue;
+use crate::queue::{TenantSlots, WorkQueue};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
@@ -50,6 +50,8 @@ pub(crate) struct RunningPlugin {
     gate: Gate,
     /// How many of its calls may have writes in flight (adapts to the API server).
     writes: Arc<InFlightLimit>,
+    /// Its tenant's share of the plugin calls the host runs at once.
+    calls: TenantSlots,
 }
 
 /// How long a key waits for the cache to show its own writes (or, after a conflict, the
@@ -71,6 +73,7 @@ impl RunningPlugin {
         metrics: ReconcileMetrics,
         gate: Gate,
         writes: Arc<InFlightLimit>,
+        calls: TenantSlots,
     ) -> Self {
         RunningPlugin {
             name,
@@ -85,6 +88,7 @@ impl RunningPlugin {
             metrics,
             gate,
             writes,
+            calls,
         }
     }
 
@@ -312,10 +316,15 @@ impl RunningPlugin {
             ..revision.ctx.clone()
         };
         let (plugin, req) = (revision.plugin.clone(), request.clone());
+        // Sandboxes are a host-wide pool: each tenant gets its share while others wait, so a
+        // tenant whose calls spend their whole budget delays its own plugins, not another's.
+        let slot = self.calls.acquire().await;
         // A task of its own on the runtime (guest code yields at every epoch tick, so a call
         // never holds a runtime thread for longer than one), so a panic in the call is
         // caught here as a failed task.
-        let report = match tokio::spawn(async move { plugin.reconcile(&req, &ctx).await }).await {
+        let report = tokio::spawn(async move { plugin.reconcile(&req, &ctx).await }).await;
+        drop(slot);
+        let report = match report {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");
