@@ -1011,3 +1011,69 @@ async fn streaming_lists_fill_the_cache_from_one_watch_without_a_list() -> Resul
     controller.shutdown().await;
     Ok(())
 }
+
+/// Issue 35: plugin calls share the host's sandbox pool fairly among tenants. Tenant
+/// team-a's plugin spends its whole call budget on every call with more workers than the
+/// pool has sandboxes; tenant team-b's image-pinner still gets a sandbox for each call (none
+/// fails to instantiate) and converges. Without the host-wide fair call slots, team-a's
+/// workers take the pool and team-b's calls fail to instantiate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_spending_every_call_budget_leaves_another_its_share_of_sandboxes() -> Result {
+    let names: Vec<String> = (0..4).map(|i| format!("d{i}")).collect();
+    let (sim, client, _) = alpine_deployments("team-b", &names).await?;
+    alpine_deployments_in(&client, "team-a", &names).await?;
+    let runtime = kubeplug::plugin::PluginRuntime::new(kubeplug::plugin::RuntimeConfig {
+        cache_dir: Some(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
+        ),
+        max_sandboxes: 2,
+        ..kubeplug::plugin::RuntimeConfig::default()
+    })?;
+    let named = |ns: &str, name: &str| kubeplug::controller::InstanceName::object(ns, name);
+    let looper = runtime.load_file(&test_plugin("hostile")).await?;
+    let pinner = runtime.load_file(&plugin("image-pinner")).await?;
+    let instances = vec![
+        PluginInstance::new(
+            looper,
+            named("team-a", "looper")?,
+            Some(r#"{"mode": "loop"}"#),
+        )
+        .with_policy(Policy::trusted()),
+        PluginInstance::new(pinner, named("team-b", "pinner")?, None)
+            .with_policy(Policy::trusted()),
+    ];
+    let config = ControllerConfig {
+        workers: 4,
+        max_calls: 2,
+        limits: Limits {
+            timeout: Duration::from_millis(300),
+            ..Limits::default()
+        },
+        ..fast_config()
+    };
+    let controller = Controller::start(client.clone(), config, instances).await?;
+    eventually(
+        Duration::from_secs(30),
+        "team-b pinned beside team-a's loops",
+        || {
+            names
+                .iter()
+                .all(|n| image_of(&sim, "team-b", n).as_deref() == Some("nginx:1.13"))
+        },
+    )
+    .await;
+    // A call that finds the pool full fails as a trap: team-b's pinner never fails a call.
+    let text = controller.metrics_text();
+    let pinner_failures: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("kubeplug_reconcile_total{plugin=\"team-b/pinner\""))
+        .filter(|l| !l.contains("result=\"success\""))
+        .collect();
+    assert!(pinner_failures.is_empty(), "{pinner_failures:?}");
+    let looped = text.lines().any(|l| {
+        l.starts_with("kubeplug_reconcile_total{plugin=\"team-a/looper\",result=\"timeout\"}")
+    });
+    assert!(looped, "team-a's calls ran to their deadline: {text}");
+    controller.shutdown().await;
+    Ok(())
+}
