@@ -1077,3 +1077,113 @@ async fn a_tenant_spending_every_call_budget_leaves_another_its_share_of_sandbox
     controller.shutdown().await;
     Ok(())
 }
+
+/// A policy confined to `namespaces` (as a Plugin object's grant is), trusted otherwise.
+fn confined(namespaces: &[&str]) -> Policy {
+    let mut policy = Policy::trusted();
+    policy.grants.namespaces = kubeplug::policy::Namespaces::Only {
+        names: namespaces.iter().map(|n| n.to_string()).collect(),
+        selector: None,
+        cluster: false,
+    };
+    policy
+}
+
+/// Issue 35: watches are as narrow as the grants. Plugins confined to named namespaces get
+/// a watch per namespace, and the cache holds those namespaces' objects only; one plugin
+/// granted every namespace widens the kind's watch to the cluster, and once it is gone the
+/// watch narrows again and the other namespaces' objects leave the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_are_as_narrow_as_the_grants() -> Result {
+    let (sim, client, _) = alpine_deployments("team-a", ["a0", "a1"]).await?;
+    alpine_deployments_in(&client, "team-b", ["b0", "b1", "b2"]).await?;
+    alpine_deployments_in(&client, "team-c", ["c0", "c1", "c2", "c3"]).await?;
+    let pinner = load(&plugin("image-pinner")).await;
+    let named = |ns: &str| kubeplug::controller::InstanceName::object(ns, "pinner").unwrap();
+    let instance = |ns: &str| {
+        PluginInstance::new(pinner.clone(), named(ns), None).with_policy(confined(&[ns]))
+    };
+    let controller =
+        Controller::start(client.clone(), fast_config(), vec![instance("team-a")]).await?;
+    let deployments = |c: &Controller| {
+        let scopes = c
+            .watch_scopes()
+            .into_iter()
+            .find(|(k, _)| k.kind == "Deployment")
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        let cached = c
+            .cached_objects()
+            .into_iter()
+            .find(|(k, _)| k.kind == "Deployment")
+            .map_or(0, |(_, n)| n);
+        (scopes, cached)
+    };
+    let ns = |names: &[&str]| -> Vec<Option<String>> {
+        names.iter().map(|n| Some(n.to_string())).collect()
+    };
+    eventually(Duration::from_secs(20), "team-a pinned", || {
+        ["a0", "a1"]
+            .iter()
+            .all(|n| image_of(&sim, "team-a", n).as_deref() == Some("nginx:1.13"))
+    })
+    .await;
+    assert_eq!(deployments(&controller), (ns(&["team-a"]), 2));
+    let cluster_wide = |sim: &Sim| {
+        sim.requests()
+            .records()
+            .iter()
+            .any(|r| r.resource == "deployments" && r.namespace.is_none() && r.verb != "patch")
+    };
+    assert!(
+        !cluster_wide(&sim),
+        "no cluster-wide list or watch of Deployments"
+    );
+
+    controller.upsert(instance("team-b")).await?;
+    eventually(Duration::from_secs(20), "team-b pinned", || {
+        ["b0", "b1", "b2"]
+            .iter()
+            .all(|n| image_of(&sim, "team-b", n).as_deref() == Some("nginx:1.13"))
+    })
+    .await;
+    assert_eq!(deployments(&controller), (ns(&["team-a", "team-b"]), 5));
+    assert!(!cluster_wide(&sim));
+
+    // A plugin granted every namespace: one cluster-wide watch.
+    let everywhere =
+        PluginInstance::named(pinner.clone(), "everywhere", None).with_policy(Policy::trusted());
+    controller.upsert(everywhere).await?;
+    eventually(Duration::from_secs(20), "one cluster-wide watch", || {
+        deployments(&controller) == (vec![None], 9)
+    })
+    .await;
+
+    // Gone again: narrowed to the two namespaces, team-c's objects dropped.
+    controller.remove("everywhere").await;
+    eventually(
+        Duration::from_secs(20),
+        "narrowed to team-a and team-b",
+        || deployments(&controller) == (ns(&["team-a", "team-b"]), 5),
+    )
+    .await;
+    controller.remove("team-b/pinner").await;
+    eventually(Duration::from_secs(20), "narrowed to team-a", || {
+        deployments(&controller) == (ns(&["team-a"]), 2)
+    })
+    .await;
+    // The narrowed cache still serves: a change in team-a is pinned again.
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "team-a");
+    api.patch(
+        "a0",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "busybox"}]}}}})),
+    )
+    .await?;
+    eventually(Duration::from_secs(20), "team-a re-pinned", || {
+        image_of(&sim, "team-a", "a0").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    controller.shutdown().await;
+    Ok(())
+}

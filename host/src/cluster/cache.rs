@@ -10,7 +10,7 @@ use crate::contract::KindRef;
 use crate::contract::selector::LabelSelector;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::watch;
 
 /// Namespace (absent for cluster-scoped objects) and name.
@@ -118,28 +118,43 @@ pub struct Change {
     pub object: Arc<CachedObject>,
 }
 
-/// All cached objects of one kind, read-only: changes go through its [`CacheWriter`].
+/// All cached objects of one kind, read-only: changes go through its [`CacheWriter`]s, one
+/// per watch filling it (one cluster-wide watch, or one per namespace).
 pub struct KindCache {
     kind: KindRef,
     objects: RwLock<HashMap<ObjKey, Arc<CachedObject>>>,
     synced: watch::Sender<bool>,
+    /// The scopes written into it (`None`: every namespace), and whether each has listed.
+    scopes: Mutex<HashMap<Option<String>, bool>>,
 }
 
-/// The only handle that changes a cache; owned by the cache's watch task (not `Clone`).
+/// A handle that changes a cache within its scope (every namespace, or one); owned by one
+/// watch task (not `Clone`).
 pub struct CacheWriter {
     cache: Arc<KindCache>,
+    scope: Option<String>,
 }
 
 impl CacheWriter {
-    /// An empty, not yet synced cache of `kind`, and its writer.
+    /// An empty, not yet synced cache of `kind`, and its writer for every namespace.
     pub fn new(kind: KindRef) -> Self {
+        let cache = KindCache::empty(kind);
+        CacheWriter::scoped(&cache, None)
+    }
+
+    /// A writer of `cache` for the objects of `namespace` only (`None`: all of them). The
+    /// cache is synced once each of its writers has listed (and stays synced when a writer
+    /// is added later: the new scope's objects arrive as additions).
+    pub fn scoped(cache: &Arc<KindCache>, namespace: Option<String>) -> Self {
+        cache.lock_scopes().insert(namespace.clone(), false);
         CacheWriter {
-            cache: Arc::new(KindCache {
-                kind,
-                objects: RwLock::default(),
-                synced: watch::Sender::new(false),
-            }),
+            cache: cache.clone(),
+            scope: namespace,
         }
+    }
+
+    fn in_scope(&self, key: &ObjKey) -> bool {
+        self.scope.is_none() || key.namespace == self.scope
     }
 
     /// A reader of the cache.
@@ -192,7 +207,7 @@ impl CacheWriter {
         let mut changes = Vec::new();
         let mut objects = cache.write();
         for (key, old) in objects.iter() {
-            if !next.contains_key(key) {
+            if self.in_scope(key) && !next.contains_key(key) {
                 changes.push(change(ChangeType::Deleted, old));
             }
         }
@@ -203,14 +218,56 @@ impl CacheWriter {
                 None => changes.push(change(ChangeType::Added, new)),
             }
         }
-        *objects = next;
+        match &self.scope {
+            None => *objects = next,
+            Some(_) => {
+                objects.retain(|key, _| !self.in_scope(key));
+                objects.extend(next);
+            }
+        }
         drop(objects);
-        cache.synced.send_replace(true);
+        let mut scopes = cache.lock_scopes();
+        scopes.insert(self.scope.clone(), true);
+        if scopes.values().all(|listed| *listed) {
+            cache.synced.send_replace(true);
+        }
         changes
     }
 }
 
+impl Drop for CacheWriter {
+    /// A scope no watch writes any more: it no longer holds the cache's sync back.
+    fn drop(&mut self) {
+        let mut scopes = self.cache.lock_scopes();
+        scopes.remove(&self.scope);
+        if !scopes.is_empty() && scopes.values().all(|listed| *listed) {
+            self.cache.synced.send_replace(true);
+        }
+    }
+}
+
 impl KindCache {
+    /// An empty cache of `kind` with no writer yet.
+    pub fn empty(kind: KindRef) -> Arc<KindCache> {
+        Arc::new(KindCache {
+            kind,
+            objects: RwLock::default(),
+            synced: watch::Sender::new(false),
+            scopes: Mutex::default(),
+        })
+    }
+
+    fn lock_scopes(&self) -> std::sync::MutexGuard<'_, HashMap<Option<String>, bool>> {
+        self.scopes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops the objects outside `keep` (namespaces no plugin needs any more), without
+    /// reporting them as deleted: nobody reads them.
+    pub fn keep_namespaces(&self, keep: &std::collections::BTreeSet<String>) {
+        self.write()
+            .retain(|key, _| key.namespace.as_ref().is_none_or(|ns| keep.contains(ns)));
+    }
+
     /// The kind this cache holds.
     pub fn kind(&self) -> &KindRef {
         &self.kind
@@ -330,6 +387,41 @@ mod tests {
             (ChangeType::Deleted, "2")
         );
         assert!(c.remove(&ObjKey::new(Some("ns"), "a")).is_none());
+    }
+
+    fn in_ns(ns: &str, name: &str, rv: &str) -> CachedObject {
+        CachedObject {
+            key: ObjKey::new(Some(ns), name),
+            ..obj(name, rv, "x")
+        }
+    }
+
+    /// One cache filled by a watch per namespace: a namespace's relist replaces that
+    /// namespace only, and the cache is synced once every namespace has listed.
+    #[test]
+    fn namespace_writers_replace_their_own_namespace_only() {
+        let cache = KindCache::empty(KindRef::deployment());
+        let mut a = CacheWriter::scoped(&cache, Some("a".into()));
+        let mut b = CacheWriter::scoped(&cache, Some("b".into()));
+        a.replace_all(vec![in_ns("a", "x", "1"), in_ns("a", "y", "1")]);
+        assert!(!cache.is_synced(), "b has not listed");
+        b.replace_all(vec![in_ns("b", "z", "1")]);
+        assert!(cache.is_synced());
+        let changes = a.replace_all(vec![in_ns("a", "x", "1")]);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].change, ChangeType::Deleted);
+        assert_eq!(changes[0].object.key, ObjKey::new(Some("a"), "y"));
+        assert_eq!(cache.len(), 2, "b's object stays");
+        cache.keep_namespaces(&["a".to_string()].into());
+        assert_eq!(cache.keys(), vec![ObjKey::new(Some("a"), "x")]);
+        // A writer that stops no longer holds the sync back.
+        let late = KindCache::empty(KindRef::deployment());
+        let mut listed = CacheWriter::scoped(&late, Some("a".into()));
+        let never = CacheWriter::scoped(&late, Some("b".into()));
+        listed.replace_all(vec![]);
+        assert!(!late.is_synced());
+        drop(never);
+        assert!(late.is_synced());
     }
 
     #[test]

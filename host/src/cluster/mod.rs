@@ -23,4 +23,5 @@ pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use principal::{DEFAULT_SERVICE_ACCOUNT, Principal, PrincipalError};
 pub use watch::{WatchHandle, spawn_watch};
 pub use watched::WatchedObject;
+pub use watches::WatchScope;
 pub(crate) use watches::Watches;

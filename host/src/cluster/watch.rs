@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 /// A running watch; dropping it stops the watch.
 pub struct WatchHandle {
-    /// A reader of the cache the watch fills (the watch task holds its only writer).
+    /// A reader of the cache the watch fills (the watch task holds its writer).
     pub cache: Arc<KindCache>,
     task: JoinHandle<()>,
 }
@@ -28,28 +28,34 @@ impl Drop for WatchHandle {
     }
 }
 
-/// Starts watching `kind` (in `namespace`, or everywhere), filling a new cache (from a
-/// streaming list when `streaming_lists` is set, from paged lists otherwise) and sending
-/// every change to `changes`.
+/// Starts watching `kind` (in `namespace`, or everywhere) into `cache` (from a streaming
+/// list when `streaming_lists` is set, from paged lists otherwise), sending every change to
+/// `changes`. Several watches may fill one cache, each its own namespace.
 pub fn spawn_watch(
     client: kube::Client,
     kind: &ResolvedKind,
+    cache: &Arc<KindCache>,
     namespace: Option<&str>,
     streaming_lists: bool,
     changes: UnboundedSender<Change>,
 ) -> WatchHandle {
-    let writer = CacheWriter::new(kind.kind.clone());
-    let cache = writer.reader();
-    let api: Api<WatchedObject> = match namespace {
-        Some(ns) if kind.namespaced => Api::namespaced_with(client, ns, &kind.resource),
-        _ => Api::all_with(client, &kind.resource),
+    let (api, scope): (Api<WatchedObject>, _) = match namespace {
+        Some(ns) if kind.namespaced => (
+            Api::namespaced_with(client, ns, &kind.resource),
+            Some(ns.to_string()),
+        ),
+        _ => (Api::all_with(client, &kind.resource), None),
     };
+    let writer = CacheWriter::scoped(cache, scope);
     let config = match streaming_lists {
         true => watcher::Config::default().streaming_lists(),
         false => watcher::Config::default(),
     };
     let task = tokio::spawn(run(api, config, writer, changes));
-    WatchHandle { cache, task }
+    WatchHandle {
+        cache: cache.clone(),
+        task,
+    }
 }
 
 async fn run(

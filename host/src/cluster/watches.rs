@@ -1,11 +1,42 @@
-//! The shared watches: one list+watch per kind, started when a plugin first needs the kind
-//! and stopped when no plugin needs it any more.
+//! The shared watches: one cache per kind, filled by one list+watch across the cluster or,
+//! when every plugin that needs the kind is confined to named namespaces, by one per
+//! namespace, so a tenant's grant never makes the host list and hold a kind cluster-wide
+//! (Secrets above all). Watches start when a plugin first needs a kind (or a namespace of
+//! it) and stop when none does any more.
 
-use super::{Change, KindCache, KindRegistry, WatchHandle, spawn_watch};
+use super::{Change, KindCache, KindRegistry, ResolvedKind, WatchHandle, spawn_watch};
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
+
+/// Where a plugin needs a kind watched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchScope {
+    /// Every namespace (and cluster-scoped objects).
+    All,
+    /// These namespaces only.
+    Only(BTreeSet<String>),
+}
+
+impl WatchScope {
+    /// The smallest scope covering both.
+    pub fn union(&self, other: &WatchScope) -> WatchScope {
+        match (self, other) {
+            (WatchScope::Only(a), WatchScope::Only(b)) => {
+                WatchScope::Only(a.union(b).cloned().collect())
+            }
+            _ => WatchScope::All,
+        }
+    }
+}
+
+/// One kind's cache and the watches filling it, by namespace (`None`: cluster-wide).
+struct KindWatch {
+    cache: Arc<KindCache>,
+    resolved: ResolvedKind,
+    watches: BTreeMap<Option<String>, WatchHandle>,
+}
 
 /// Every running watch, feeding one change channel.
 pub(crate) struct Watches {
@@ -13,7 +44,7 @@ pub(crate) struct Watches {
     namespace: Option<String>,
     streaming_lists: bool,
     changes: UnboundedSender<Change>,
-    running: Mutex<BTreeMap<KindRef, WatchHandle>>,
+    running: Mutex<BTreeMap<KindRef, KindWatch>>,
 }
 
 impl Watches {
@@ -35,48 +66,119 @@ impl Watches {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<KindRef, WatchHandle>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<KindRef, KindWatch>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The cache of `kind`, starting its watch if none runs (discovery first, once per kind).
-    pub async fn ensure(&self, kind: &KindRef) -> Result<Arc<KindCache>, kube::Error> {
-        if let Some(w) = self.lock().get(kind) {
-            return Ok(w.cache.clone());
+    /// The watch keys `scope` needs of a kind: `None` (cluster-wide) or each namespace. The
+    /// host's own `--namespace` confines everything to it.
+    fn wanted(&self, namespaced: bool, scope: &WatchScope) -> BTreeSet<Option<String>> {
+        match (&self.namespace, namespaced, scope) {
+            (Some(ns), true, _) => [Some(ns.clone())].into(),
+            (_, false, _) | (None, true, WatchScope::All) => [None].into(),
+            (None, true, WatchScope::Only(names)) => names.iter().cloned().map(Some).collect(),
         }
-        let resolved = self.kinds.resolve(kind).await?;
-        let mut running = self.lock();
-        // Another caller may have started it while discovery ran.
-        let handle = running.entry(kind.clone()).or_insert_with(|| {
-            tracing::info!(%kind, "watch started");
-            spawn_watch(
-                self.kinds.client().clone(),
-                &resolved,
-                self.namespace.as_deref(),
-                self.streaming_lists,
-                self.changes.clone(),
-            )
-        });
-        Ok(handle.cache.clone())
     }
 
-    /// Stops every watch whose kind is not in `needed`.
-    pub fn retain(&self, needed: &BTreeSet<KindRef>) {
+    /// The cache of `kind`, with watches covering `scope` (discovery first, once per kind).
+    pub async fn ensure(
+        &self,
+        kind: &KindRef,
+        scope: &WatchScope,
+    ) -> Result<Arc<KindCache>, kube::Error> {
+        let resolved = self.kinds.resolve(kind).await?;
+        let wanted = self.wanted(resolved.namespaced, scope);
+        let mut running = self.lock();
+        let entry = running.entry(kind.clone()).or_insert_with(|| KindWatch {
+            cache: KindCache::empty(kind.clone()),
+            resolved: resolved.clone(),
+            watches: BTreeMap::new(),
+        });
+        // A cluster-wide watch covers every namespace already.
+        if entry.watches.contains_key(&None) {
+            return Ok(entry.cache.clone());
+        }
+        let missing: Vec<Option<String>> = wanted
+            .iter()
+            .filter(|at| !entry.watches.contains_key(*at))
+            .cloned()
+            .collect();
+        for at in missing {
+            tracing::info!(%kind, namespace = at.as_deref().unwrap_or("*"), "watch started");
+            let handle = spawn_watch(
+                self.kinds.client().clone(),
+                &resolved,
+                &entry.cache,
+                at.as_deref(),
+                self.streaming_lists,
+                self.changes.clone(),
+            );
+            entry.watches.insert(at, handle);
+        }
+        if wanted.contains(&None) {
+            // Widened to the cluster: its list covers what the namespaces' watches held.
+            entry.watches.retain(|at, _| at.is_none());
+        }
+        Ok(entry.cache.clone())
+    }
+
+    /// Stops every watch no plugin needs: kinds not in `needed`, and namespaces outside a
+    /// kind's needed scope (narrowing a cluster-wide watch to namespaces once no plugin
+    /// needs more: their watches start first, so nothing needed leaves the cache meanwhile).
+    pub fn retain(&self, needed: &BTreeMap<KindRef, WatchScope>) {
         let mut running = self.lock();
         let unneeded: Vec<KindRef> = running
             .keys()
-            .filter(|k| !needed.contains(*k))
+            .filter(|k| !needed.contains_key(*k))
             .cloned()
             .collect();
         for kind in unneeded {
             running.remove(&kind);
             tracing::info!(%kind, "watch stopped: no plugin needs it any more");
         }
+        for (kind, entry) in running.iter_mut() {
+            let wanted = self.wanted(entry.resolved.namespaced, &needed[kind]);
+            if wanted.contains(&None) {
+                continue;
+            }
+            let missing: Vec<Option<String>> = wanted
+                .iter()
+                .filter(|at| !entry.watches.contains_key(*at))
+                .cloned()
+                .collect();
+            for at in missing {
+                tracing::info!(%kind, namespace = at.as_deref().unwrap_or("*"), "watch narrowed to a namespace");
+                let handle = spawn_watch(
+                    self.kinds.client().clone(),
+                    &entry.resolved,
+                    &entry.cache,
+                    at.as_deref(),
+                    self.streaming_lists,
+                    self.changes.clone(),
+                );
+                entry.watches.insert(at, handle);
+            }
+            let before = entry.watches.len();
+            entry.watches.retain(|at, _| wanted.contains(at));
+            if entry.watches.len() < before {
+                let keep: BTreeSet<String> = wanted.iter().flatten().cloned().collect();
+                entry.cache.keep_namespaces(&keep);
+                tracing::info!(%kind, namespaces = keep.len(), "watch narrowed: no plugin needs the other namespaces");
+            }
+        }
     }
 
     /// The kinds being watched.
     pub fn kinds(&self) -> Vec<KindRef> {
         self.lock().keys().cloned().collect()
+    }
+
+    /// Where each kind is watched: `None` for cluster-wide, else its namespaces.
+    pub fn scopes(&self) -> Vec<(KindRef, Vec<Option<String>>)> {
+        self.lock()
+            .iter()
+            .map(|(kind, w)| (kind.clone(), w.watches.keys().cloned().collect()))
+            .collect()
     }
 
     /// How many objects each watched kind's cache holds.

@@ -5,7 +5,7 @@
 use super::config::ControllerConfig;
 use crate::actions::{ApiWriter, Executor, HostWrites, KubeWriter, Pipeline};
 use crate::cluster::KindRegistry;
-use crate::cluster::Watches;
+use crate::cluster::{WatchScope, Watches};
 use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::Plugin;
@@ -18,7 +18,7 @@ use crate::worker::{
     RunningPlugin, RunningPlugins, Shared, StartError,
 };
 use prometheus_client::registry::Registry;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -240,14 +240,28 @@ impl Controller {
     }
 
     fn retain_watches(&self) {
-        let needed: BTreeSet<KindRef> = self
-            .inner
-            .running
-            .snapshot()
-            .iter()
-            .flat_map(|u| u.current().kinds().cloned().collect::<Vec<_>>())
-            .collect();
+        let mut needed: BTreeMap<KindRef, WatchScope> = BTreeMap::new();
+        for running in self.inner.running.snapshot().iter() {
+            let revision = running.current();
+            for kind in revision.kinds() {
+                let scope = match needed.get(kind) {
+                    Some(s) => s.union(&revision.scope),
+                    None => revision.scope.clone(),
+                };
+                needed.insert(kind.clone(), scope);
+            }
+        }
         self.inner.watches.retain(&needed);
+    }
+
+    /// Where each kind is watched: `None` for cluster-wide, else its namespaces.
+    pub fn watch_scopes(&self) -> Vec<(KindRef, Vec<Option<String>>)> {
+        self.inner.watches.scopes()
+    }
+
+    /// How many objects each watched kind's cache holds.
+    pub fn cached_objects(&self) -> Vec<(KindRef, usize)> {
+        self.inner.watches.object_counts()
     }
 
     /// Every audit record from now on: one per action, with its policy decision (to miss

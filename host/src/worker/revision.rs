@@ -5,10 +5,10 @@
 use super::error::StartError;
 use super::expectations::Cached;
 use super::instance::{InstanceName, PluginInstance};
-use crate::cluster::{CacheObjects, KindCache, ObjKey, Watches};
+use crate::cluster::{CacheObjects, KindCache, ObjKey, WatchScope, Watches};
 use crate::contract::KindRef;
 use crate::plugin::{CallContext, Limits, Plugin};
-use crate::policy::{NamespaceLabels, PluginIdentity, Policy, WriteBudget};
+use crate::policy::{NamespaceLabels, Namespaces, PluginIdentity, Policy, WriteBudget};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -34,6 +34,8 @@ pub(crate) struct Revision {
     /// policy's write limits stay the same, so a reload does not refill it).
     pub budget: Arc<WriteBudget>,
     pub identity: Arc<PluginIdentity>,
+    /// Where its kinds need watching: its granted namespaces, when it names them.
+    pub scope: WatchScope,
 }
 
 impl Revision {
@@ -51,30 +53,33 @@ impl Revision {
         let meta = instance.plugin.metadata();
         let mut policy = instance.policy.clone();
         let readable = readable_kinds(instance);
+        let scope = watch_scope(&policy);
         let mut caches = Vec::new();
         for kind in readable.iter().chain(&meta.owns) {
             if caches.iter().any(|c: &Arc<KindCache>| c.kind() == kind) {
                 continue;
             }
-            let cache = watches
-                .ensure(kind)
-                .await
-                .map_err(|source| StartError::KindNotServed {
-                    plugin: name.clone(),
-                    kind: kind.clone(),
-                    source: Box::new(source),
-                })?;
+            let cache =
+                watches
+                    .ensure(kind, &scope)
+                    .await
+                    .map_err(|source| StartError::KindNotServed {
+                        plugin: name.clone(),
+                        kind: kind.clone(),
+                        source: Box::new(source),
+                    })?;
             caches.push(cache);
         }
         if policy.grants.namespaces.selector().is_some() {
             // Namespaces granted by label: looked up in the shared Namespace watch, which the
             // plugin itself cannot read. The revision runs a copy of the policy bound to it.
-            let cache = watches.ensure(&namespace_kind()).await.map_err(|source| {
-                StartError::NamespacesUnwatchable {
+            let cache = watches
+                .ensure(&namespace_kind(), &WatchScope::All)
+                .await
+                .map_err(|source| StartError::NamespacesUnwatchable {
                     plugin: name.clone(),
                     source: Box::new(source),
-                }
-            })?;
+                })?;
             policy = Arc::new(policy.bind_namespaces(cache.clone()));
             caches.push(cache);
         }
@@ -111,6 +116,7 @@ impl Revision {
             config: instance.config.clone(),
             policy,
             budget,
+            scope,
         })
     }
 
@@ -129,6 +135,19 @@ impl Revision {
                 None => Cached::Gone,
             },
         }
+    }
+}
+
+/// Where a plugin's kinds need watching: the namespaces its policy names, when it grants
+/// only named namespaces (as a Plugin object's grant does); else everywhere.
+fn watch_scope(policy: &Policy) -> WatchScope {
+    match &policy.grants.namespaces {
+        Namespaces::Only {
+            names,
+            selector: None,
+            ..
+        } => WatchScope::Only(names.clone()),
+        _ => WatchScope::All,
     }
 }
 

@@ -129,6 +129,7 @@ async fn harness_listed(
         config: instance.config.clone(),
         budget: Arc::new(instance.policy.write_budget()),
         policy: instance.policy.clone(),
+        scope: crate::cluster::WatchScope::All,
     };
     let name = instance.name().unwrap().clone();
     controller
