@@ -19,6 +19,7 @@ mod oci_sign;
 mod plugin_objects;
 mod policy;
 mod registry;
+mod registry_hostile;
 mod reload;
 mod sandbox_memory;
 mod sdk_packages;

@@ -446,12 +446,8 @@ async fn a_hostile_registry_cannot_make_a_pull_read_without_limit() {
         "{err}"
     );
     let err = pull("error").await;
-    assert!(err.contains("HTTP 500: xxxx"), "{err}");
-    assert!(
-        err.len() < 600,
-        "the error body is cut: {} bytes",
-        err.len()
-    );
+    assert!(err.contains("HTTP 500"), "{err}");
+    assert!(!err.contains("xxxx"), "the error body is never shown: {err}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     for (what, counter) in written.lock().unwrap().iter() {
         let sent = counter.load(Ordering::Relaxed);
@@ -685,10 +681,17 @@ async fn bearer_tokens_are_not_shared_between_credentials() {
     })
     .unwrap();
     let r = OciRef::parse(&format!("oci://{addr}/team-a/private:v1")).unwrap();
-    let tenant_a = oci_client::secrets::RegistryAuth::Basic("tenant-a".into(), "pw".into());
+    let tenant_a = kubeplug::oci::access::Access {
+        credentials: kubeplug::oci::registry::Credentials::from_docker_config(
+            format!(r#"{{"auths":{{"{addr}":{{"username":"tenant-a","password":"pw"}}}}}}"#)
+                .as_bytes(),
+        )
+        .unwrap(),
+        reach: kubeplug::oci::access::Reach::Listed(vec![addr.clone()]),
+    };
     let pulled = transfer::pull_checked(&reg, &r, &tenant_a).await.unwrap();
     assert_eq!(pulled.bytes, module);
-    let err = transfer::pull_checked(&reg, &r, &oci_client::secrets::RegistryAuth::Anonymous)
+    let err = transfer::pull_checked(&reg, &r, &kubeplug::oci::access::Access::anonymous())
         .await
         .unwrap_err();
     assert!(format!("{err:#}").contains("HTTP 401"), "{err:#}");

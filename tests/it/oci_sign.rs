@@ -306,7 +306,7 @@ async fn verification_rules_against_signatures_in_a_registry() {
     let host = config(format!("allOf:\n{}", pub_key_rule(&a, "")));
     let tenant_ok = config(format!("allOf:\n{}", pub_key_rule(&b, "")));
     let tenant_bad = config(format!("allOf:\n{}", pub_key_rule(&c, "")));
-    let auth = client.auth(&m1);
+    let auth = client.access();
     let both = verification::verify_all(
         &client,
         &m1,
@@ -364,7 +364,7 @@ async fn verification_rules_against_signatures_in_a_registry() {
             &m1,
             &signature::signature_tag(&hex1),
             &[OCI_MANIFEST],
-            &client.auth(&m1),
+            &client.access(),
         )
         .await
         .unwrap();
@@ -640,7 +640,7 @@ async fn mirror_keeps_signatures_verifiable() {
             &at_dst,
             &signature::signature_tag(&hex),
             &[OCI_MANIFEST],
-            &client.auth(&at_dst),
+            &client.access(),
         )
         .await
         .unwrap();
@@ -658,7 +658,7 @@ async fn mirror_keeps_signatures_verifiable() {
         .unwrap();
     let (code, _, err) = mirror(&source.to_string(), false);
     assert!(code == 0 && err.contains("1 signature(s) copied"), "{err}");
-    let read = signature::read(&client, &at_dst, &client.auth(&at_dst))
+    let read = signature::read(&client, &at_dst, &client.access())
         .await
         .unwrap()
         .unwrap();

@@ -17,6 +17,9 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// Hostile registries, seen through a Plugin's status and Events (issue 35).
+mod hostile_registry;
+
 /// A host running `Plugin` objects only (no plugins directory) on its own API server.
 struct Tenancy {
     sim: Sim,

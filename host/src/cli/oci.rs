@@ -49,7 +49,7 @@ pub async fn mirror(args: MirrorArgs) -> anyhow::Result<ExitCode> {
     let reg = Registries::new(&args.registry)?;
     let source = match verification::config_of(&args.registry)? {
         Some(config) => {
-            let pinned = verification::resolve(&reg, &args.source, &reg.auth(&args.source)).await?;
+            let pinned = verification::resolve(&reg, &args.source, &reg.access()).await?;
             verification::verify(&reg, &pinned, &config).await?;
             pinned
         }

@@ -164,7 +164,7 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let reg = Registries::new(&args.registry)?;
-    let pinned = verification::resolve(&reg, &args.reference, &reg.auth(&args.reference)).await?;
+    let pinned = verification::resolve(&reg, &args.reference, &reg.access()).await?;
     let verified = verification::verify(&reg, &pinned, &config).await?;
     println!("{pinned}");
     for m in &verified.matched {

@@ -5,10 +5,15 @@
 //! operator's command, to a registry the operator names) still use oci-client.
 //!
 //! Authentication is the distribution spec's: a 401 names a Bearer realm (a token is fetched
-//! with the credentials, if any, and kept per repository until it expires) or Basic.
-//! Redirects (blob storage on another host) are followed by reqwest, which drops the
-//! `Authorization` header when the host changes.
+//! with the credentials for the realm's own host, if any, and kept per repository until it
+//! expires) or Basic. Redirects (blob storage on another host) are followed by reqwest, which
+//! drops the `Authorization` header when the host changes. A realm and every redirect hop are
+//! checked against the pull's [`Access`] before anything is sent to them (see `access`).
+//!
+//! Nothing a registry answers is echoed: an error status becomes its code and, when the body
+//! carries one, one of the distribution spec's fixed error codes; never the body's text.
 
+use super::access::{Access, HopRefused, Hops};
 use super::reference::OciRef;
 use oci_client::secrets::RegistryAuth;
 use sha2::{Digest, Sha256};
@@ -20,8 +25,25 @@ use std::time::{Duration, Instant};
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 /// The largest token response read.
 const MAX_TOKEN_BYTES: u64 = 64 << 10;
-/// The most of an error body read (and shown, cut to 200 bytes).
+/// The most of an error body read (for its distribution-spec error code; never shown).
 const MAX_ERROR_BYTES: u64 = 4 << 10;
+/// The error codes of the distribution spec: the only words of an error body ever shown.
+const SPEC_ERROR_CODES: &[&str] = &[
+    "BLOB_UNKNOWN",
+    "BLOB_UPLOAD_INVALID",
+    "BLOB_UPLOAD_UNKNOWN",
+    "DIGEST_INVALID",
+    "MANIFEST_BLOB_UNKNOWN",
+    "MANIFEST_INVALID",
+    "MANIFEST_UNKNOWN",
+    "NAME_INVALID",
+    "NAME_UNKNOWN",
+    "SIZE_INVALID",
+    "UNAUTHORIZED",
+    "DENIED",
+    "UNSUPPORTED",
+    "TOOMANYREQUESTS",
+];
 /// Tokens kept at most (one per registry and repository); the oldest go first.
 const MAX_TOKENS: usize = 1024;
 /// A token without `expires_in` is kept this long (the spec's default is 60 s).
@@ -40,14 +62,26 @@ pub enum FetchError {
         source: reqwest::Error,
     },
     /// The registry answered an error status.
-    #[error("{url}: HTTP {status}{}", if body.is_empty() { String::new() } else { format!(": {body}") })]
+    #[error("{url}: HTTP {status}{}", code.map(|c| format!(" ({c})")).unwrap_or_default())]
     Status {
         /// What was asked.
         url: String,
         /// The status.
         status: u16,
-        /// The start of the body, printable characters only.
-        body: String,
+        /// The first error code of the body when it is one of the distribution spec's
+        /// (`MANIFEST_UNKNOWN`, `DENIED`, …); the body itself is never kept.
+        code: Option<&'static str>,
+    },
+    /// The registry pointed somewhere this pull may not go (a token realm or a redirect on
+    /// a host no applying policy lists, a downgrade to plain http): nothing was sent there.
+    #[error("{url}: {what} refused: {why}")]
+    Refused {
+        /// What was asked.
+        url: String,
+        /// What pointed there: the token realm, a redirect.
+        what: &'static str,
+        /// Why, naming the host only.
+        why: HopRefused,
     },
     /// The answer was longer than its limit; reading stopped there.
     #[error("{url}: {what} is longer than {limit} bytes; stopped reading")]
@@ -102,16 +136,6 @@ pub struct Manifest {
 /// Registry, repository, and a SHA-256 of the credentials the token was asked with.
 type TokenKey = (String, String, String);
 
-/// Whose credentials `auth` are, as a digest (the secret itself is not kept as a key).
-fn credentials_id(auth: &RegistryAuth) -> String {
-    let text = match auth {
-        RegistryAuth::Anonymous => return "anonymous".into(),
-        RegistryAuth::Basic(user, password) => format!("basic\0{user}\0{password}"),
-        RegistryAuth::Bearer(token) => format!("bearer\0{token}"),
-    };
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
 /// The HTTP side of pulls: one reqwest client (the registry flags' TLS settings) and the
 /// tokens registries handed out.
 #[derive(Debug)]
@@ -131,10 +155,11 @@ impl Fetcher {
         extra_roots: Vec<reqwest::Certificate>,
     ) -> Result<Fetcher, reqwest::Error> {
         let http = reqwest::Client::builder()
+            .referer(false)
             .tls_certs_merge(extra_roots)
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::limited(5))
+            .redirect(super::access::redirect_policy())
             .user_agent(concat!("kubeplug/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(Fetcher {
@@ -160,11 +185,11 @@ impl Fetcher {
         r: &OciRef,
         reference: &str,
         accept: &[&str],
-        auth: &RegistryAuth,
+        access: &Access,
     ) -> Result<Manifest, FetchError> {
         let url = format!("{}/manifests/{reference}", self.base(r));
         let accept = accept.join(", ");
-        let mut response = self.get(r, &url, Some(&accept), auth).await?;
+        let mut response = self.get(r, &url, Some(&accept), access).await?;
         let bytes = read_bounded(&mut response, &url, "the manifest", MAX_MANIFEST_BYTES).await?;
         let digest = hex::encode(Sha256::digest(&bytes));
         if let Some(asked) = reference.strip_prefix("sha256:")
@@ -186,11 +211,11 @@ impl Fetcher {
         r: &OciRef,
         hex: &str,
         size: u64,
-        auth: &RegistryAuth,
+        access: &Access,
         mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
     ) -> Result<(), FetchError> {
         let url = format!("{}/blobs/sha256:{hex}", self.base(r));
-        let mut response = self.get(r, &url, None, auth).await?;
+        let mut response = self.get(r, &url, None, access).await?;
         if let Some(len) = response.content_length()
             && len > size
         {
@@ -243,10 +268,10 @@ impl Fetcher {
         r: &OciRef,
         hex: &str,
         size: u64,
-        auth: &RegistryAuth,
+        access: &Access,
     ) -> Result<Vec<u8>, FetchError> {
         let mut out = Vec::with_capacity(size.min(1 << 20) as usize);
-        self.blob(r, hex, size, auth, |chunk| {
+        self.blob(r, hex, size, access, |chunk| {
             out.extend_from_slice(chunk);
             Ok(())
         })
@@ -254,22 +279,34 @@ impl Fetcher {
         Ok(out)
     }
 
-    /// A GET with the repository's token (or basic credentials); on a 401, authenticates as
-    /// the challenge says and asks once more. Any other error status is an error.
+    /// A GET with the repository's token (or the registry's basic credentials); on a 401,
+    /// authenticates as the challenge says and asks once more. Any other error status is an
+    /// error.
     async fn get(
         &self,
         r: &OciRef,
         url: &str,
         accept: Option<&str>,
-        auth: &RegistryAuth,
+        access: &Access,
     ) -> Result<reqwest::Response, FetchError> {
+        let origin = reqwest::Url::parse(url).map_err(|e| FetchError::Auth {
+            url: url.into(),
+            why: format!("not a URL: {e}"),
+        })?;
+        let hops = Hops {
+            access: access.clone(),
+            origin: origin.clone(),
+        };
+        let auth = access.auth_for(&r.registry);
         let key = (
             r.registry.clone(),
             r.repository.clone(),
-            credentials_id(auth),
+            access.credentials.fingerprint(),
         );
         let token = self.token(&key);
-        let response = self.send(url, accept, auth, token.as_deref()).await?;
+        let response = self
+            .send(&hops, url, accept, &auth, token.as_deref())
+            .await?;
         if response.status() != reqwest::StatusCode::UNAUTHORIZED {
             return check(response, url).await;
         }
@@ -282,7 +319,7 @@ impl Fetcher {
         let token = match parse_challenge(&challenge) {
             Challenge::Bearer { realm, service } => {
                 let token = self
-                    .fetch_token(r, &realm, service.as_deref(), auth)
+                    .fetch_token(r, url, &hops, &realm, service.as_deref(), &key)
                     .await?;
                 Some(token)
             }
@@ -297,16 +334,16 @@ impl Fetcher {
                 });
             }
             Challenge::Other => {
+                // The header is the registry's text: not shown.
                 return Err(FetchError::Auth {
                     url: url.into(),
-                    why: format!(
-                        "HTTP 401 with an authentication challenge this client does not speak: {:?}",
-                        crate::contract::text::shown_max(&challenge, 100)
-                    ),
+                    why: "HTTP 401 with an authentication challenge this client does not speak (neither Bearer with a realm nor Basic)".into(),
                 });
             }
         };
-        let response = self.send(url, accept, auth, token.as_deref()).await?;
+        let response = self
+            .send(&hops, url, accept, &auth, token.as_deref())
+            .await?;
         if response.status() == reqwest::StatusCode::UNAUTHORIZED {
             return Err(FetchError::Auth {
                 url: url.into(),
@@ -319,8 +356,11 @@ impl Fetcher {
         check(response, url).await
     }
 
+    /// One GET of `url` (the registry's own) with a token or `auth`, its redirects checked
+    /// against `hops`.
     async fn send(
         &self,
+        hops: &Hops,
         url: &str,
         accept: Option<&str>,
         auth: &RegistryAuth,
@@ -336,8 +376,7 @@ impl Fetcher {
             (None, RegistryAuth::Bearer(token)) => request.bearer_auth(token),
             (None, RegistryAuth::Anonymous) => request,
         };
-        request
-            .send()
+        super::access::within(hops.clone(), request.send())
             .await
             .map_err(|source| transport(url, source))
     }
@@ -350,53 +389,66 @@ impl Fetcher {
             .map(|(t, _)| t.clone())
     }
 
-    /// Asks `realm` for a pull token for `r`'s repository, with the credentials if any.
+    /// Asks `realm` for a pull token for `r`'s repository: only when the realm is the
+    /// registry's own host or one the access lists (else nothing is sent to it), and with
+    /// the credentials for the realm's own host, if any. `url` is what the 401 answered.
     async fn fetch_token(
         &self,
         r: &OciRef,
+        url: &str,
+        hops: &Hops,
         realm: &str,
         service: Option<&str>,
-        auth: &RegistryAuth,
+        key: &TokenKey,
     ) -> Result<String, FetchError> {
-        let parsed = reqwest::Url::parse(realm).map_err(|e| FetchError::Auth {
-            url: realm.chars().take(200).collect(),
-            why: format!("the registry's token realm is not a URL: {e}"),
-        })?;
-        if !matches!(parsed.scheme(), "https" | "http") {
-            return Err(FetchError::Auth {
-                url: realm.chars().take(200).collect(),
-                why: "the registry's token realm is not an http(s) URL".into(),
-            });
-        }
+        let refused = |why| FetchError::Refused {
+            url: url.into(),
+            what: "the token realm",
+            why,
+        };
+        let parsed = reqwest::Url::parse(realm).map_err(|_| refused(HopRefused::NotHttp))?;
+        hops.access
+            .check_hop(&hops.origin, &hops.origin, &parsed)
+            .map_err(refused)?;
+        // The realm is named by its host only: its path and query are the registry's.
+        let at = format!(
+            "the token realm {}://{}",
+            parsed.scheme(),
+            super::access::authority(&parsed)
+        );
+        let auth = hops.access.auth_for_url(&parsed);
         let scope = format!("repository:{}:pull", r.repository);
         let mut query = vec![("scope", scope.as_str())];
         if let Some(s) = service {
             query.push(("service", s));
         }
-        let mut request = self.http.get(parsed).query(&query);
-        if let RegistryAuth::Basic(user, password) = auth {
+        let mut request = self.http.get(parsed.clone()).query(&query);
+        if let RegistryAuth::Basic(user, password) = &auth {
             request = request.basic_auth(user, Some(password));
         }
-        let url = crate::contract::text::prefix(realm, 200).to_string();
-        let response = request
-            .send()
+        let token_hops = Hops {
+            access: hops.access.clone(),
+            origin: parsed,
+        };
+        let response = super::access::within(token_hops, request.send())
             .await
-            .map_err(|source| transport(url.clone(), source))?;
-        let mut response = check(response, &url).await?;
-        let body = read_bounded(&mut response, &url, "the token", MAX_TOKEN_BYTES).await?;
+            .map_err(|source| transport(at.clone(), source))?;
+        let mut response = check(response, &at).await?;
+        let body = read_bounded(&mut response, &at, "the token", MAX_TOKEN_BYTES).await?;
         #[derive(serde::Deserialize)]
         struct Token {
             token: Option<String>,
             access_token: Option<String>,
             expires_in: Option<u64>,
         }
-        let t: Token = serde_json::from_slice(&body).map_err(|e| FetchError::Auth {
-            url: url.clone(),
-            why: format!("the token answer is not JSON with a token: {e}"),
+        // serde's message may quote the body: not shown.
+        let t: Token = serde_json::from_slice(&body).map_err(|_| FetchError::Auth {
+            url: at.clone(),
+            why: "the token answer is not JSON with a token".into(),
         })?;
         let Some(token) = t.token.or(t.access_token).filter(|t| !t.is_empty()) else {
             return Err(FetchError::Auth {
-                url,
+                url: at,
                 why: "the token answer has no token".into(),
             });
         };
@@ -414,28 +466,29 @@ impl Fetcher {
                 tokens.remove(&oldest);
             }
         }
-        tokens.insert(
-            (
-                r.registry.clone(),
-                r.repository.clone(),
-                credentials_id(auth),
-            ),
-            (token.clone(), Instant::now() + ttl),
-        );
+        tokens.insert(key.clone(), (token.clone(), Instant::now() + ttl));
         Ok(token)
     }
 }
 
-/// A transport error, its URL said once (reqwest's own text repeats it).
+/// A transport error, its URL said once (reqwest's own text repeats it); a redirect the
+/// pull's access refused is [`FetchError::Refused`].
 fn transport(url: impl Into<String>, source: reqwest::Error) -> FetchError {
+    if let Some(why) = super::access::refused_hop(&source) {
+        return FetchError::Refused {
+            url: url.into(),
+            what: "a redirect",
+            why,
+        };
+    }
     FetchError::Transport {
         url: url.into(),
         source: source.without_url(),
     }
 }
 
-/// A success passes; an error status becomes [`FetchError::Status`] with the start of its
-/// body (read to at most 4 KiB, shown to 200 printable bytes).
+/// A success passes; an error status becomes [`FetchError::Status`] with the body's
+/// distribution-spec error code, if it has one (read to at most 4 KiB, never shown).
 async fn check(
     mut response: reqwest::Response,
     url: &str,
@@ -444,23 +497,33 @@ async fn check(
     if status.is_success() {
         return Ok(response);
     }
-    // The start of the body is enough to say what went wrong: reading stops at 4 KiB.
     let mut body = Vec::new();
     while (body.len() as u64) < MAX_ERROR_BYTES
         && let Ok(Some(chunk)) = response.chunk().await
     {
         body.extend_from_slice(&chunk);
     }
-    let text: String = String::from_utf8_lossy(&body)
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
     Err(FetchError::Status {
         url: url.into(),
         status: status.as_u16(),
-        body: text,
+        code: spec_error_code(&body),
     })
+}
+
+/// The first `errors[].code` of a distribution-spec error body, when it is one of the
+/// spec's codes: the only part of a body ever shown.
+fn spec_error_code(body: &[u8]) -> Option<&'static str> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        errors: Vec<Error>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error {
+        code: String,
+    }
+    let body: Body = serde_json::from_slice(body).ok()?;
+    let code = body.errors.first()?.code.as_str();
+    SPEC_ERROR_CODES.iter().copied().find(|c| *c == code)
 }
 
 /// Reads a body to at most `limit` bytes: an announced length over it fails before reading,
@@ -560,21 +623,42 @@ mod tests {
 
     #[test]
     fn tokens_are_kept_per_credentials() {
-        let basic = |u: &str, p: &str| RegistryAuth::Basic(u.into(), p.into());
-        assert_eq!(credentials_id(&RegistryAuth::Anonymous), "anonymous");
+        use super::super::registry::Credentials;
+        let config = |u: &str, p: &str| {
+            Credentials::from_docker_config(
+                format!(r#"{{"auths":{{"r":{{"username":"{u}","password":"{p}"}}}}}}"#).as_bytes(),
+            )
+            .unwrap()
+            .fingerprint()
+        };
+        assert_eq!(Credentials::default().fingerprint(), "anonymous");
+        assert_eq!(config("a", "p"), config("a", "p"));
+        assert_ne!(config("a", "p"), config("a", "q"));
+        assert_ne!(config("a", "p"), "anonymous");
+        assert!(!config("a", "secret").contains("secret"));
+    }
+
+    /// An error body is never shown: only its status and a code of the spec's list.
+    #[test]
+    fn error_bodies_give_a_spec_code_at_most() {
         assert_eq!(
-            credentials_id(&basic("a", "p")),
-            credentials_id(&basic("a", "p"))
+            spec_error_code(br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"secret text"}]}"#),
+            Some("MANIFEST_UNKNOWN")
         );
-        assert_ne!(
-            credentials_id(&basic("a", "p")),
-            credentials_id(&basic("a", "q"))
+        assert_eq!(
+            spec_error_code(br#"{"errors":[{"code":"INTERNAL_SECRET_42"}]}"#),
+            None
         );
-        assert_ne!(
-            credentials_id(&basic("a", "p")),
-            credentials_id(&RegistryAuth::Anonymous)
+        assert_eq!(spec_error_code(b"<html>root:x:0:0</html>"), None);
+        let err = FetchError::Status {
+            url: "http://r/v2/x/manifests/v1".into(),
+            status: 404,
+            code: Some("MANIFEST_UNKNOWN"),
+        };
+        assert_eq!(
+            err.to_string(),
+            "http://r/v2/x/manifests/v1: HTTP 404 (MANIFEST_UNKNOWN)"
         );
-        assert!(!credentials_id(&basic("a", "secret")).contains("secret"));
     }
 
     #[test]
@@ -582,7 +666,7 @@ mod tests {
         let status = |status| FetchError::Status {
             url: "u".into(),
             status,
-            body: String::new(),
+            code: None,
         };
         assert!(status(503).is_transient());
         assert!(status(429).is_transient());

@@ -2,6 +2,7 @@
 //! modules in both media-type conventions, registry flags and credentials, and the
 //! content-addressed cache of pulled modules. The registry protocol is oci-client's.
 
+pub mod access;
 pub mod cache;
 pub mod fetch;
 pub mod keys;

@@ -122,6 +122,25 @@ impl Credentials {
     pub fn is_empty(&self) -> bool {
         self.by_registry.is_empty()
     }
+
+    /// Who these credentials are, as a SHA-256 of every entry (hex; `anonymous` when there
+    /// is none): a key for what they earned, without keeping the secrets as keys.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        if self.by_registry.is_empty() {
+            return "anonymous".into();
+        }
+        let mut entries: Vec<_> = self.by_registry.iter().collect();
+        entries.sort();
+        let mut hasher = Sha256::new();
+        for (registry, (user, password)) in entries {
+            for part in [registry, user, password] {
+                hasher.update(part.as_bytes());
+                hasher.update([0]);
+            }
+        }
+        hex::encode(hasher.finalize())
+    }
 }
 
 /// `https://host:port/v1/` → `host:port`; Docker Hub's legacy key → `docker.io`.
@@ -248,6 +267,17 @@ impl Registries {
     /// The credentials for the registry of `r`.
     pub fn auth(&self, r: &OciRef) -> RegistryAuth {
         self.credentials.auth_for(&r.registry)
+    }
+
+    /// What the operator's own pulls may send and reach: the `--registry-config`
+    /// credentials (each entry to its own host only) and any host (see [`Reach::Any`]).
+    ///
+    /// [`Reach::Any`]: super::access::Reach::Any
+    pub fn access(&self) -> super::access::Access {
+        super::access::Access {
+            credentials: self.credentials.clone(),
+            reach: super::access::Reach::Any,
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use super::transfer::{self, OCI_MANIFEST};
 use crate::oci::keys::SigningKey;
 use anyhow::{Context, bail};
 use base64::Engine;
-use oci_client::secrets::RegistryAuth;
+use super::access::Access;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -190,8 +190,12 @@ fn layers(manifest: &[u8]) -> anyhow::Result<Vec<Layer>> {
         .map(|l| {
             let digest = l.get("digest").and_then(Value::as_str).unwrap_or("");
             Ok(Layer {
-                hex: super::reference::parse_digest(digest)
-                    .map_err(|e| anyhow::anyhow!("a signature layer's digest: {e}"))?,
+                // The registry's text: not shown.
+                hex: super::reference::parse_digest(digest).map_err(|_| {
+                    anyhow::anyhow!(
+                        "a signature layer's digest is not sha256:<64 lower-case hex digits>"
+                    )
+                })?,
                 size: l.get("size").and_then(Value::as_u64).unwrap_or(u64::MAX),
                 signature: annotation(l).map(str::to_string),
                 media_type: l
@@ -210,12 +214,12 @@ async fn signature_manifest(
     reg: &Registries,
     pinned: &OciRef,
     hex: &str,
-    auth: &RegistryAuth,
+    access: &Access,
 ) -> anyhow::Result<Option<Vec<u8>>> {
     let sig = signature_ref(pinned, hex);
     match reg
         .fetch
-        .manifest(&sig, &signature_tag(hex), MANIFEST_TYPES, auth)
+        .manifest(&sig, &signature_tag(hex), MANIFEST_TYPES, access)
         .await
     {
         Ok(m) => Ok(Some(m.bytes)),
@@ -230,13 +234,13 @@ async fn signature_manifest(
 pub async fn read(
     reg: &Registries,
     pinned: &OciRef,
-    auth: &RegistryAuth,
+    access: &Access,
 ) -> anyhow::Result<Option<Signatures>> {
     let hex = pinned
         .digest
         .as_deref()
         .with_context(|| format!("{pinned}: signatures are read for a pinned reference"))?;
-    let Some(manifest) = signature_manifest(reg, pinned, hex, auth).await? else {
+    let Some(manifest) = signature_manifest(reg, pinned, hex, access).await? else {
         return Ok(None);
     };
     let mut out = Signatures::default();
@@ -260,7 +264,7 @@ pub async fn read(
             None => {
                 let payload = reg
                     .fetch
-                    .blob_bytes(pinned, &layer.hex, layer.size, auth)
+                    .blob_bytes(pinned, &layer.hex, layer.size, access)
                     .await
                     .with_context(|| format!("reading signature payload sha256:{}", layer.hex))?;
                 read_by_digest.insert(layer.hex.clone(), payload.clone());
@@ -305,7 +309,7 @@ pub async fn sign(
             pinned,
             &format!("sha256:{hex}"),
             MODULE_MANIFEST_TYPES,
-            &reg.auth(pinned),
+            &reg.access(),
         )
         .await
         .with_context(|| format!("{pinned}: reading the manifest to sign"))?;
@@ -313,7 +317,7 @@ pub async fn sign(
     let payload = payload(pinned, hex, annotations);
     let signature = base64::engine::general_purpose::STANDARD.encode(key.sign(&payload));
     let payload_hex = hex::encode(Sha256::digest(&payload));
-    let existing = signature_manifest(reg, pinned, hex, &reg.auth(pinned)).await?;
+    let existing = signature_manifest(reg, pinned, hex, &reg.access()).await?;
     let mut descriptors: Vec<Value> = match &existing {
         Some(bytes) => layers_json(bytes)?,
         None => Vec::new(),
@@ -396,8 +400,8 @@ pub async fn copy(
     hex: &str,
 ) -> anyhow::Result<usize> {
     let source = src.pinned(hex);
-    let auth = reg.auth(src);
-    let Some(manifest) = signature_manifest(reg, &source, hex, &auth).await? else {
+    let access = reg.access();
+    let Some(manifest) = signature_manifest(reg, &source, hex, &access).await? else {
         return Ok(0);
     };
     let m: Value =
@@ -433,7 +437,7 @@ pub async fn copy(
     }
     let mut blobs = vec![
         reg.fetch
-            .blob_bytes(&source, &config_hex, config_size, &auth)
+            .blob_bytes(&source, &config_hex, config_size, &access)
             .await
             .context("reading the signature config")?,
     ];
@@ -446,13 +450,13 @@ pub async fn copy(
         }
         blobs.push(
             reg.fetch
-                .blob_bytes(&source, &layer.hex, layer.size, &auth)
+                .blob_bytes(&source, &layer.hex, layer.size, &access)
                 .await
                 .with_context(|| format!("reading signature layer sha256:{}", layer.hex))?,
         );
     }
     let target = signature_ref(dst, hex);
-    let existing = signature_manifest(reg, &dst.pinned(hex), hex, &reg.auth(dst)).await?;
+    let existing = signature_manifest(reg, &dst.pinned(hex), hex, &reg.access()).await?;
     if let Some(existing) = existing.filter(|e| *e != manifest) {
         let mut merged = layers_json(&existing)?;
         let before = merged.len();

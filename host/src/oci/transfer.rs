@@ -77,7 +77,7 @@ pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
         types
             .iter()
             .take(5)
-            .map(|t| crate::contract::text::prefix(t, 100))
+            .map(|t| media_type_shown(t))
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -85,7 +85,7 @@ pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
         [one] => *one,
         [] => bail!(
             "no wasm layer ({CNCF_LAYER} or {KUBEWARDEN_LAYER}): found config {} and {} layer(s) [{}]{}",
-            crate::contract::text::prefix(config, 100),
+            media_type_shown(config),
             types.len(),
             shown(&types),
             if config.contains("image.config") || config.contains("container.image") {
@@ -104,7 +104,10 @@ pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
         .get("digest")
         .and_then(Value::as_str)
         .context("the wasm layer has no digest")?;
-    let hex = super::reference::parse_digest(digest).map_err(anyhow::Error::msg)?;
+    // The registry's text: not shown.
+    let hex = super::reference::parse_digest(digest).map_err(|_| {
+        anyhow::anyhow!("the wasm layer's digest is not sha256:<64 lower-case hex digits>")
+    })?;
     let size = layer
         .get("size")
         .and_then(Value::as_u64)
@@ -112,9 +115,27 @@ pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
     Ok((hex, size))
 }
 
+/// A media type the registry wrote, as a message may show it: itself when it has the shape
+/// of one (RFC 6838: `type/subtype` of at most 127 restricted characters each), else a
+/// placeholder; never free text from a registry.
+fn media_type_shown(t: &str) -> &str {
+    let name = |part: &str| {
+        (1..=127).contains(&part.len())
+            && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-".contains(c))
+    };
+    match t.split_once('/') {
+        Some((kind, sub)) if name(kind) && name(sub) => t,
+        _ if t == "none" => t,
+        _ => "(not a media type)",
+    }
+}
+
 /// Pulls the module `r` names with the credentials the registry flags give.
 pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
-    pull_with(reg, r, &reg.auth(r)).await
+    pull_with(reg, r, &reg.access()).await
 }
 
 /// Pulls the module `r` names: the manifest read (bounded, by tag or digest; its bytes
@@ -127,9 +148,9 @@ pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
 pub async fn pull_with(
     reg: &Registries,
     r: &OciRef,
-    auth: &oci_client::secrets::RegistryAuth,
+    access: &super::access::Access,
 ) -> anyhow::Result<Pulled> {
-    pull_inner(reg, r, auth, true).await
+    pull_inner(reg, r, access, true).await
 }
 
 /// [`pull_with`] that always asks the registry for the manifest with `auth`, even for a
@@ -139,15 +160,15 @@ pub async fn pull_with(
 pub async fn pull_checked(
     reg: &Registries,
     r: &OciRef,
-    auth: &oci_client::secrets::RegistryAuth,
+    access: &super::access::Access,
 ) -> anyhow::Result<Pulled> {
-    pull_inner(reg, r, auth, false).await
+    pull_inner(reg, r, access, false).await
 }
 
 async fn pull_inner(
     reg: &Registries,
     r: &OciRef,
-    auth: &oci_client::secrets::RegistryAuth,
+    access: &super::access::Access,
     cache_answers_pinned: bool,
 ) -> anyhow::Result<Pulled> {
     if cache_answers_pinned
@@ -165,7 +186,7 @@ async fn pull_inner(
     }
     let manifest = reg
         .fetch
-        .manifest(r, &manifest_reference(r), ACCEPTED, auth)
+        .manifest(r, &manifest_reference(r), ACCEPTED, access)
         .await
         .with_context(|| format!("pulling the manifest of {r}"))?;
     let manifest_digest = manifest.digest;
@@ -180,7 +201,7 @@ async fn pull_inner(
     let (bytes, cached) = match reg.cache.module(&module_digest) {
         Some(bytes) => (bytes, true),
         None => (
-            download(reg, &pinned, &module_digest, size, auth).await?,
+            download(reg, &pinned, &module_digest, size, access).await?,
             false,
         ),
     };
@@ -209,7 +230,7 @@ async fn download(
     pinned: &OciRef,
     hex: &str,
     size: u64,
-    auth: &oci_client::secrets::RegistryAuth,
+    access: &super::access::Access,
 ) -> anyhow::Result<Vec<u8>> {
     let mut temp = reg
         .cache
@@ -217,7 +238,7 @@ async fn download(
         .context("writing to the module cache")?;
     let mut bytes = Vec::with_capacity(size as usize);
     reg.fetch
-        .blob(pinned, hex, size, auth, |chunk| {
+        .blob(pinned, hex, size, access, |chunk| {
             bytes.extend_from_slice(chunk);
             temp.write_all(chunk)
         })
@@ -338,7 +359,7 @@ pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Res
             &pulled.pinned,
             &manifest_reference(&pulled.pinned),
             ACCEPTED,
-            &reg.auth(src),
+            &reg.access(),
         )
         .await
         .with_context(|| format!("pulling the manifest of {}", pulled.pinned))?
@@ -367,7 +388,7 @@ pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Res
     let config_hex = super::reference::parse_digest(&config_digest).map_err(anyhow::Error::msg)?;
     let config = reg
         .fetch
-        .blob_bytes(&pulled.pinned, &config_hex, config_size, &reg.auth(src))
+        .blob_bytes(&pulled.pinned, &config_hex, config_size, &reg.access())
         .await
         .with_context(|| format!("{}: pulling the config", pulled.pinned))?;
     let target = OciRef {
@@ -450,5 +471,14 @@ mod tests {
             "{err}"
         );
         assert!(wasm_layer(b"<html>").is_err());
+        // A registry's free text in a media type's place is not shown.
+        let err = wasm_layer(&manifest(
+            "root:x:0:0:root:/root:/bin/bash",
+            &["text/plain; internal secret"],
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(!err.contains("root") && !err.contains("secret"), "{err}");
+        assert!(err.contains("(not a media type)"), "{err}");
     }
 }

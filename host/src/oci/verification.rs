@@ -14,7 +14,7 @@ use super::signature::{self, SignatureEntry};
 use super::transfer::{self, Pulled};
 use crate::oci::keys::PublicKey;
 use anyhow::Context;
-use oci_client::secrets::RegistryAuth;
+use super::access::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -410,7 +410,7 @@ pub async fn verify(
     pinned: &OciRef,
     config: &VerificationConfig,
 ) -> Result<Verified, VerifyError> {
-    verify_with(reg, pinned, config, &reg.auth(pinned)).await
+    verify_with(reg, pinned, config, &reg.access()).await
 }
 
 /// [`verify`] with `auth` (a Plugin's pull secret) instead of the registry flags' credentials.
@@ -418,9 +418,9 @@ pub async fn verify_with(
     reg: &Registries,
     pinned: &OciRef,
     config: &VerificationConfig,
-    auth: &RegistryAuth,
+    access: &Access,
 ) -> Result<Verified, VerifyError> {
-    verify_all(reg, pinned, &[("", config)], auth).await
+    verify_all(reg, pinned, &[("", config)], access).await
 }
 
 /// [`verify_with`] against several configs at once, each of which must pass (the host-wide
@@ -432,7 +432,7 @@ pub async fn verify_all(
     reg: &Registries,
     pinned: &OciRef,
     configs: &[(&str, &VerificationConfig)],
-    auth: &RegistryAuth,
+    access: &Access,
 ) -> Result<Verified, VerifyError> {
     if configs.is_empty() {
         return Err(ConfigError("no verification config to check against".into()).into());
@@ -454,7 +454,7 @@ pub async fn verify_all(
     let Some(digest) = pinned.digest.clone() else {
         return Err(VerifyError::NotPinned(pinned.to_string()));
     };
-    let read = signature::read(reg, pinned, auth)
+    let read = signature::read(reg, pinned, access)
         .await
         .map_err(|e| VerifyError::Registry {
             reference: pinned.to_string(),
@@ -599,7 +599,7 @@ pub async fn pull_verified(
 ) -> anyhow::Result<Pulled> {
     match config_of(args)? {
         None => transfer::pull(reg, r).await,
-        Some(config) => Ok(pull_with(reg, r, &config, &reg.auth(r)).await?.0),
+        Some(config) => Ok(pull_with(reg, r, &config, &reg.access()).await?.0),
     }
 }
 
@@ -614,12 +614,12 @@ pub async fn pull_with(
     reg: &Registries,
     r: &OciRef,
     config: &VerificationConfig,
-    auth: &RegistryAuth,
+    access: &Access,
 ) -> anyhow::Result<(Pulled, Verified)> {
-    let pinned = resolve(reg, r, auth).await?;
-    let verified = verify_with(reg, &pinned, config, auth).await?;
+    let pinned = resolve(reg, r, access).await?;
+    let verified = verify_with(reg, &pinned, config, access).await?;
     tracing::info!(module = %pinned, "{verified}");
-    let pulled = transfer::pull_with(reg, &pinned, auth).await?;
+    let pulled = transfer::pull_with(reg, &pinned, access).await?;
     anyhow::ensure!(
         pulled.manifest_digest == verified.digest,
         "{pinned}: pulled manifest sha256:{} is not the verified one",
@@ -630,7 +630,7 @@ pub async fn pull_with(
 
 /// `r` pinned to its manifest's digest: itself when pinned, else the tag's manifest read
 /// (bounded) and its digest taken.
-pub async fn resolve(reg: &Registries, r: &OciRef, auth: &RegistryAuth) -> anyhow::Result<OciRef> {
+pub async fn resolve(reg: &Registries, r: &OciRef, access: &Access) -> anyhow::Result<OciRef> {
     if r.digest.is_some() {
         return Ok(r.clone());
     }
@@ -640,7 +640,7 @@ pub async fn resolve(reg: &Registries, r: &OciRef, auth: &RegistryAuth) -> anyho
             r,
             r.tag_or_default(),
             signature::MODULE_MANIFEST_TYPES,
-            auth,
+            access,
         )
         .await
         .with_context(|| format!("resolving {r}"))?;

@@ -4,13 +4,22 @@
 //! capped backoff while the revision already running keeps running.
 //!
 //! Tenants name the registries, so: only registries a PluginPolicy lists are asked (checked
-//! before this module is reached); credentials come only from the Plugin's own pull Secret,
-//! and only its entry for the image's registry is sent; and every pull asks the registry for
-//! the manifest with those credentials, even when the module is already cached, so one
-//! tenant's pull never hands a private module to another tenant that names its digest.
+//! before this module is reached), and so are the token realms and redirects they point to
+//! (the registry itself or a host the applying policies list, see `oci::access`);
+//! credentials come only from the Plugin's own pull Secret, and each of its entries is sent
+//! only to its own host; every pull asks the registry for the manifest with those
+//! credentials, even when the module is already cached, so one tenant's pull never hands a
+//! private module to another tenant that names its digest; and nothing a registry answers
+//! reaches a status or an Event beyond a status code and a spec error code.
+//!
+//! Pulls share [`MAX_CONCURRENT_PULLS`] slots fairly between namespaces (`fair_slots`): a
+//! namespace whose registry hangs keeps at most its share once another waits. An image no
+//! Plugin names any more has its pull aborted at once, freeing its slot.
 
+use super::fair_slots::FairSlots;
 use super::module::ImageModule;
 use super::refusal::{Reason, Refusal};
+use crate::oci::access::{Access, Reach};
 use crate::oci::fetch::FetchError;
 use crate::oci::{OciRef, Registries};
 use k8s_openapi::api::core::v1::Secret;
@@ -30,7 +39,8 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The default interval at which a tag is resolved again.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
 /// The most pulls at once, host-wide: each may hold a module of up to `--max-module-mib` in
-/// memory while it downloads, so tenants with many Plugins cannot multiply that.
+/// memory while it downloads, so tenants with many Plugins cannot multiply that. Shared
+/// fairly between namespaces.
 pub const MAX_CONCURRENT_PULLS: usize = 4;
 /// The longest one pull (credentials, manifest, signatures, module) may take.
 pub const PULL_DEADLINE: Duration = Duration::from_secs(300);
@@ -54,6 +64,10 @@ struct Entry {
     /// The last pull's failure, if it failed.
     error: Option<Refusal>,
     in_flight: bool,
+    /// The pull in flight, aborted when no Plugin names the image any more.
+    task: Option<tokio::task::AbortHandle>,
+    /// Which pull of this entry is the latest (a finished, aborted one is ignored).
+    attempt: u64,
     failures: u32,
     /// When the next pull is due (a retry, or a tag's next resolution).
     next: Instant,
@@ -66,7 +80,7 @@ pub struct ImagePulls {
     poll: Duration,
     entries: Mutex<HashMap<ImageModule, Entry>>,
     wake: Arc<Notify>,
-    pulls: Arc<tokio::sync::Semaphore>,
+    pulls: FairSlots,
     deadline: Duration,
 }
 
@@ -85,13 +99,20 @@ impl ImagePulls {
             poll,
             entries: Mutex::new(HashMap::new()),
             wake,
-            pulls: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_PULLS)),
+            pulls: FairSlots::new(MAX_CONCURRENT_PULLS),
             deadline: PULL_DEADLINE,
         })
     }
 
-    /// What `image` runs now, or why nothing yet; starts a pull when one is due.
-    pub fn get(self: &Arc<Self>, image: &ImageModule) -> Result<PulledImage, Refusal> {
+    /// What `image` runs now, or why nothing yet; starts a pull when one is due. `hosts` are
+    /// the registry hosts the PluginPolicies applying to the image's namespace list
+    /// ([`crate::oci::access::registry_hosts`]): the only ones, besides the image's registry,
+    /// its token realm and redirects may point to.
+    pub fn get(
+        self: &Arc<Self>,
+        image: &ImageModule,
+        hosts: Vec<String>,
+    ) -> Result<PulledImage, Refusal> {
         let now = Instant::now();
         let mut entries = self.lock();
         if !entries.contains_key(image) && entries.len() >= MAX_IMAGES {
@@ -104,17 +125,22 @@ impl ImagePulls {
             good: None,
             error: None,
             in_flight: false,
+            task: None,
+            attempt: 0,
             failures: 0,
             next: now,
         });
         if !entry.in_flight && now >= entry.next {
             entry.in_flight = true;
+            entry.attempt += 1;
+            let attempt = entry.attempt;
             let me = self.clone();
             let image = image.clone();
-            tokio::spawn(async move {
-                let outcome = me.pull(&image).await;
-                me.finish(&image, outcome);
+            let task = tokio::spawn(async move {
+                let outcome = me.pull(&image, hosts).await;
+                me.finish(&image, attempt, outcome);
             });
+            entry.task = Some(task.abort_handle());
         }
         match (&entry.good, &entry.error) {
             (Some(good), _) => Ok(good.clone()),
@@ -139,24 +165,33 @@ impl ImagePulls {
             .collect()
     }
 
-    /// Forgets the images no Plugin names any more.
+    /// Forgets the images no Plugin names any more, aborting their pulls at once (their
+    /// slots go to the next waiting pull).
     pub fn retain(&self, used: &HashSet<ImageModule>) {
-        self.lock().retain(|image, _| used.contains(image));
+        self.lock().retain(|image, entry| {
+            let keep = used.contains(image);
+            if !keep && let Some(task) = entry.task.take() {
+                tracing::info!(image = %image.reference, namespace = %image.namespace, "no Plugin names the image any more; its pull is stopped");
+                task.abort();
+            }
+            keep
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ImageModule, Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn finish(&self, image: &ImageModule, outcome: Result<PulledImage, Refusal>) {
+    fn finish(&self, image: &ImageModule, attempt: u64, outcome: Result<PulledImage, Refusal>) {
         let now = Instant::now();
         let pinned = image.reference.digest.is_some();
         {
             let mut entries = self.lock();
-            let Some(entry) = entries.get_mut(image) else {
+            let Some(entry) = entries.get_mut(image).filter(|e| e.attempt == attempt) else {
                 return; // no Plugin names it any more
             };
             entry.in_flight = false;
+            entry.task = None;
             match outcome {
                 Ok(pulled) => {
                     if entry.good.as_ref() != Some(&pulled) {
@@ -194,34 +229,43 @@ impl ImagePulls {
         self.wake.notify_one();
     }
 
-    /// One pull: the credentials from the pull Secret, then the manifest (always asked,
-    /// see the module's doc) and the module (from the cache when held).
-    async fn pull(&self, image: &ImageModule) -> Result<PulledImage, Refusal> {
-        let _permit = self
-            .pulls
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Refusal::new(Reason::PullFailed, "the host is shutting down"))?;
-        // A registry that answers a byte at a time would otherwise hold a slot for hours.
-        tokio::time::timeout(self.deadline, self.pull_now(image))
-            .await
-            .unwrap_or_else(|_| {
-                Err(Refusal::new(
-                    Reason::PullFailed,
-                    format!(
-                        "pulling {} took longer than {} s; stopped",
-                        image.reference,
-                        self.deadline.as_secs()
-                    ),
-                ))
-            })
+    /// One pull, in a slot of the image's namespace: the credentials from the pull Secret,
+    /// then the manifest (always asked, see the module's doc) and the module (from the cache
+    /// when held). A slot asked back for another namespace's fair share is given back and
+    /// the pull queues again from the start.
+    async fn pull(&self, image: &ImageModule, hosts: Vec<String>) -> Result<PulledImage, Refusal> {
+        loop {
+            let mut slot = self.pulls.acquire(&image.namespace).await;
+            // A registry that answers a byte at a time would otherwise hold a slot for hours.
+            let attempt = tokio::time::timeout(self.deadline, self.pull_now(image, &hosts));
+            tokio::select! {
+                outcome = attempt => {
+                    return outcome.unwrap_or_else(|_| {
+                        Err(Refusal::new(
+                            Reason::PullFailed,
+                            format!(
+                                "pulling {} took longer than {} s; stopped",
+                                image.reference,
+                                self.deadline.as_secs()
+                            ),
+                        ))
+                    });
+                }
+                () = slot.preempted() => {
+                    tracing::info!(image = %image.reference, namespace = %image.namespace, "pull paused: its slot went to a namespace below its fair share; queued again");
+                }
+            }
+        }
     }
 
-    async fn pull_now(&self, image: &ImageModule) -> Result<PulledImage, Refusal> {
-        let auth = match &image.pull_secret {
+    async fn pull_now(&self, image: &ImageModule, hosts: &[String]) -> Result<PulledImage, Refusal> {
+        let credentials = match &image.pull_secret {
             Some(name) => self.credentials(image, name).await?,
-            None => RegistryAuth::Anonymous,
+            None => crate::oci::registry::Credentials::default(),
+        };
+        let access = Access {
+            credentials,
+            reach: Reach::Listed(hosts.to_vec()),
         };
         let reg = &self.registries;
         let mut reference = image.reference.clone();
@@ -230,7 +274,7 @@ impl ImagePulls {
         if !image.verify.is_empty() {
             // Verified first, by digest, and only that digest pulled: an unsigned or wrongly
             // signed module is never downloaded, let alone compiled.
-            reference = crate::oci::verification::resolve(reg, &reference, &auth)
+            reference = crate::oci::verification::resolve(reg, &reference, &access)
                 .await
                 .map_err(|e| refusal_of(&e))?;
             let mut configs = Vec::new();
@@ -244,7 +288,7 @@ impl ImagePulls {
             let configs: Vec<(&str, &crate::oci::verification::VerificationConfig)> =
                 configs.iter().map(|(who, c)| (*who, c)).collect();
             // One read of the signatures for every config that applies.
-            crate::oci::verification::verify_all(reg, &reference, &configs, &auth)
+            crate::oci::verification::verify_all(reg, &reference, &configs, &access)
                 .await
                 .map_err(|e| {
                     let reason = if e.is_transient() {
@@ -266,9 +310,9 @@ impl ImagePulls {
             authorized = true;
         }
         let pulled = if authorized {
-            crate::oci::transfer::pull_with(reg, &reference, &auth).await
+            crate::oci::transfer::pull_with(reg, &reference, &access).await
         } else {
-            crate::oci::transfer::pull_checked(reg, &reference, &auth).await
+            crate::oci::transfer::pull_checked(reg, &reference, &access).await
         }
         .map_err(|e| refusal_of(&e))?;
         Ok(PulledImage {
@@ -277,8 +321,13 @@ impl ImagePulls {
         })
     }
 
-    /// The pull Secret's credentials for the image's registry.
-    async fn credentials(&self, image: &ImageModule, name: &str) -> Result<RegistryAuth, Refusal> {
+    /// The pull Secret's credentials (it must have an entry for the image's registry; each
+    /// entry goes only to its own host).
+    async fn credentials(
+        &self,
+        image: &ImageModule,
+        name: &str,
+    ) -> Result<crate::oci::registry::Credentials, Refusal> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &image.namespace);
         let what = format!("pull Secret {}/{name}", image.namespace);
         let secret = match api.get_opt(name).await {
@@ -322,7 +371,7 @@ impl ImagePulls {
                 Reason::ImageInvalid,
                 format!("{what} has no credentials for {}", image.reference.registry),
             )),
-            auth => Ok(auth),
+            _ => Ok(credentials),
         }
     }
 }
@@ -338,6 +387,7 @@ fn refusal_of(err: &anyhow::Error) -> Refusal {
         // Not pushed yet, most often: retried with the same backoff as a registry error.
         Some(FetchError::Status { status: 404, .. }) => Reason::PullFailed,
         Some(FetchError::Auth { .. }) => Reason::PullFailed,
+        Some(FetchError::Refused { .. }) => Reason::ImageNotAllowed,
         Some(FetchError::TooLarge {
             what: "the blob", ..
         }) => Reason::ModuleTooLarge,
@@ -402,7 +452,7 @@ mod tests {
                 verify: Vec::new(),
                 generation: 1,
             };
-            let waiting = pulls.get(&image).unwrap_err();
+            let waiting = pulls.get(&image, Vec::new()).unwrap_err();
             assert_eq!(waiting.reason, Reason::Pulling);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -441,13 +491,203 @@ mod tests {
             verify: Vec::new(),
             generation: 1,
         };
-        assert_eq!(pulls.get(&image).unwrap_err().reason, Reason::Pulling);
+        assert_eq!(
+            pulls.get(&image, Vec::new()).unwrap_err().reason,
+            Reason::Pulling
+        );
         tokio::time::timeout(Duration::from_secs(10), wake.notified())
             .await
             .expect("the pull ends at its deadline");
-        let err = pulls.get(&image).unwrap_err();
+        let err = pulls.get(&image, Vec::new()).unwrap_err();
         assert_eq!(err.reason, Reason::PullFailed);
         assert!(err.message.contains("took longer than"), "{}", err.message);
+    }
+
+    /// A registry that answers every request with a manifest of a million bytes, sent a
+    /// byte a second (each byte keeps the client's read timeout from firing: only the pull's
+    /// deadline stops it); its count of connections accepted, and of those the client closed.
+    async fn trickling_registry() -> (
+        String,
+        tokio::sync::watch::Receiver<usize>,
+        tokio::sync::watch::Receiver<usize>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (accepted_tx, accepted) = tokio::sync::watch::channel(0usize);
+        let (closed_tx, closed) = tokio::sync::watch::channel(0usize);
+        let closed_tx = Arc::new(closed_tx);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                accepted_tx.send_modify(|n| *n += 1);
+                let closed_tx = closed_tx.clone();
+                tokio::spawn(async move {
+                    let (mut read, mut write) = stream.into_split();
+                    let mut buf = [0u8; 4096];
+                    let _ = read.read(&mut buf).await;
+                    let trickle = tokio::spawn(async move {
+                        let head = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 1000000\r\n\r\n";
+                        if write.write_all(head.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        while write.write_all(b" ").await.is_ok() {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                    });
+                    // A read of 0 (or an error) is the client leaving.
+                    while matches!(read.read(&mut buf).await, Ok(n) if n > 0) {}
+                    trickle.abort();
+                    closed_tx.send_modify(|n| *n += 1);
+                });
+            }
+        });
+        (addr, accepted, closed)
+    }
+
+    /// A registry holding one module under any repository and tag; its count of manifest
+    /// requests.
+    async fn healthy_registry() -> (String, tokio::sync::watch::Receiver<usize>) {
+        use sha2::{Digest, Sha256};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let module = b"\0asm\x0d\0\x01\0 healthy".to_vec();
+        let hex = |b: &[u8]| hex::encode(Sha256::digest(b));
+        let manifest = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2, "mediaType": crate::oci::transfer::OCI_MANIFEST,
+            "config": {"mediaType": crate::oci::transfer::CNCF_CONFIG, "digest": format!("sha256:{}", hex(b"{}")), "size": 2},
+            "layers": [{"mediaType": crate::oci::transfer::CNCF_LAYER, "digest": format!("sha256:{}", hex(&module)), "size": module.len()}],
+        }))
+        .unwrap();
+        let (asked_tx, asked) = tokio::sync::watch::channel(0usize);
+        let asked_tx = Arc::new(asked_tx);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (manifest, module, asked_tx) =
+                    (manifest.clone(), module.clone(), asked_tx.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let n = stream.read(&mut buf).await.unwrap_or(0);
+                    let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                    let path = request.split(' ').nth(1).unwrap_or("").to_string();
+                    let body = if path.contains("/manifests/") {
+                        asked_tx.send_modify(|n| *n += 1);
+                        manifest
+                    } else {
+                        module
+                    };
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(&body).await;
+                });
+            }
+        });
+        (addr, asked)
+    }
+
+    fn pulls_of(insecure: Vec<String>, cache: &std::path::Path) -> (Arc<ImagePulls>, Arc<Notify>) {
+        let registries = Registries::new(&crate::oci::RegistryArgs {
+            insecure_registry: insecure,
+            module_cache: Some(cache.to_path_buf()),
+            max_module_mib: 64,
+            ..Default::default()
+        })
+        .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let wake = Arc::new(Notify::new());
+        let pulls = ImagePulls::new(registries, client, DEFAULT_POLL, wake.clone());
+        (pulls, wake)
+    }
+
+    fn image(namespace: &str, reference: &str) -> ImageModule {
+        ImageModule {
+            namespace: namespace.into(),
+            reference: OciRef::parse(reference).unwrap(),
+            pull_secret: None,
+            verify: Vec::new(),
+            generation: 1,
+        }
+    }
+
+    /// Waits (bounded by `within`, a failure timeout only) until `watch` reaches `n`.
+    async fn reaches(watch: &mut tokio::sync::watch::Receiver<usize>, n: usize, within: Duration) {
+        let reached = tokio::time::timeout(within, watch.wait_for(|v| *v >= n))
+            .await
+            .map(|r| r.is_ok());
+        assert!(
+            matches!(reached, Ok(true)),
+            "{} of {n} within {within:?}",
+            *watch.borrow()
+        );
+    }
+
+    /// Finding 4: five Plugins of team-a on a registry that trickles a byte a second held every pull
+    /// slot, and team-b's Plugin on a healthy registry stayed Pulling (its registry never
+    /// asked) until their deadline. Now team-b's pull takes a slot team-a holds beyond its
+    /// share, at once; the wait is bounded here by a failure timeout well under the
+    /// deadline of team-a's pulls.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_whose_registry_hangs_cannot_hold_another_tenants_pull() {
+        let (slow, mut accepted, _) = trickling_registry().await;
+        let (good, mut asked) = healthy_registry().await;
+        let cache = tempfile::tempdir().unwrap();
+        let (pulls, wake) = pulls_of(vec![slow.clone(), good.clone()], cache.path());
+        for i in 0..5 {
+            let a = image("team-a", &format!("oci://{slow}/team-a/m{i}:v1"));
+            assert_eq!(pulls.get(&a, vec![slow.clone()]).unwrap_err().reason, Reason::Pulling);
+        }
+        reaches(&mut accepted, MAX_CONCURRENT_PULLS, Duration::from_secs(60)).await;
+        let started = Instant::now();
+        let b = image("team-b", &format!("oci://{good}/team-b/m:v1"));
+        assert_eq!(pulls.get(&b, vec![good.clone()]).unwrap_err().reason, Reason::Pulling);
+        // The failure timeout is far under PULL_DEADLINE: team-a's pulls still hang then.
+        let pulled = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let notified = wake.notified();
+                if let Ok(p) = pulls.get(&b, vec![good.clone()]) {
+                    return p;
+                }
+                notified.await;
+            }
+        })
+        .await
+        .expect("team-b's pull completes while team-a's hang");
+        eprintln!(
+            "team-b's pull waited {:?} behind team-a's hanging pulls (registry asked {} time(s))",
+            started.elapsed(),
+            *asked.borrow_and_update()
+        );
+        assert!(pulled.module_digest.len() == 64);
+        // team-a keeps its share (4 slots, 2 namespaces) of hanging pulls.
+        assert!(pulls.pulls.held_by("team-a") >= MAX_CONCURRENT_PULLS / 2);
+    }
+
+    /// Finding 4, second half: the hanging pulls of images no Plugin names any more held
+    /// their slots to the deadline. Now `retain` aborts them at once: a new image of the
+    /// same namespace is asked for (its registry sees the request) while the deadline of
+    /// the abandoned pulls is still far off, and their connections are closed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn images_no_plugin_names_free_their_slots_at_once() {
+        let (slow, mut accepted, mut closed) = trickling_registry().await;
+        let (good, mut asked) = healthy_registry().await;
+        let cache = tempfile::tempdir().unwrap();
+        let (pulls, _wake) = pulls_of(vec![slow.clone(), good.clone()], cache.path());
+        for i in 0..5 {
+            let a = image("team-a", &format!("oci://{slow}/team-a/m{i}:v1"));
+            let _ = pulls.get(&a, vec![slow.clone()]);
+        }
+        reaches(&mut accepted, MAX_CONCURRENT_PULLS, Duration::from_secs(60)).await;
+        // The tenant deletes those Plugins and applies one naming another image.
+        let fresh = image("team-a", &format!("oci://{good}/team-a/fresh:v1"));
+        pulls.retain(&HashSet::from([fresh.clone()]));
+        let _ = pulls.get(&fresh, vec![good.clone()]);
+        reaches(&mut asked, 1, Duration::from_secs(60)).await;
+        reaches(&mut closed, MAX_CONCURRENT_PULLS, Duration::from_secs(60)).await;
     }
 
     #[test]
@@ -465,7 +705,7 @@ mod tests {
         let down = anyhow::Error::new(FetchError::Status {
             url: "u".into(),
             status: 503,
-            body: String::new(),
+            code: None,
         })
         .context("pulling the manifest of oci://r/x:v1");
         assert_eq!(refusal_of(&down).reason, Reason::PullFailed);
@@ -477,13 +717,13 @@ mod tests {
         let missing = anyhow::Error::new(FetchError::Status {
             url: "u".into(),
             status: 404,
-            body: "MANIFEST_UNKNOWN".into(),
+            code: Some("MANIFEST_UNKNOWN"),
         });
         assert_eq!(refusal_of(&missing).reason, Reason::PullFailed);
         let forbidden = anyhow::Error::new(FetchError::Status {
             url: "u".into(),
             status: 403,
-            body: String::new(),
+            code: None,
         });
         assert_eq!(refusal_of(&forbidden).reason, Reason::ImageInvalid);
         let big = anyhow::anyhow!(

@@ -6,6 +6,7 @@
 //! it never collides with a file-backed one.
 
 mod events;
+mod fair_slots;
 mod grant;
 mod image;
 mod module;

@@ -1027,7 +1027,10 @@ impl ObjectSource {
                         "this kubeplug was started without registry support for Plugin objects",
                     ));
                 };
-                let pulled = images.get(&image)?;
+                let hosts = crate::oci::access::registry_hosts(
+                    applying.iter().flat_map(|(_, p)| &p.modules.images),
+                );
+                let pulled = images.get(&image, hosts)?;
                 if let Some(pin) = &pin
                     && !pin.eq_ignore_ascii_case(&pulled.module_digest)
                 {
