@@ -46,7 +46,20 @@ async fn start(configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
     let tmp = tempfile::tempdir()?;
     let kubeconfig = tmp.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig)?;
-    let mut config = HostConfig {
+    let mut config = host_config();
+    configure(&mut config);
+    let host = Host::start(sim.client()?, config).await?;
+    Ok(Tenancy {
+        sim,
+        host,
+        kubeconfig,
+        tmp,
+    })
+}
+
+/// The configuration of the hosts these tests start (passes every 500 ms).
+fn host_config() -> HostConfig {
+    HostConfig {
         plugins: None,
         objects: Some(ObjectSourceConfig {
             resync: Duration::from_millis(500),
@@ -68,15 +81,7 @@ async fn start(configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
         },
         shutdown_timeout: Duration::from_secs(10),
         coordination: None,
-    };
-    configure(&mut config);
-    let host = Host::start(sim.client()?, config).await?;
-    Ok(Tenancy {
-        sim,
-        host,
-        kubeconfig,
-        tmp,
-    })
+    }
 }
 
 /// Whether kubectl is on PATH; under `CI=true` its absence fails the test.
@@ -92,32 +97,37 @@ fn kubectl_available() -> bool {
     found
 }
 
+/// Runs kubectl with kubeconfig `kc` (in a blocking thread), with `stdin` piped in.
+async fn kubectl_at(kc: &Path, args: &[&str], stdin: &str) -> Result<String> {
+    let kc = kc.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let stdin = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        child.stdin.take().unwrap().write_all(stdin.as_bytes())?;
+        let out = child.wait_with_output()?;
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        anyhow::ensure!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(stdout)
+    })
+    .await?
+}
+
 impl Tenancy {
     /// Runs kubectl against this API server (in a blocking thread), with `stdin` piped in.
     async fn kubectl_in(&self, args: &[&str], stdin: &str) -> Result<String> {
-        let kc = self.kubeconfig.clone();
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let stdin = stdin.to_string();
-        tokio::task::spawn_blocking(move || {
-            let mut child = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&kc)
-                .args(&args)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            child.stdin.take().unwrap().write_all(stdin.as_bytes())?;
-            let out = child.wait_with_output()?;
-            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-            anyhow::ensure!(
-                out.status.success(),
-                "kubectl {args:?} failed: {}{stdout}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Ok(stdout)
-        })
-        .await?
+        kubectl_at(&self.kubeconfig, args, stdin).await
     }
 
     async fn kubectl(&self, args: &[&str]) -> Result<String> {
@@ -1090,5 +1100,291 @@ spec:
     })
     .await;
     assert!(module_file.exists(), "signed, it is pulled into the cache");
+    Ok(())
+}
+
+// The host's status is the truth (issue 35, finding 3): what a Plugin's status carries over
+// time is rebuilt from the host's own record (a ConfigMap in the host's namespace, where
+// tenants have no rights), never from the status read back.
+
+/// The host's record of Plugin ns/name (in the host's namespace, `default` here): the
+/// ConfigMap's name and the record parsed, if there is one that parses.
+fn record_of(t: &Tenancy, ns: &str, name: &str) -> Option<(String, Value)> {
+    t.sim
+        .list("configmaps", Some("default"))
+        .into_iter()
+        .filter(|cm| cm["metadata"]["labels"]["kubeplug.dev/record"] == "plugin-status")
+        .find_map(|cm| {
+            let record: Value = serde_json::from_str(cm["data"]["record.json"].as_str()?).ok()?;
+            (record["plugin"]["namespace"] == ns && record["plugin"]["name"] == name).then(|| {
+                let cm_name = cm["metadata"]["name"].as_str().unwrap_or_default();
+                (cm_name.to_string(), record)
+            })
+        })
+}
+
+/// The records in the host's namespace, parsed or not.
+fn records(t: &Tenancy) -> usize {
+    t.sim
+        .list("configmaps", Some("default"))
+        .iter()
+        .filter(|cm| cm["metadata"]["labels"]["kubeplug.dev/record"] == "plugin-status")
+        .count()
+}
+
+/// What a tenant allowed `plugins/status` writes: a revision from a registry it controls at
+/// the front of the genuine ones, and a rollout that never happened.
+async fn forge_status(t: &Tenancy, ns: &str, name: &str, genuine: &Value) -> Result<()> {
+    let fff = format!("sha256:{}", "f".repeat(64));
+    let mut revisions = vec![serde_json::json!({
+        "digest": fff, "generation": 1, "at": "2026-01-01T00:00:00Z",
+        "image": format!("oci://evil.example/pinner:1@{fff}"),
+    })];
+    revisions.extend(genuine.as_array().cloned().unwrap_or_default());
+    let patch = serde_json::json!({"status": {
+        "revisions": revisions,
+        "rollout": {"phase": "Promoted", "candidate": fff, "generation": 1,
+            "keysCompared": 500, "agreeing": 500, "differing": 0, "examples": [],
+            "message": "Promoted after 500 agreeing keys"},
+    }});
+    t.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "plugin",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &patch.to_string(),
+    ])
+    .await?;
+    let forged = t.plugin(ns, name).unwrap()["status"].clone();
+    assert_eq!(forged["revisions"][0]["digest"], fff, "the forgery landed");
+    Ok(())
+}
+
+/// The messages of the StatusOverwritten Events on Plugin ns/name.
+fn overwritten_events(t: &Tenancy, ns: &str, name: &str) -> Vec<String> {
+    t.sim
+        .list("events", Some(ns))
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == name && e["reason"] == "StatusOverwritten")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_status_is_rebuilt_from_the_hosts_record_and_noted_once() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|_| {}).await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    t.module(
+        "team-a",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.25", ""))
+        .await?;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    let digest = format!("sha256:{}", sha256_of(&common::plugin("image-pinner")));
+    eventually(WAIT, "the host recorded the revision", || {
+        record_of(&t, "team-a", "pinner")
+            .is_some_and(|(_, r)| r["revisions"][0]["digest"] == digest.as_str())
+    })
+    .await;
+    let (record_name, _) = record_of(&t, "team-a", "pinner").unwrap();
+    assert!(
+        !record_name.contains("team-a") && !record_name.contains("pinner"),
+        "named from a hash: {record_name}"
+    );
+    let genuine = t.plugin("team-a", "pinner").unwrap()["status"].clone();
+    assert_eq!(genuine["revisions"].as_array().unwrap().len(), 1);
+    assert!(overwritten_events(&t, "team-a", "pinner").is_empty());
+
+    forge_status(&t, "team-a", "pinner", &genuine["revisions"]).await?;
+    eventually(WAIT, "the forged revision and rollout overwritten", || {
+        let s = t.plugin("team-a", "pinner").unwrap()["status"].clone();
+        s["revisions"] == genuine["revisions"] && s.get("rollout").is_none()
+    })
+    .await;
+    eventually(WAIT, "a StatusOverwritten Event", || {
+        !overwritten_events(&t, "team-a", "pinner").is_empty()
+    })
+    .await;
+    let said = overwritten_events(&t, "team-a", "pinner");
+    assert!(
+        said[0].contains("status.revisions") && said[0].contains("status.rollout"),
+        "{said:?}"
+    );
+    for forged in ["evil", "fff", "500"] {
+        assert!(!said[0].contains(forged), "nothing forged echoed: {said:?}");
+    }
+
+    // Later passes (they write the new counts) note nothing more.
+    let reconciles = |t: &Tenancy| {
+        t.plugin("team-a", "pinner").unwrap()["status"]["counts"]["reconciles"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let before = reconciles(&t);
+    t.kubectl(&["-n", "team-a", "set", "image", "deploy/web", "app=busybox"])
+        .await?;
+    eventually(WAIT, "passes after the overwrite wrote new counts", || {
+        reconciles(&t) > before
+    })
+    .await;
+    assert_eq!(overwritten_events(&t, "team-a", "pinner").len(), 1);
+    assert_eq!(
+        t.plugin("team-a", "pinner").unwrap()["status"]["revisions"],
+        genuine["revisions"]
+    );
+
+    // Another forgery is another notice.
+    forge_status(&t, "team-a", "pinner", &genuine["revisions"]).await?;
+    eventually(WAIT, "a second StatusOverwritten Event", || {
+        overwritten_events(&t, "team-a", "pinner").len() == 2
+    })
+    .await;
+
+    // The record goes with its Plugin.
+    t.kubectl(&["-n", "team-a", "delete", "plugin", "pinner"])
+        .await?;
+    eventually(WAIT, "the record deleted", || records(&t) == 0).await;
+    Ok(())
+}
+
+/// `bytes` (a component) with a custom section appended: the same plugin under another
+/// digest, a new revision.
+fn with_custom_section(bytes: &[u8], payload: &[u8]) -> Vec<u8> {
+    let name = b"kubeplug-test";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(payload);
+    assert!(section.len() < 128, "one-byte LEB128 size");
+    let mut out = bytes.to_vec();
+    out.push(0);
+    out.push(section.len() as u8);
+    out.extend(section);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_host_carries_forward_its_record_not_the_status() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start(|_| {}).await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    let a = std::fs::read(common::plugin("image-pinner"))?;
+    let b = with_custom_section(&a, b"revision b");
+    let b_file = t.file("b.wasm", &b);
+    t.module(
+        "team-a",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    t.module("team-a", "pinner-b", "plugin.wasm", &b_file)
+        .await?;
+    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.25", ""))
+        .await?;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    // Revision b, promoted through a rollout: two revisions and a rollout to carry forward.
+    t.apply(
+        &(pinner("team-a", "pinner", "pinner-b", "nginx:1.25", "")
+            + "  rollout: {shadow: {reconciles: 3}, promote: true}\n"),
+    )
+    .await?;
+    let b_digest = format!("sha256:{}", hex::encode(Sha256::digest(&b)));
+    let promoted = rollout_phase(&t, "team-a", "pinner", "Promoted").await;
+    assert_eq!(promoted["candidate"], b_digest.as_str());
+    eventually(WAIT, "two revisions, recorded", || {
+        let s = &t.plugin("team-a", "pinner").unwrap()["status"];
+        s["revisions"].as_array().is_some_and(|r| r.len() == 2)
+            && record_of(&t, "team-a", "pinner").is_some_and(|(_, r)| {
+                r["revisions"].as_array().is_some_and(|r| r.len() == 2)
+                    && r["rollout"]["phase"] == "Promoted"
+            })
+    })
+    .await;
+    let genuine = t.plugin("team-a", "pinner").unwrap()["status"].clone();
+    assert_eq!(genuine["revisions"][0]["digest"], b_digest.as_str());
+
+    // The host goes; a tenant forges the status; another host starts on the same API server.
+    let Tenancy {
+        sim,
+        host,
+        kubeconfig,
+        tmp,
+    } = t;
+    host.shutdown().await;
+    let host = Host::start(sim.client()?, host_config()).await?;
+    let t = Tenancy {
+        sim,
+        host,
+        kubeconfig,
+        tmp,
+    };
+    forge_status(&t, "team-a", "pinner", &genuine["revisions"]).await?;
+    eventually(WAIT, "the genuine revisions and rollout back", || {
+        let s = t.plugin("team-a", "pinner").unwrap()["status"].clone();
+        s["revisions"] == genuine["revisions"] && s["rollout"] == genuine["rollout"]
+    })
+    .await;
+    eventually(WAIT, "a StatusOverwritten Event", || {
+        !overwritten_events(&t, "team-a", "pinner").is_empty()
+    })
+    .await;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+
+    // A record that does not parse is reported and rebuilt; the Plugin keeps running.
+    let (record_name, _) = record_of(&t, "team-a", "pinner").unwrap();
+    let Tenancy {
+        sim,
+        host,
+        kubeconfig,
+        tmp,
+    } = t;
+    host.shutdown().await;
+    kubectl_at(
+        &kubeconfig,
+        &[
+            "-n",
+            "default",
+            "patch",
+            "configmap",
+            &record_name,
+            "--type=merge",
+            "-p",
+            r#"{"data": {"record.json": "{\"version\": 1, \"revisions\": \"not a record"}}"#,
+        ],
+        "",
+    )
+    .await?;
+    let t = Tenancy {
+        host: Host::start(sim.client()?, host_config()).await?,
+        sim,
+        kubeconfig,
+        tmp,
+    };
+    eventually(WAIT, "the record rebuilt", || {
+        record_of(&t, "team-a", "pinner").is_some_and(|(_, r)| {
+            r["revisions"].as_array().map(Vec::len) == Some(1)
+                && r["revisions"][0]["digest"] == b_digest.as_str()
+        })
+    })
+    .await;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    assert!(!log_lines_with("status record is not used").is_empty());
     Ok(())
 }

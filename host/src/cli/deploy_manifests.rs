@@ -78,6 +78,44 @@ fn deploy_manifests_parse_and_grant_what_the_reference_plugins_use() {
 }
 
 #[test]
+fn the_status_records_get_exactly_a_role_in_kubeplugs_namespace() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let rbac = read_file(&dir.join("rbac.yaml")).unwrap();
+    let named = |kind: &str| {
+        rbac.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == "kubeplug-records")
+            .unwrap_or_else(|| panic!("no {kind} kubeplug-records"))
+    };
+    let role = named("Role");
+    let account = rbac.iter().find(|d| d["kind"] == "ServiceAccount").unwrap();
+    let host_namespace = &account["metadata"]["namespace"];
+    assert_eq!(&role["metadata"]["namespace"], host_namespace);
+    let rules = role["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0]["apiGroups"], serde_json::json!([""]));
+    assert_eq!(rules[0]["resources"], serde_json::json!(["configmaps"]));
+    // What the record store uses (watched list, server-side apply, delete), nothing else:
+    // no get or update, and never a ClusterRole.
+    let mut verbs: Vec<&str> = rules[0]["verbs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    verbs.sort();
+    assert_eq!(verbs, ["create", "delete", "list", "patch", "watch"]);
+    let binding = named("RoleBinding");
+    assert_eq!(&binding["metadata"]["namespace"], host_namespace);
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["subjects"][0]["name"], account["metadata"]["name"]);
+    assert_eq!(&binding["subjects"][0]["namespace"], host_namespace);
+    assert!(
+        rbac.iter()
+            .all(|d| d["kind"] != "ClusterRole" || d["metadata"]["name"] != "kubeplug-records")
+    );
+}
+
+#[test]
 fn ha_manifests_run_several_replicas_with_leases() {
     use clap::Parser;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");

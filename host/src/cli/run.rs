@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// with `TooManyPlugins` until others go).
     #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_OBJECTS", default_value_t = crate::plugin_objects::DEFAULT_MAX_PLUGINS)]
     pub max_plugin_objects: usize,
+    /// The namespace kubeplug runs in and keeps its own records in (each `Plugin`'s status
+    /// record; the Leases' default too). Tenants must have no rights there. Default: the
+    /// pod's namespace ($POD_NAMESPACE, else the service account's), else `default`.
+    #[arg(long, env = "KUBEPLUG_HOST_NAMESPACE")]
+    pub host_namespace: Option<String>,
     /// Directory of plugin policies (`<plugin>.policy.yaml`); default: beside the plugins.
     /// A plugin without a policy runs in dry-run.
     #[arg(long, env = "KUBEPLUG_POLICIES")]
@@ -143,7 +148,7 @@ pub struct RunArgs {
     /// The leader Lease's name (with --sharding: the ring's name).
     #[arg(long, env = "KUBEPLUG_LEASE_NAME", default_value = "kubeplug")]
     pub lease_name: String,
-    /// The namespace of the Leases (default: the pod's namespace in a cluster, else `default`).
+    /// The namespace of the Leases (default: `--host-namespace`).
     #[arg(long, env = "KUBEPLUG_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// How long a Lease holds without renewal, in seconds.

@@ -47,6 +47,9 @@ pub enum SettingsError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `--host-namespace` is not a namespace name.
+    #[error("--host-namespace: {0}")]
+    HostNamespace(String),
     /// An `--allow-origin` value is not an origin.
     #[error(
         "--allow-origin {0:?}: must be an origin such as https://dash.example.com (scheme, host, optional port; no path)"
@@ -148,6 +151,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         100_000,
         "0 to 100000",
     )?;
+    let host_namespace = host_namespace(args)?;
     if args.plugins.is_none() && args.plugin.is_empty() && !args.plugin_objects {
         return Err(SettingsError::NothingToRun);
     }
@@ -162,6 +166,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
             max_module_bytes,
             max_plugins,
             image_poll: Duration::from_secs(image_poll),
+            host_namespace: host_namespace.clone(),
             ..ObjectSourceConfig::default()
         }),
         watch: args.watch,
@@ -222,7 +227,7 @@ fn coordination(args: &RunArgs) -> Result<Option<CoordinationConfig>, SettingsEr
     }
     let lease_namespace = match &args.lease_namespace {
         Some(ns) => ns.clone(),
-        None => pod_namespace().unwrap_or_else(|| "default".into()),
+        None => host_namespace(args)?,
     };
     crate::contract::names::dns_label("namespace", &lease_namespace)
         .map_err(|r| name_error("lease-namespace", r))?;
@@ -233,6 +238,16 @@ fn coordination(args: &RunArgs) -> Result<Option<CoordinationConfig>, SettingsEr
         identity,
         timings,
     }))
+}
+
+/// The host's own namespace: `--host-namespace`, else the pod's, else `default`.
+fn host_namespace(args: &RunArgs) -> Result<String, SettingsError> {
+    let ns = match &args.host_namespace {
+        Some(ns) => ns.clone(),
+        None => pod_namespace().unwrap_or_else(|| "default".into()),
+    };
+    crate::contract::names::dns_label("namespace", &ns).map_err(SettingsError::HostNamespace)?;
+    Ok(ns)
 }
 
 /// The namespace of the pod this runs in: `$POD_NAMESPACE`, else the service account's.
@@ -375,6 +390,26 @@ mod tests {
                 .objects
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_host_namespace_holds_the_records_and_the_leases_by_default() {
+        let c = parse(&["--host-namespace", "kubeplug-system", "--leader-elect"]).unwrap();
+        assert_eq!(c.objects.unwrap().host_namespace, "kubeplug-system");
+        assert_eq!(c.coordination.unwrap().lease_namespace, "kubeplug-system");
+        let c = parse(&[
+            "--host-namespace",
+            "kubeplug-system",
+            "--leader-elect",
+            "--lease-namespace",
+            "ops",
+        ])
+        .unwrap();
+        assert_eq!(c.coordination.unwrap().lease_namespace, "ops");
+        assert!(matches!(
+            parse(&["--host-namespace", "Not/A/Namespace"]),
+            Err(SettingsError::HostNamespace(_))
+        ));
     }
 
     #[test]

@@ -7,9 +7,11 @@
 
 mod events;
 mod fair_slots;
+mod forgery;
 mod grant;
 mod image;
 mod module;
+mod records;
 mod refusal;
 mod service_account;
 mod shadow;
@@ -17,10 +19,12 @@ mod source;
 mod spec;
 mod status;
 mod statuses;
+mod truth;
 
 pub use grant::{Effective, effective};
 pub use image::DEFAULT_POLL as DEFAULT_IMAGE_POLL;
 pub use module::DEFAULT_MAX_MODULE_BYTES;
+pub use records::{MAX_RECORD_BYTES, RECORD_KIND, RECORD_LABEL};
 pub use refusal::{Reason, Refusal};
 pub use source::{
     DEFAULT_MAX_PLUGINS, ObjectSource, ObjectSourceConfig, ObjectSourceTask, plugin_resource,

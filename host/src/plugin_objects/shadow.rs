@@ -8,7 +8,8 @@
 //! sets `promote: true`; otherwise the live revision keeps running and status says why.
 
 use super::spec::{RolloutSpec, parse_duration};
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -18,6 +19,98 @@ pub const DEFAULT_RECONCILES: u64 = 10;
 pub const MAX_EXAMPLES: usize = 3;
 /// Decision lines kept per side in one example.
 const MAX_EXAMPLE_LINES: usize = 4;
+/// Bytes kept of one decision line in an example (the digest covers the whole line).
+const MAX_EXAMPLE_LINE_BYTES: usize = 512;
+/// Bytes of a key shown in an example (an object key is at most 317).
+const MAX_KEY_BYTES: usize = 512;
+/// Bytes of a report's message.
+const MAX_MESSAGE_BYTES: usize = 2048;
+
+/// `status.rollout`, as the host writes it and keeps it in its own records
+/// ([`super::records`]): typed, so a report read back from a record is checked field by
+/// field before it is shown again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RolloutReport {
+    /// `Shadowing`, `Promoted` or `Held`.
+    pub phase: String,
+    /// `sha256:<hex>` of the candidate module.
+    pub candidate: String,
+    /// The Plugin generation the candidate came from.
+    pub generation: i64,
+    /// Keys both revisions decided on.
+    pub keys_compared: u64,
+    /// Keys on which they agree.
+    pub agreeing: u64,
+    /// Keys on which they differ.
+    pub differing: u64,
+    /// A few differing keys with both sides' decisions.
+    pub examples: Vec<Example>,
+    /// One line for humans.
+    pub message: String,
+}
+
+/// One differing key of a rollout report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Example {
+    /// The key (`namespace/name`).
+    pub key: String,
+    /// The live revision's first decision lines.
+    pub live: Vec<String>,
+    /// The candidate's first decision lines.
+    pub shadow: Vec<String>,
+}
+
+/// The phases a rollout report may be in.
+pub const PHASES: [&str; 3] = ["Shadowing", "Promoted", "Held"];
+
+impl RolloutReport {
+    /// Checks a report read from anywhere but this process: known phase, a digest, counts
+    /// that add up, bounded examples. The error names the field, never its value.
+    pub fn check(&self) -> Result<(), &'static str> {
+        if !PHASES.contains(&self.phase.as_str()) {
+            return Err("rollout.phase");
+        }
+        if !super::records::is_digest(&self.candidate) {
+            return Err("rollout.candidate");
+        }
+        if self.generation < 0 {
+            return Err("rollout.generation");
+        }
+        if self.agreeing.checked_add(self.differing) != Some(self.keys_compared) {
+            return Err("rollout.keysCompared");
+        }
+        if self.examples.len() > MAX_EXAMPLES {
+            return Err("rollout.examples");
+        }
+        for e in &self.examples {
+            if e.key.len() > MAX_KEY_BYTES {
+                return Err("rollout.examples.key");
+            }
+            for lines in [&e.live, &e.shadow] {
+                if lines.len() > MAX_EXAMPLE_LINES
+                    || lines.iter().any(|l| l.len() > MAX_EXAMPLE_LINE_BYTES)
+                {
+                    return Err("rollout.examples.lines");
+                }
+            }
+        }
+        if self.message.len() > MAX_MESSAGE_BYTES {
+            return Err("rollout.message");
+        }
+        Ok(())
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
 
 /// One side's latest decision on a key: a digest of all its lines (in any order), and the
 /// first few lines for examples. A call may decide up to its action limit; only this much
@@ -38,6 +131,11 @@ impl Decided {
             hasher.update([0]);
         }
         lines.truncate(MAX_EXAMPLE_LINES);
+        for line in &mut lines {
+            if line.len() > MAX_EXAMPLE_LINE_BYTES {
+                *line = cut(line, MAX_EXAMPLE_LINE_BYTES);
+            }
+        }
         Decided {
             digest: hasher.finalize().into(),
             lines,
@@ -128,7 +226,7 @@ impl Comparison {
 
     /// `status.rollout`: the counts and a few differing keys with both sides' decisions.
     pub fn report(&self, phase: &str, candidate: &str, generation: i64, message: &str) -> Value {
-        let examples: Vec<Value> = self
+        let examples: Vec<Example> = self
             .verdicts
             .iter()
             .filter(|(_, agree)| !**agree)
@@ -137,19 +235,24 @@ impl Comparison {
                 let side = |m: &HashMap<String, Decided>| {
                     m.get(key).map(|d| d.lines.clone()).unwrap_or_default()
                 };
-                json!({"key": key, "live": side(&self.live), "shadow": side(&self.shadow)})
+                Example {
+                    key: cut(key, MAX_KEY_BYTES),
+                    live: side(&self.live),
+                    shadow: side(&self.shadow),
+                }
             })
             .collect();
-        json!({
-            "phase": phase,
-            "candidate": format!("sha256:{candidate}"),
-            "generation": generation,
-            "keysCompared": self.compared(),
-            "agreeing": self.compared() - self.differing(),
-            "differing": self.differing(),
-            "examples": examples,
-            "message": message,
-        })
+        let report = RolloutReport {
+            phase: phase.to_string(),
+            candidate: format!("sha256:{candidate}"),
+            generation,
+            keys_compared: self.compared(),
+            agreeing: self.compared() - self.differing(),
+            differing: self.differing(),
+            examples,
+            message: cut(message, MAX_MESSAGE_BYTES),
+        };
+        serde_json::to_value(report).unwrap_or(Value::Null)
     }
 }
 
@@ -232,9 +335,35 @@ mod tests {
             c.verdict(&timed, Duration::from_secs(2)),
             Verdict::Promote(_)
         ));
-        let report = c.report("Held", "ab", 2, "m");
+        let report = c.report("Held", &"ab".repeat(32), 2, "m");
         assert_eq!(report["differing"], 1);
+        let typed: RolloutReport = serde_json::from_value(report.clone()).unwrap();
+        assert_eq!(typed.check(), Ok(()));
         assert_eq!(report["examples"][0]["key"], "b");
         assert_eq!(report["examples"][0]["shadow"][0], "patch b 1");
+    }
+
+    #[test]
+    fn a_report_read_back_is_checked_field_by_field() {
+        let mut c = Comparison::default();
+        c.live("a", vec!["x".repeat(10_000)]);
+        c.shadow("a", vec![]);
+        let report = c.report("Held", &"c".repeat(64), 1, "m");
+        let good: RolloutReport = serde_json::from_value(report).unwrap();
+        assert_eq!(good.check(), Ok(()));
+        assert!(good.examples[0].live[0].len() <= MAX_EXAMPLE_LINE_BYTES);
+        let mut bad = good.clone();
+        bad.phase = "Promoted after 500 agreeing keys".into();
+        assert_eq!(bad.check(), Err("rollout.phase"));
+        let mut bad = good.clone();
+        bad.agreeing = 500;
+        assert_eq!(bad.check(), Err("rollout.keysCompared"));
+        let mut bad = good.clone();
+        bad.candidate = "sha256:fff".into();
+        assert_eq!(bad.check(), Err("rollout.candidate"));
+        let extra = serde_json::json!({"phase": "Held", "candidate": good.candidate, "generation": 1,
+            "keysCompared": 0, "agreeing": 0, "differing": 0, "examples": [], "message": "",
+            "injected": true});
+        assert!(serde_json::from_value::<RolloutReport>(extra).is_err());
     }
 }

@@ -6,9 +6,11 @@
 //! then write each object's status (and Events) from the one replica that owns it.
 
 use super::events::{EventType, Regarding, record};
+use super::forgery::Marks;
 use super::grant::effective;
 use super::image::ImagePulls;
 use super::module::{COMPILE_BURST, CompileBudget, ConfigMapModule, ImageModule, ModuleRef, fetch};
+use super::records::{Lookup, PluginRef, Record, RecordStore};
 use super::refusal::{Reason, Refusal};
 use super::service_account;
 use super::shadow::{Comparison, Verdict};
@@ -17,6 +19,7 @@ use super::status::{
     Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
 };
 use super::statuses::PluginStatuses;
+use super::truth::{note_forgery, write_status};
 use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer, ObjKey};
 use crate::controller::{Applied, Controller, InstanceName, PluginInstance};
 use crate::coordination::{Gate, Scope};
@@ -26,12 +29,12 @@ use crate::reload::plan::plan;
 use crate::reload::state::{FailedStart, PolicyContent, Runnable, Running};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -66,6 +69,9 @@ pub struct ObjectSourceConfig {
     pub verification: Option<crate::oci::verification::VerificationConfig>,
     /// How long an answer about a ServiceAccount's rights is believed.
     pub access_ttl: Duration,
+    /// The host's own namespace (`--host-namespace`), where it keeps each Plugin's status
+    /// record; tenants must have no rights there.
+    pub host_namespace: String,
 }
 
 impl Default for ObjectSourceConfig {
@@ -81,6 +87,7 @@ impl Default for ObjectSourceConfig {
             image_poll: super::image::DEFAULT_POLL,
             verification: None,
             access_ttl: crate::cluster::access_review::DEFAULT_TTL,
+            host_namespace: "default".into(),
         }
     }
 }
@@ -267,6 +274,8 @@ struct State {
     compiles: CompileBudget,
     /// When each Plugin's status was last written with new counts.
     counts_written: HashMap<String, Instant>,
+    /// What each Plugin's status was when last written over, and forgeries noted.
+    marks: Marks,
 }
 
 #[derive(Default)]
@@ -303,6 +312,8 @@ struct Inner {
     comparisons: Mutex<HashMap<String, Comparison>>,
     /// The statuses computed in the last pass, for the dashboard.
     statuses: PluginStatuses,
+    /// What the host recorded of each Plugin's status (in its own namespace).
+    records: RecordStore,
 }
 
 /// The API source; clones share it.
@@ -340,6 +351,7 @@ impl ObjectSource {
         config: ObjectSourceConfig,
     ) -> Self {
         let wake = Arc::new(Notify::new());
+        let records = RecordStore::new(client.clone(), &config.host_namespace);
         let images = config
             .registries
             .clone()
@@ -363,6 +375,7 @@ impl ObjectSource {
                 audit,
                 comparisons: Mutex::default(),
                 statuses: PluginStatuses::default(),
+                records,
             }),
         }
     }
@@ -399,6 +412,7 @@ impl ObjectSource {
         let plugins = self.reflect(plugin_resource(), &tasks);
         let policies = self.reflect(policy_resource(), &tasks);
         let _ = inner.stores.set((plugins.clone(), policies.clone()));
+        lock(&tasks).extend(inner.records.start());
         lock(&tasks).push(tokio::spawn(self.clone().follow_config_maps()));
         lock(&tasks).push(tokio::spawn(self.clone().follow_audit()));
         lock(&tasks).push(tokio::spawn(self.clone().follow_calls()));
@@ -889,6 +903,27 @@ impl ObjectSource {
         state
             .counts_written
             .retain(|key, _| current.contains_key(key));
+        state
+            .marks
+            .retain(&current.keys().cloned().collect::<HashSet<_>>());
+        // The records of Plugins that are gone, by the replica that answers for each.
+        let existing: HashSet<String> = plugins
+            .iter()
+            .map(|o| {
+                PluginRef {
+                    namespace: o.namespace().unwrap_or_default(),
+                    name: o.name_any(),
+                    uid: o.metadata.uid.clone().unwrap_or_default(),
+                }
+                .record_name()
+            })
+            .collect();
+        inner
+            .records
+            .collect(&existing, |owner| {
+                inner.gate.enter(owner).is_some_and(|p| p.holds())
+            })
+            .await;
         for p in &policy_objects {
             let name = p.name_any();
             let applies = plugins
@@ -911,8 +946,10 @@ impl ObjectSource {
                 &now(),
             );
             if differs_beyond_counts(&status, p.data.get("status")) {
-                self.write_status(
-                    &policy_resource(),
+                let resource = policy_resource();
+                write_status(
+                    &inner.client,
+                    &resource,
                     None,
                     &name,
                     &status,
@@ -1207,21 +1244,63 @@ impl ObjectSource {
             counts: (counts.total, counts.errors, denied),
             rollout: entry.rollout.clone(),
         };
-        let previous = obj.data.get("status");
-        let status = plugin_status(&obs, previous, &now());
+        // Carried forward from what the host recorded, never from the status read back.
+        let read_back = obj.data.get("status");
+        let plugin = PluginRef {
+            namespace: ns.clone(),
+            name: name.clone(),
+            uid: obj.metadata.uid.clone().unwrap_or_default(),
+        };
+        let lookup = inner.records.lookup(&plugin);
+        let recorded = match &lookup {
+            Lookup::Found(r) => Some(r),
+            _ => None,
+        };
+        let status = plugin_status(&obs, recorded.map(Record::view).as_ref(), &now());
         let Some(pass) = inner.gate.enter(&ObjKey::new(Some(&ns), &name)) else {
+            inner.records.forget(&plugin);
             return (key, status);
         };
+        if lookup == Lookup::Unavailable {
+            // Written now, the status would lose what the records keep: wait for them.
+            return (key, status);
+        }
+        let rv = obj.metadata.resource_version.as_deref();
+        let forged = recorded
+            .map(|r| state.marks.forged(&key, rv, read_back, &r.written))
+            .unwrap_or_default();
         let counts_due = state
             .counts_written
             .get(&key)
             .is_none_or(|t| t.elapsed() >= inner.config.counts_every);
-        let changed = differs_beyond_counts(&status, previous);
-        let counts_changed = previous.and_then(|p| p.get("counts")) != status.get("counts");
+        let changed = differs_beyond_counts(&status, read_back);
+        let counts_changed = read_back.and_then(|p| p.get("counts")) != status.get("counts");
+        // Whether the object now shows this status (beyond counts).
+        let mut shown = !changed;
         if (changed || (counts_changed && counts_due)) && pass.holds() {
-            self.write_status(&plugin_resource(), Some(&ns), &name, &status, previous)
-                .await;
+            let resource = plugin_resource();
+            if write_status(
+                &inner.client,
+                &resource,
+                Some(&ns),
+                &name,
+                &status,
+                read_back,
+            )
+            .await
+            {
+                shown = true;
+                state.marks.wrote_over(&key, rv, read_back);
+            }
             state.counts_written.insert(key.clone(), Instant::now());
+        }
+        if shown && pass.holds() {
+            let record = Record::of(&plugin, &status);
+            if recorded != Some(&record)
+                && let Err(err) = inner.records.put(&record).await
+            {
+                tracing::warn!(plugin = %key, "cannot record the Plugin's status: {err}");
+            }
         }
         let regarding = Regarding {
             namespace: ns.clone(),
@@ -1230,6 +1309,9 @@ impl ObjectSource {
             resource_version: obj.metadata.resource_version.clone(),
         };
         let reporter = inner.config.identity.clone();
+        if !forged.is_empty() && pass.holds() && state.marks.first_notice(&key, rv) {
+            note_forgery(&inner.client, &regarding, &forged, &reporter).await;
+        }
         if let Some(r) = &refusal {
             let mark = (key.clone(), r.reason.as_str().to_string(), generation);
             if !state.evented.contains(&mark) && pass.holds() {
@@ -1307,37 +1389,6 @@ impl ObjectSource {
             }
         }
         (key, status)
-    }
-
-    /// Sends `status` as a merge patch of the status subresource; keys the previous status
-    /// has and the new one lacks are removed.
-    async fn write_status(
-        &self,
-        resource: &ApiResource,
-        namespace: Option<&str>,
-        name: &str,
-        status: &Value,
-        previous: Option<&Value>,
-    ) {
-        let mut body = status.clone();
-        if let (Some(prev), Some(obj)) = (previous.and_then(Value::as_object), body.as_object_mut())
-        {
-            for k in prev.keys() {
-                obj.entry(k.clone()).or_insert(Value::Null);
-            }
-        }
-        let client = self.inner.client.clone();
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client, ns, resource),
-            None => Api::all_with(client, resource),
-        };
-        let patch = Patch::Merge(json!({"status": body}));
-        if let Err(err) = api
-            .patch_status(name, &PatchParams::default(), &patch)
-            .await
-        {
-            tracing::warn!(kind = %resource.kind, name, "cannot write status: {err}");
-        }
     }
 
     /// Which replica runs the Plugins, as status shows it.

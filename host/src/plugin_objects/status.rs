@@ -3,6 +3,10 @@
 //! machine-readable reason and a one-line message, plus what runs: digest, declared
 //! identity, mode, effective grant, which replica runs it, recent counts and the last
 //! revisions (re-applying one of their digests rolls back).
+//!
+//! What a status carries from one pass to the next (transition times, revisions, the last
+//! rollout's outcome) comes from what the host recorded ([`super::records`]), never from the
+//! status read back from the object, which others may have written.
 
 use super::refusal::Refusal;
 use crate::policy::Mode;
@@ -81,7 +85,9 @@ fn condition(
         "observedGeneration": generation, "lastTransitionTime": since})
 }
 
-/// The status of a Plugin given what the host observed and the status it has now.
+/// The status of a Plugin given what the host observed and what it recorded of the status
+/// it wrote before (`previous`: [`super::records::Record::view`], never the status read
+/// back).
 pub fn plugin_status(obs: &Observation, previous: Option<&Value>, now: &str) -> Value {
     let g = obs.generation;
     let mut conditions = Vec::new();
@@ -180,8 +186,12 @@ pub fn plugin_status(obs: &Observation, previous: Option<&Value>, now: &str) -> 
     status["revisions"] = revisions(obs, previous, now);
     if let Some(rollout) = &obs.rollout {
         status["rollout"] = rollout.clone();
-    } else if let Some(last) = previous.and_then(|p| p.get("rollout")) {
-        // The last rollout's outcome stays until the next one.
+    } else if let Some(last) = previous
+        .and_then(|p| p.get("rollout"))
+        .filter(|r| r["phase"] != "Shadowing")
+    {
+        // The last rollout's outcome stays until the next one (a shadow that no longer
+        // runs, stopped or lost with a restart, is no outcome).
         status["rollout"] = last.clone();
     }
     status
@@ -338,5 +348,16 @@ mod tests {
         let mut counted = again.clone();
         counted["counts"]["reconciles"] = json!(100);
         assert!(!differs_beyond_counts(&counted, Some(&again)));
+    }
+
+    #[test]
+    fn a_decided_rollout_carries_over_and_a_stopped_shadow_does_not() {
+        let held = json!({"phase": "Held", "message": "m"});
+        let recorded = json!({"revisions": [], "rollout": held});
+        let s = plugin_status(&obs(None, None), Some(&recorded), "T1");
+        assert_eq!(s["rollout"], held);
+        let recorded = json!({"revisions": [], "rollout": {"phase": "Shadowing"}});
+        let s = plugin_status(&obs(None, None), Some(&recorded), "T1");
+        assert!(s.get("rollout").is_none(), "{s}");
     }
 }
