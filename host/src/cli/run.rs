@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// with `TooManyPlugins` until others go).
     #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_OBJECTS", default_value_t = crate::plugin_objects::DEFAULT_MAX_PLUGINS)]
     pub max_plugin_objects: usize,
+    /// The most `Plugin` objects of one namespace this host runs (the oldest first; newer
+    /// ones are refused with `TooManyPlugins` naming this cap, while other namespaces' load).
+    /// Plugins that cannot load hold no slot. Default: a quarter of `--max-plugin-objects`.
+    #[arg(long, env = "KUBEPLUG_MAX_PLUGINS_PER_NAMESPACE")]
+    pub max_plugins_per_namespace: Option<usize>,
     /// Directory of plugin policies (`<plugin>.policy.yaml`); default: beside the plugins.
     /// A plugin without a policy runs in dry-run.
     #[arg(long, env = "KUBEPLUG_POLICIES")]
