@@ -66,6 +66,7 @@ impl Host {
             ..RuntimeConfig::default()
         })
         .context("cannot start the plugin runtime")?;
+        runtime.register_metrics(&metrics);
         let runtime = Arc::new(runtime);
         let gate = config.controller.gate.clone();
         let identity = config

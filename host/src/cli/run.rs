@@ -47,6 +47,11 @@ pub struct RunArgs {
     /// pod's namespace ($POD_NAMESPACE, else the service account's), else `default`.
     #[arg(long, env = "KUBEPLUG_HOST_NAMESPACE")]
     pub host_namespace: Option<String>,
+    /// The most `Plugin` objects of one namespace this host runs (the oldest first; newer
+    /// ones are refused with `TooManyPlugins` naming this cap, while other namespaces' load).
+    /// Plugins that cannot load hold no slot. Default: a quarter of `--max-plugin-objects`.
+    #[arg(long, env = "KUBEPLUG_MAX_PLUGINS_PER_NAMESPACE")]
+    pub max_plugins_per_namespace: Option<usize>,
     /// Directory of plugin policies (`<plugin>.policy.yaml`); default: beside the plugins.
     /// A plugin without a policy runs in dry-run.
     #[arg(long, env = "KUBEPLUG_POLICIES")]

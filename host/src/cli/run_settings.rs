@@ -152,6 +152,10 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         "0 to 100000",
     )?;
     let host_namespace = host_namespace(args)?;
+    let max_plugins_per_namespace = args
+        .max_plugins_per_namespace
+        .map(|n| in_range("max-plugins-per-namespace", n, 1, 100_000, "1 to 100000"))
+        .transpose()?;
     if args.plugins.is_none() && args.plugin.is_empty() && !args.plugin_objects {
         return Err(SettingsError::NothingToRun);
     }
@@ -165,6 +169,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         objects: args.plugin_objects.then(|| ObjectSourceConfig {
             max_module_bytes,
             max_plugins,
+            max_plugins_per_namespace,
             image_poll: Duration::from_secs(image_poll),
             host_namespace: host_namespace.clone(),
             ..ObjectSourceConfig::default()

@@ -7,11 +7,13 @@
 use super::error::CallError;
 use super::limits::Limits;
 use super::sandbox::{CallIdentity, PluginLog, SandboxState};
+use super::transient::{self, MAX_INSTANTIATE_ATTEMPTS};
 use super::trap;
 use super::wit::{ContractExports, ContractPre};
 use crate::contract::ObjectSource;
 use crate::contract::text::shown_max;
 use crate::contract::{Action, OutputLimits, PluginMetadata, ReconcileRequest};
+use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::{Engine, Store, UpdateDeadline};
@@ -36,6 +38,11 @@ impl CallClock {
             started,
             deadline: started + timeout,
         }
+    }
+
+    /// What remains until the deadline (zero once it passed).
+    pub(super) fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
     }
 
     /// Sets the deadline on `store`, before any guest code of the call runs (instantiation
@@ -123,14 +130,6 @@ impl Export for Metadata {
     }
 }
 
-/// Which sandbox a call runs in.
-pub(super) enum Entry<'a> {
-    /// A fresh sandbox: the plugin instantiated in the call's store (under its deadline).
-    Fresh(&'a ContractPre),
-    /// A warm sandbox: the plugin instantiated in the store already, serving call after call.
-    Warm(&'a ContractExports),
-}
-
 /// What a call is about, for its deadline, limits and log attribution.
 pub(super) struct CallScope<'a> {
     pub(super) limits: &'a Limits,
@@ -138,35 +137,44 @@ pub(super) struct CallScope<'a> {
     pub(super) plugin: &'a str,
 }
 
-/// Runs `export` on `entry` in `store` until the scope's deadline, then settles the call: the
-/// one place where a timeout, a trap or a refused memory growth becomes a [`CallError`].
-/// The scope's clock must be armed on the store already ([`new_store`] does).
+/// Runs `export` on `exports` (the plugin instantiated in `store`) until the scope's
+/// deadline, then settles the call: the one place where a timeout, a trap or a refused memory
+/// growth becomes a [`CallError`]. The scope's clock must be armed on the store already
+/// ([`new_store`] does).
 pub(super) async fn run<E: Export>(
     store: &mut Store<SandboxState>,
-    entry: Entry<'_>,
+    exports: &ContractExports,
     export: E,
     scope: CallScope<'_>,
 ) -> Settled<E::Output> {
     // The deadline is on the real clock (host imports check it on their own threads); the
     // wait for the call runs on tokio's, which tests pause: wait for what remains of it.
-    let remaining = scope
-        .clock
-        .deadline
-        .saturating_duration_since(std::time::Instant::now());
-    let result = tokio::time::timeout(remaining, async {
-        match entry {
-            Entry::Fresh(pre) => {
-                let exports = pre.instantiate(&mut *store).await?;
-                export.call(&exports, &mut *store).await
-            }
-            Entry::Warm(exports) => export.call(exports, &mut *store).await,
-        }
-    })
-    .await;
+    let result = tokio::time::timeout(scope.clock.remaining(), export.call(exports, store)).await;
     settle(store, result, scope)
 }
 
-/// [`run`] in a fresh sandbox: a new store for `who`, under `clock`.
+/// The plugin instantiated in `store` (under the clock's deadline: instantiation runs guest
+/// code), or the error it failed with (an injected one in tests).
+async fn instantiate(
+    pre: &ContractPre,
+    store: &mut Store<SandboxState>,
+    clock: &CallClock,
+) -> Result<wasmtime::Result<ContractExports>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(clock.remaining(), async {
+        match transient::injected() {
+            Some(err) => Err(err),
+            None => pre.instantiate(store).await,
+        }
+    })
+    .await
+}
+
+/// [`run`] in a fresh sandbox: a new store for `who`, under `clock`. An instantiation that
+/// fails for a transient OS reason ([`transient::is_transient`]) is tried again in a new
+/// store, up to [`MAX_INSTANTIATE_ATTEMPTS`] times with a doubling back-off while the
+/// deadline allows, each retry logged and counted in `retries`; when they are spent, the call
+/// fails with [`CallError::Instantiate`] (retried with backoff like any transient failure).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_fresh<E: Export>(
     engine: &Engine,
     clock: CallClock,
@@ -175,15 +183,50 @@ pub(super) async fn run_fresh<E: Export>(
     objects: Arc<dyn ObjectSource>,
     who: CallIdentity,
     export: E,
+    retries: &Counter,
 ) -> Settled<E::Output> {
     let plugin = who.plugin.clone();
-    let mut store = new_store(engine, &clock, limits, objects, who);
-    let scope = CallScope {
+    let scope = || CallScope {
         limits,
         clock,
         plugin: &plugin,
     };
-    run(&mut store, Entry::Fresh(pre), export, scope).await
+    let mut attempt = 1;
+    loop {
+        let mut store = new_store(engine, &clock, limits, objects.clone(), who.clone());
+        let err = match instantiate(pre, &mut store, &clock).await {
+            Ok(Ok(exports)) => return run(&mut store, &exports, export, scope()).await,
+            Err(elapsed) => return settle(&mut store, Err(elapsed), scope()),
+            Ok(Err(err)) => err,
+        };
+        if !transient::is_transient(&err) {
+            return settle(&mut store, Ok(Err(err)), scope());
+        }
+        let wait = transient::backoff(attempt + 1);
+        if attempt >= MAX_INSTANTIATE_ATTEMPTS || clock.remaining() <= wait {
+            tracing::warn!(
+                plugin = shown_max(&plugin, 256).to_string().as_str(),
+                attempts = attempt,
+                error = shown_max(&format!("{err:#}"), 512).to_string().as_str(),
+                "instantiation kept failing for a transient OS reason: giving up on this call"
+            );
+            let source = err.into();
+            return settle_as(&mut store, scope(), |_, _| {
+                Err(CallError::Instantiate { source })
+            });
+        }
+        tracing::warn!(
+            plugin = shown_max(&plugin, 256).to_string().as_str(),
+            attempt,
+            retry_in_ms = wait.as_millis() as u64,
+            error = shown_max(&format!("{err:#}"), 512).to_string().as_str(),
+            "instantiation failed for a transient OS reason: retrying in a fresh sandbox"
+        );
+        retries.inc();
+        drop(store);
+        tokio::time::sleep(wait).await;
+        attempt += 1;
+    }
 }
 
 /// A settled call: its typed outcome and what the plugin logged.
@@ -203,6 +246,28 @@ fn settle<R>(
     scope: CallScope<'_>,
 ) -> Settled<R> {
     let limits = scope.limits;
+    settle_as(store, scope, |refused, stderr| match result {
+        Err(_elapsed) => Err(CallError::Timeout {
+            limit: limits.timeout,
+        }),
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(trap::classify(
+            &err,
+            refused,
+            limits.memory_bytes,
+            stderr,
+            limits.timeout,
+        )),
+    })
+}
+
+/// [`settle`] with the outcome decided by `outcome`, given the memory growth the limiter
+/// refused and the guest's stderr.
+fn settle_as<R>(
+    store: &mut Store<SandboxState>,
+    scope: CallScope<'_>,
+    outcome: impl FnOnce(Option<usize>, &str) -> Result<R, CallError>,
+) -> Settled<R> {
     let state = store.data_mut();
     let taken = state.take_logs();
     if let Some(dropped) = taken.report {
@@ -212,21 +277,8 @@ fn settle<R>(
             "plugin log lines dropped since the last report: over the per-call log limit or the plugin's log rate"
         );
     }
-    let outcome = match result {
-        Err(_elapsed) => Err(CallError::Timeout {
-            limit: limits.timeout,
-        }),
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(trap::classify(
-            &err,
-            state.limiter.refused,
-            limits.memory_bytes,
-            &taken.stderr,
-            limits.timeout,
-        )),
-    };
     Settled {
-        outcome,
+        outcome: outcome(state.limiter.refused, &taken.stderr),
         logs: taken.logs,
         dropped: taken.dropped,
     }
@@ -285,6 +337,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_transient_os_error_while_instantiating_is_retried_and_counted() {
+        use crate::plugin::transient::fail_next_instantiations;
+        let rt = runtime();
+        // The load's metadata call: sealing the memory image answers EBUSY twice.
+        fail_next_instantiations(2, false);
+        let p = hostile(&rt).await;
+        assert_eq!(rt.instantiate_retries(), 2);
+        // A reconcile: every retry but the last fails too, and the call still succeeds.
+        let behave = request(r#"{"mode": "behave"}"#);
+        let ctx = ctx_ms(5_000);
+        fail_next_instantiations(MAX_INSTANTIATE_ATTEMPTS - 1, false);
+        let report = p.reconcile(&behave, &ctx).await;
+        assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+        assert_eq!(
+            rt.instantiate_retries(),
+            u64::from(MAX_INSTANTIATE_ATTEMPTS) + 1
+        );
+        // Retries spent: the call fails as an instantiation failure (a transient one, so the
+        // key is retried with backoff), not as the plugin's trap.
+        fail_next_instantiations(MAX_INSTANTIATE_ATTEMPTS, false);
+        let spent = p.reconcile(&behave, &ctx).await.outcome.unwrap_err();
+        assert!(matches!(spent, CallError::Instantiate { .. }), "{spent:?}");
+        assert!(spent.is_transient());
+        let retried = rt.instantiate_retries();
+        // An error that is no OS error is not retried.
+        fail_next_instantiations(1, true);
+        let permanent = p.reconcile(&behave, &ctx).await.outcome.unwrap_err();
+        assert_eq!(permanent.kind(), "trap", "{permanent:?}");
+        assert_eq!(rt.instantiate_retries(), retried);
+        assert!(p.reconcile(&behave, &ctx).await.outcome.is_ok());
+    }
+
+    #[tokio::test]
     async fn metadata_calls_go_through_the_same_classification() {
         let rt = runtime();
         let p = rt
@@ -313,6 +398,7 @@ mod tests {
                     Arc::new(NoObjects),
                     who,
                     Metadata,
+                    &Counter::default(),
                 )
                 .await
                 .outcome

@@ -10,6 +10,7 @@ use super::log_gate::{LogRate, LogRateConfig};
 use super::shared_code::{CodeShelf, SharedCode};
 use super::wit::{ContractPre, Linkers};
 use crate::contract::NoObjects;
+use prometheus_client::metrics::counter::Counter;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -118,6 +119,8 @@ pub struct PluginRuntime {
     /// Compiled code of the plugins alive, shared by loads of the same bytes.
     shelf: CodeShelf,
     config: RuntimeConfig,
+    /// Instantiations retried after a transient OS error, all plugins together.
+    instantiate_retries: Counter,
 }
 
 impl std::fmt::Debug for PluginRuntime {
@@ -150,12 +153,31 @@ impl PluginRuntime {
             cache,
             shelf: CodeShelf::default(),
             config,
+            instantiate_retries: Counter::default(),
         })
     }
 
     /// The settings this runtime was built with.
     pub fn config(&self) -> &RuntimeConfig {
         &self.config
+    }
+
+    /// Instantiations (at load or per call) retried because they failed for a transient OS
+    /// reason, such as `EBUSY` sealing a memory image, since the runtime started.
+    pub fn instantiate_retries(&self) -> u64 {
+        self.instantiate_retries.get()
+    }
+
+    /// Registers the runtime's metrics: `kubeplug_plugin_instantiate_retries_total`.
+    pub fn register_metrics(&self, registry: &crate::metrics::MetricsRegistry) {
+        let retries = self.instantiate_retries.clone();
+        registry.register(|r| {
+            r.register(
+                "kubeplug_plugin_instantiate_retries",
+                "Plugin instantiations retried after a transient OS error (EBUSY, EAGAIN, EINTR, ENOMEM)",
+                retries,
+            )
+        });
     }
 
     /// Reads, compiles (or loads precompiled), checks and describes a plugin file.
@@ -208,8 +230,15 @@ impl PluginRuntime {
         let metadata_limits = Limits::default();
         let ctx = CallContext::new(metadata_limits, Arc::new(NoObjects));
         let log_rate = Arc::new(LogRate::new(self.config.log_rate));
-        let metadata =
-            Plugin::call_metadata(&self.engine, &pre, &ctx, log_rate.clone(), &origin).await?;
+        let metadata = Plugin::call_metadata(
+            &self.engine,
+            &pre,
+            &ctx,
+            log_rate.clone(),
+            &origin,
+            &self.instantiate_retries,
+        )
+        .await?;
         tracing::debug!(declared = %metadata.name, %origin, ?cache_outcome, contract = contract.as_str(), "plugin loaded");
         Ok(Arc::new(Plugin {
             engine: self.engine.clone(),
@@ -221,6 +250,7 @@ impl PluginRuntime {
             cache_outcome,
             max_memory: self.config.max_memory_bytes,
             log_rate,
+            retries: self.instantiate_retries.clone(),
         }))
     }
 }

@@ -10,6 +10,7 @@ use super::sandbox::{CallIdentity, PluginLog};
 use super::wit::ContractPre;
 use crate::contract::ObjectSource;
 use crate::contract::{Action, PluginMetadata, ReconcileRequest};
+use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::Engine;
@@ -73,6 +74,8 @@ pub struct Plugin {
     pub(super) max_memory: usize,
     /// The plugin's log rate, shared by all its calls.
     pub(super) log_rate: Arc<LogRate>,
+    /// The runtime's count of instantiations retried after a transient OS error.
+    pub(super) retries: Counter,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -152,6 +155,7 @@ impl Plugin {
             ctx.objects.clone(),
             who,
             export,
+            &self.retries,
         )
         .await;
         CallReport {
@@ -180,6 +184,7 @@ impl Plugin {
         ctx: &CallContext,
         log_rate: Arc<LogRate>,
         origin: &str,
+        retries: &Counter,
     ) -> Result<PluginMetadata, LoadError> {
         let limits = ctx.limits;
         let who = CallIdentity {
@@ -195,6 +200,7 @@ impl Plugin {
             ctx.objects.clone(),
             who,
             call::Metadata,
+            retries,
         )
         .await
         .outcome

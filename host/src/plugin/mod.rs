@@ -27,6 +27,7 @@ mod sandbox;
 mod shared_code;
 #[cfg(test)]
 mod test_support;
+mod transient;
 mod trap;
 mod warm;
 mod wit;
@@ -46,4 +47,5 @@ pub use loaded::{CallContext, CallReport, Plugin};
 pub use log_gate::{DROP_REPORT_INTERVAL, LogRateConfig, MAX_LOG_LINE_BYTES, MIN_LINE_COST};
 pub use reply::MAX_ERROR_BYTES;
 pub use sandbox::{LogSource, PluginLog};
+pub use transient::MAX_INSTANTIATE_ATTEMPTS;
 pub use warm::WarmSandbox;

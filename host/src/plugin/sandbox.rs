@@ -114,6 +114,7 @@ pub(crate) struct SandboxState {
 }
 
 /// Who is calling, for the store: the plugin's name and log rate, the key.
+#[derive(Clone)]
 pub(crate) struct CallIdentity {
     pub(crate) plugin: Arc<str>,
     pub(crate) key: Arc<str>,

@@ -3,7 +3,7 @@
 //! the cost of a fresh sandbox per call is
 //! measured against it in the same benchmark run, and for trusted single-tenant setups.
 
-use super::call::{self, CallClock, CallScope, Entry, Reconcile};
+use super::call::{self, CallClock, CallScope, Reconcile};
 use super::error::CallError;
 use super::limits::Limits;
 use super::loaded::{CallContext, CallReport, Plugin};
@@ -87,7 +87,7 @@ impl WarmSandbox {
             clock,
             plugin: &self.name,
         };
-        let settled = call::run(&mut self.store, Entry::Warm(&self.exports), export, scope).await;
+        let settled = call::run(&mut self.store, &self.exports, export, scope).await;
         if settled.outcome.is_err() {
             self.poisoned = true;
         }

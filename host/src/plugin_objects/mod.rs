@@ -5,6 +5,7 @@
 //! the reloader's planner, and an object-backed instance is named `<namespace>/<name>`, so
 //! it never collides with a file-backed one.
 
+mod compiles;
 mod events;
 mod fair_slots;
 mod forgery;
@@ -15,17 +16,20 @@ mod records;
 mod refusal;
 mod service_account;
 mod shadow;
+mod slots;
 mod source;
 mod spec;
 mod status;
 mod statuses;
 mod truth;
 
+pub use compiles::MAX_CONCURRENT_COMPILES;
 pub use grant::{Effective, effective};
 pub use image::DEFAULT_POLL as DEFAULT_IMAGE_POLL;
 pub use module::DEFAULT_MAX_MODULE_BYTES;
 pub use records::{MAX_RECORD_BYTES, RECORD_KIND, RECORD_LABEL};
 pub use refusal::{Reason, Refusal};
+pub use slots::default_per_namespace;
 pub use source::{
     DEFAULT_MAX_PLUGINS, ObjectSource, ObjectSourceConfig, ObjectSourceTask, plugin_resource,
     policy_resource,

@@ -30,6 +30,9 @@ pub enum Reason {
     ModuleTooLarge,
     /// The namespace compiled too many modules lately: this one waits its turn.
     CompileThrottled,
+    /// The module is being compiled, or waits in its namespace's compile queue (not a
+    /// failure).
+    Compiling,
     /// The module's SHA-256 is not the pinned one.
     DigestMismatch,
     /// The bytes are not a WebAssembly component that compiles.
@@ -67,6 +70,7 @@ impl Reason {
             Reason::ModuleUnavailable => "ModuleUnavailable",
             Reason::ModuleTooLarge => "ModuleTooLarge",
             Reason::CompileThrottled => "CompileThrottled",
+            Reason::Compiling => "Compiling",
             Reason::DigestMismatch => "DigestMismatch",
             Reason::CompileFailed => "CompileFailed",
             Reason::ContractUnsupported => "ContractUnsupported",
@@ -90,6 +94,7 @@ impl Reason {
                 | Reason::Pulling
                 | Reason::PullFailed
                 | Reason::CompileThrottled
+                | Reason::Compiling
                 | Reason::Shadowing
                 | Reason::TooManyPlugins
         )
@@ -97,7 +102,10 @@ impl Reason {
 
     /// Whether this reason is news rather than trouble (its Event is `Normal`).
     pub fn is_normal(self) -> bool {
-        matches!(self, Reason::Shadowing | Reason::Pulling)
+        matches!(
+            self,
+            Reason::Shadowing | Reason::Pulling | Reason::Compiling
+        )
     }
 }
 

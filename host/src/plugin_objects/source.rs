@@ -5,6 +5,7 @@
 //! force), resolve each Plugin (module, digest pin, compile, effective grant), plan, apply,
 //! then write each object's status (and Events) from the one replica that owns it.
 
+use super::compiles::{Compiles, MAX_CONCURRENT_COMPILES, Progress};
 use super::events::{EventType, Regarding, record};
 use super::forgery::Marks;
 use super::grant::effective;
@@ -14,6 +15,7 @@ use super::records::{Lookup, PluginRef, Record, RecordStore};
 use super::refusal::{Reason, Refusal};
 use super::service_account;
 use super::shadow::{Comparison, Verdict};
+use super::slots::{Slots, default_per_namespace, holds_slot};
 use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spec};
 use super::status::{
     Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
@@ -23,7 +25,7 @@ use super::truth::{note_forgery, write_status};
 use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer, ObjKey};
 use crate::controller::{Applied, Controller, InstanceName, PluginInstance};
 use crate::coordination::{Gate, Scope};
-use crate::plugin::{LoadError, Plugin, PluginRuntime};
+use crate::plugin::{CallError, LoadError, Plugin, PluginRuntime};
 use crate::policy::{AuditRecord, AuditSink, Decision, Mode, Policy};
 use crate::reload::plan::plan;
 use crate::reload::state::{FailedStart, PolicyContent, Runnable, Running};
@@ -59,8 +61,16 @@ pub struct ObjectSourceConfig {
     /// Counts alone are written to status at most this often.
     pub counts_every: Duration,
     /// The most Plugin objects this host runs; the oldest run, newer ones are refused
-    /// (`TooManyPlugins`), so tenants together cannot exhaust the host.
+    /// (`TooManyPlugins`), so tenants together cannot exhaust the host. Plugins that cannot
+    /// load hold no slot.
     pub max_plugins: usize,
+    /// The most Plugin objects of one namespace this host runs (`None`: a quarter of
+    /// `max_plugins`, see [`default_per_namespace`](super::default_per_namespace)), so one
+    /// tenant's flood is refused for itself while another tenant's Plugin loads.
+    pub max_plugins_per_namespace: Option<usize>,
+    /// The most modules compiled at once, host-wide (each namespace one at a time, the
+    /// namespaces served in turn).
+    pub max_compiles: usize,
     /// The registry client for `spec.module.image` (None: images are refused).
     pub registries: Option<crate::oci::Registries>,
     /// How often a tag is resolved again.
@@ -83,6 +93,8 @@ impl Default for ObjectSourceConfig {
             identity: "kubeplug".into(),
             counts_every: Duration::from_secs(30),
             max_plugins: DEFAULT_MAX_PLUGINS,
+            max_plugins_per_namespace: None,
+            max_compiles: MAX_CONCURRENT_COMPILES,
             registries: None,
             image_poll: super::image::DEFAULT_POLL,
             verification: None,
@@ -240,14 +252,52 @@ struct Referenced {
     images: HashSet<ImageModule>,
 }
 
-/// The compiled module of `digest`, or why it did not compile.
-fn compiled(state: &State, digest: &str) -> Result<Arc<Plugin>, Refusal> {
-    state.compiled.get(digest).cloned().unwrap_or_else(|| {
-        Err(Refusal::new(
-            Reason::CompileFailed,
-            "the module was not compiled",
-        ))
+/// The compiled module of `digest`, or why it did not compile, or where its compile is.
+fn compiled(state: &mut State, compiles: &Compiles, digest: &str) -> Result<Arc<Plugin>, Refusal> {
+    if !state.compiled.contains_key(digest) {
+        take_compiled(state, compiles);
+    }
+    if let Some(done) = state.compiled.get(digest) {
+        return done.clone();
+    }
+    Err(match compiles.progress(digest) {
+        Some(Progress::Compiling) => {
+            Refusal::new(Reason::Compiling, "the module is being compiled")
+        }
+        Some(Progress::Queued { ahead }) => Refusal::new(
+            Reason::Compiling,
+            format!(
+                "the module waits for its namespace's turn to compile ({ahead} of the namespace's modules before it); namespaces take turns"
+            ),
+        ),
+        None => Refusal::new(Reason::CompileFailed, "the module was not compiled"),
     })
+}
+
+/// Moves the compiles finished in the background into `state`. A load that failed for a
+/// transient OS reason (its retries spent) is not kept: the module compiles again later.
+fn take_compiled(state: &mut State, compiles: &Compiles) {
+    for (digest, loaded) in compiles.take_done() {
+        if let Err(err) = &loaded
+            && load_is_transient(err)
+        {
+            tracing::warn!(digest = %digest, "a Plugin module failed to load for a transient reason; it loads again at a later pass: {err}");
+            continue;
+        }
+        state.compiled.insert(digest, loaded.map_err(load_refusal));
+    }
+}
+
+/// Whether a load failed only because instantiating it kept failing for a transient OS
+/// reason (the runtime retried it already).
+fn load_is_transient(err: &LoadError) -> bool {
+    matches!(
+        err,
+        LoadError::Metadata {
+            source: CallError::Instantiate { .. },
+            ..
+        }
+    )
 }
 
 /// A module as last fetched: its ConfigMap's resourceVersion then, and the digest (or why
@@ -292,13 +342,14 @@ struct Inner {
     reviewer: Arc<dyn AccessReviewer>,
     /// Resolves the kinds a Plugin reads to the resources its account is asked about.
     kinds: KindRegistry,
-    runtime: Arc<PluginRuntime>,
     controller: Controller,
     gate: Gate,
     config: ObjectSourceConfig,
     wake: Arc<Notify>,
     /// The images Plugins name, pulled in the background.
     images: Option<Arc<ImagePulls>>,
+    /// Modules compiled in the background, namespaces in turn.
+    compiles: Arc<Compiles>,
     state: tokio::sync::Mutex<State>,
     stores: OnceLock<(Store<DynamicObject>, Store<DynamicObject>)>,
     /// ConfigMap resourceVersions as the watch saw them.
@@ -356,12 +407,13 @@ impl ObjectSource {
             .registries
             .clone()
             .map(|r| ImagePulls::new(r, client.clone(), config.image_poll, wake.clone()));
+        let compiles = Compiles::new(runtime.clone(), wake.clone(), config.max_compiles);
         ObjectSource {
             inner: Arc::new(Inner {
                 reviewer: Arc::new(KubeAccessReviewer::new(client.clone(), config.access_ttl)),
                 kinds: KindRegistry::new(client.clone()),
                 client,
-                runtime,
+                compiles,
                 controller,
                 gate,
                 config,
@@ -730,19 +782,19 @@ impl ObjectSource {
         // previous revision runs keeps it, re-granted under the policies as they are now.
         let mut entries: Vec<Entry> = Vec::new();
         let mut referenced = Referenced::default();
-        for (i, obj) in plugins.iter().enumerate() {
+        take_compiled(&mut state, &inner.compiles);
+        let max = inner.config.max_plugins;
+        let per_namespace = inner
+            .config
+            .max_plugins_per_namespace
+            .unwrap_or_else(|| default_per_namespace(max));
+        let mut slots = Slots::new(max, per_namespace);
+        for obj in plugins.iter() {
             let ns = obj.namespace().unwrap_or_default();
             let name = obj.name_any();
-            let max = inner.config.max_plugins;
             let instance = InstanceName::object(&ns, &name)
                 .map_err(|e| Refusal::new(Reason::InvalidName, e.to_string()))
-                .and_then(|n| match i < max {
-                    true => Ok(n),
-                    false => Err(Refusal::new(
-                        Reason::TooManyPlugins,
-                        format!("this host runs at most {max} Plugin objects (--max-plugin-objects) and {} exist; older ones run first. A ResourceQuota on count/plugins.kubeplug.dev bounds each namespace", plugins.len()),
-                    )),
-                });
+                .and_then(|n| slots.admit(&ns, plugins.len()).map(|()| n));
             let (outcome, fallback) = match &instance {
                 Ok(instance) => {
                     let applying = self.applying(&ns, &in_force, &mut labels).await;
@@ -763,6 +815,10 @@ impl ObjectSource {
                 }
                 Err(r) => (Err(r.clone()), None),
             };
+            if instance.is_ok() {
+                let reason = outcome.as_ref().err().map(|r| r.reason);
+                slots.settle(&ns, holds_slot(reason, fallback.is_some()));
+            }
             entries.push(Entry {
                 obj: obj.clone(),
                 instance,
@@ -1081,9 +1137,10 @@ impl ObjectSource {
                         ),
                     ));
                 }
-                if !state.compiled.contains_key(&pulled.module_digest) {
+                let digest = &pulled.module_digest;
+                if !state.compiled.contains_key(digest) && !inner.compiles.knows(digest) {
                     self.take_compile(state, &ns)?;
-                    let Some(bytes) = images.module(&pulled.module_digest) else {
+                    let Some(bytes) = images.module(digest) else {
                         return Err(Refusal::new(
                             Reason::PullFailed,
                             format!("{} is not in the module cache any more", pulled.pinned),
@@ -1091,14 +1148,9 @@ impl ObjectSource {
                     };
                     let origin =
                         format!("Plugin {ns}/{} (image {})", obj.name_any(), pulled.pinned);
-                    let loaded = inner
-                        .runtime
-                        .load_bytes(&origin, bytes)
-                        .await
-                        .map_err(load_refusal);
-                    state.compiled.insert(pulled.module_digest.clone(), loaded);
+                    inner.compiles.submit(&ns, digest, origin, bytes);
                 }
-                let plugin = compiled(state, &pulled.module_digest)?;
+                let plugin = compiled(state, &inner.compiles, digest)?;
                 (plugin, Some(pulled.pinned.to_string()))
             }
         };
@@ -1141,7 +1193,7 @@ impl ObjectSource {
         let key = (at.clone(), pin.clone());
         let reuse = match state.fetched.get(&key) {
             Some((Some(rv), Ok(digest))) if seen.as_ref() == Some(rv) => {
-                state.compiled.contains_key(digest)
+                state.compiled.contains_key(digest) || inner.compiles.knows(digest)
             }
             Some((Some(rv), Err(r))) if seen.as_ref() == Some(rv) => !r.reason.is_transient(),
             _ => false,
@@ -1157,7 +1209,7 @@ impl ObjectSource {
             let digest = match fetched {
                 Ok(module) => {
                     let digest = module.digest.clone();
-                    if !state.compiled.contains_key(&digest) {
+                    if !state.compiled.contains_key(&digest) && !inner.compiles.knows(&digest) {
                         self.take_compile(state, ns)?;
                         let origin = format!(
                             "Plugin {ns}/{} (ConfigMap {}, key {})",
@@ -1165,12 +1217,7 @@ impl ObjectSource {
                             at.config_map,
                             at.key
                         );
-                        let loaded = inner
-                            .runtime
-                            .load_bytes(&origin, module.bytes)
-                            .await
-                            .map_err(load_refusal);
-                        state.compiled.insert(digest.clone(), loaded);
+                        inner.compiles.submit(ns, &digest, origin, module.bytes);
                     }
                     Ok(digest)
                 }
@@ -1179,7 +1226,7 @@ impl ObjectSource {
             state.fetched.insert(key.clone(), (seen, digest));
         }
         let digest = state.fetched[&key].1.clone()?;
-        compiled(state, &digest)
+        compiled(state, &inner.compiles, &digest)
     }
 
     /// Compiling costs the host CPU: a namespace gets a few at once, then one per
@@ -1215,6 +1262,7 @@ impl ObjectSource {
             referenced.contains(&(at.namespace.clone(), at.config_map.clone()))
         });
         state.compiled.retain(|d, _| used.contains(d));
+        self.inner.compiles.retain(|d| used.contains(d));
     }
 
     /// Writes one Plugin's status (and its Events) if this replica owns it and it changed.

@@ -209,7 +209,11 @@ mod tests {
         };
         let clock = call::CallClock::start(limits.timeout);
         let objects = Arc::new(NoObjects);
-        let settled = call::run_fresh(&engine, clock, &pre, &limits, objects, who, Metadata).await;
+        let retries = prometheus_client::metrics::counter::Counter::default();
+        let settled = call::run_fresh(
+            &engine, clock, &pre, &limits, objects, who, Metadata, &retries,
+        )
+        .await;
         assert_eq!(settled.outcome.unwrap().name, "hostile");
     }
 
