@@ -93,10 +93,10 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     );
     if sim.rbac() {
         println!(
-            "RBAC on: the kubeconfig is kubeplug-admin (system:masters); a ServiceAccount's token: kubectl --kubeconfig {kubeconfig} create token NAME -n NAMESPACE"
+            "RBAC on: the kubeconfig's token is kubeplug-admin (system:masters) for kube clients; kubectl sends no token over plain HTTP, so it is refused (401) until the sim serves TLS"
         );
         println!(
-            "request log:     curl -H \"Authorization: Bearer $(kubectl --kubeconfig {kubeconfig} config view --raw -o jsonpath='{{.users[0].user.token}}')\" {}/sim/requests",
+            "request log:     curl -H \"Authorization: Bearer $(grep -o 'token: .*' {kubeconfig} | cut -d' ' -f2)\" {}/sim/requests",
             sim.url()
         );
     } else {

@@ -181,3 +181,59 @@ async fn kubectl_tokens_rolebindings_and_can_i() -> anyhow::Result<()> {
     assert!(out.stderr.contains("Unauthorized"), "{}", out.stderr);
     Ok(())
 }
+
+/// The RBAC kinds and reviews through kubectl's typed (protobuf) commands, on a sim without
+/// authorization (kubectl sends no credentials over plain HTTP): kubeplug's RBAC YAML
+/// applies, `create serviceaccount|role|rolebinding` store what a real server stores, the
+/// reviews answer (everything allowed, as with `AlwaysAllow`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rbac_objects_and_reviews_without_authorization() -> anyhow::Result<()> {
+    if !kubectl_available() {
+        println!(
+            "SKIPPED kubectl_rbac_objects_and_reviews_without_authorization: kubectl is not on PATH"
+        );
+        return Ok(());
+    }
+    let sim = Sim::builder().manifest(SEED).start().await?;
+    let dir = tempfile::tempdir()?;
+    let kc = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kc)?;
+    let run = |line: &str| {
+        let (kc, line) = (kc.clone(), line.to_string());
+        tokio::task::spawn_blocking(move || kubectl(kc, line))
+    };
+    let ok = |out: Out| {
+        assert!(out.ok, "kubectl failed: {}{}", out.stderr, out.stdout);
+        out.stdout
+    };
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let files = ["crds/plugins.yaml", "rbac.yaml", "tenant-rbac.yaml"]
+        .map(|f| format!("-f {}", deploy.join(f).display()))
+        .join(" ");
+    ok(run(&format!("apply {files}")).await?);
+    let roles = ok(run("get clusterroles -o name").await?);
+    for role in ["kubeplug", "kubeplug-tenant", "kubeplug-platform-admin"] {
+        let name = format!("clusterrole.rbac.authorization.k8s.io/{role}");
+        assert!(roles.lines().any(|l| l == name), "{role}: {roles}");
+    }
+    ok(run("create serviceaccount app -n t1").await?);
+    ok(run("create role secret-reader -n t1 --verb=get,list --resource=secrets").await?);
+    let groups = ok(run("get role secret-reader -n t1 -o jsonpath={.rules[0].apiGroups}").await?);
+    assert_eq!(
+        groups, r#"[""]"#,
+        "the core group survives the protobuf body"
+    );
+    ok(
+        run("create rolebinding app-reads -n t1 --role=secret-reader --serviceaccount=t1:app")
+            .await?,
+    );
+    let subject = ok(run(
+        "get rolebinding app-reads -n t1 -o jsonpath={.subjects[0].kind}/{.subjects[0].namespace}/{.subjects[0].name}/{.roleRef.name}",
+    )
+    .await?);
+    assert_eq!(subject, "ServiceAccount/t1/app/secret-reader");
+    assert_eq!(ok(run("auth can-i list secrets -n t1").await?), "yes");
+    let whoami = ok(run("auth whoami -o jsonpath={.status.userInfo.username}").await?);
+    assert_eq!(whoami, "kubeplug-admin");
+    Ok(())
+}
