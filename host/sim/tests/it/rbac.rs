@@ -727,3 +727,71 @@ async fn the_sims_own_endpoints_are_for_system_masters_only() -> anyhow::Result<
     get(sim.client()?).await??;
     Ok(())
 }
+
+/// What `kubectl auth can-i` and `kubectl auth can-i --list` ask (kubectl itself cannot send
+/// a token to the sim over plain HTTP): any authenticated user may ask about itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_reviews_answer_for_the_caller() -> anyhow::Result<()> {
+    use k8s_openapi::api::authorization::v1::{
+        SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SelfSubjectRulesReview,
+        SelfSubjectRulesReviewSpec,
+    };
+    let sim = rbac_sim().await?;
+    sim.apply_yaml(&bind(
+        "read",
+        "t1",
+        "Role",
+        "secret-reader",
+        json!({"kind": "ServiceAccount", "name": "default"}),
+    ))?;
+    let tenant = sim.client_with_token(&sim.service_account_token("t1", "default"))?;
+    let can_i = |verb: &str, namespace: &str| {
+        let api: Api<SelfSubjectAccessReview> = Api::all(tenant.clone());
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(verb.into()),
+                    resource: Some("secrets".into()),
+                    namespace: Some(namespace.into()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        async move {
+            let answered = api.create(&PostParams::default(), &review).await?;
+            anyhow::Ok(answered.status.expect("a status").allowed)
+        }
+    };
+    assert!(can_i("list", "t1").await?);
+    assert!(!can_i("watch", "t1").await?);
+    assert!(!can_i("list", "t2").await?);
+    let rules = Api::<SelfSubjectRulesReview>::all(tenant)
+        .create(
+            &PostParams::default(),
+            &SelfSubjectRulesReview {
+                spec: SelfSubjectRulesReviewSpec {
+                    namespace: Some("t1".into()),
+                },
+                ..SelfSubjectRulesReview::default()
+            },
+        )
+        .await?
+        .status
+        .expect("a status");
+    assert!(
+        rules.resource_rules.iter().any(|r| r.resources.as_deref()
+            == Some(&["secrets".to_string()][..])
+            && r.verbs == ["get", "list"]),
+        "{rules:?}"
+    );
+    assert!(
+        rules.non_resource_rules.iter().any(|r| r
+            .non_resource_urls
+            .as_deref()
+            .is_some_and(|u| u.contains(&"/apis/*".to_string()))),
+        "discovery for every authenticated user: {rules:?}"
+    );
+    Ok(())
+}
