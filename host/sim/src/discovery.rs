@@ -3,6 +3,7 @@
 //! documents that describe operations (and custom kinds' schemas), enough for kubectl's
 //! default `--validate=strict` to see that the server does field validation itself.
 
+use super::access_review::REVIEWS;
 use super::kinds::Registry;
 use serde_json::{Value, json};
 
@@ -23,10 +24,16 @@ pub fn core_versions(server_address: &str) -> Value {
     })
 }
 
-/// `/apis`.
+/// `/apis`: the registry's groups, then the review APIs' (`authorization.k8s.io`,
+/// `authentication.k8s.io`).
 pub fn groups(registry: &Registry) -> Value {
-    let groups: Vec<Value> = registry
-        .groups()
+    let mut all = registry.groups();
+    for review in REVIEWS {
+        if !all.iter().any(|(g, _)| g == review.group) {
+            all.push((review.group.to_string(), vec!["v1".to_string()]));
+        }
+    }
+    let groups: Vec<Value> = all
         .into_iter()
         .map(|(group, versions)| {
             let versions: Vec<Value> = versions
@@ -94,6 +101,14 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
             resources.push(json!({
                 "name": format!("{}/scale", k.plural), "singularName": "", "namespaced": k.namespaced,
                 "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if version == "v1" {
+        for review in REVIEWS.iter().filter(|r| r.group == group) {
+            resources.push(json!({
+                "name": review.plural, "singularName": review.kind.to_lowercase(),
+                "namespaced": review.namespaced, "kind": review.kind, "verbs": ["create"],
             }));
         }
     }

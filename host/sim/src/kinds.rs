@@ -181,7 +181,8 @@ pub struct Registry {
 
 impl Registry {
     /// The built-in kinds: Deployments, Pods, Namespaces, ConfigMaps, Secrets, Events (both
-    /// groups), Leases and CRDs.
+    /// groups), Leases, CRDs, ServiceAccounts, and RBAC's Roles, ClusterRoles, RoleBindings
+    /// and ClusterRoleBindings.
     pub fn builtin() -> Self {
         let deployments = ResourceKind {
             status_subresource: true,
@@ -229,6 +230,13 @@ impl Registry {
                 false,
             )
         };
+        let service_accounts = ResourceKind {
+            short_names: vec!["sa".into()],
+            ..ResourceKind::builtin_kind("", "v1", "ServiceAccount", "serviceaccounts", true)
+        };
+        let rbac = |kind: &str, plural: &str, namespaced: bool| {
+            ResourceKind::builtin_kind("rbac.authorization.k8s.io", "v1", kind, plural, namespaced)
+        };
         Self {
             kinds: [
                 deployments,
@@ -240,6 +248,11 @@ impl Registry {
                 events_k8s,
                 leases,
                 crds,
+                service_accounts,
+                rbac("Role", "roles", true),
+                rbac("ClusterRole", "clusterroles", false),
+                rbac("RoleBinding", "rolebindings", true),
+                rbac("ClusterRoleBinding", "clusterrolebindings", false),
             ]
             .into_iter()
             .map(Arc::new)

@@ -1,4 +1,5 @@
-//! Kubeconfig for a running sim: plain HTTP on loopback, no credentials.
+//! Kubeconfig for a running sim: plain HTTP on loopback, with a bearer token when the sim
+//! authenticates (`Sim::builder().rbac(true)`).
 
 use kube::config::Kubeconfig;
 use serde_json::json;
@@ -6,13 +7,18 @@ use serde_json::json;
 /// Context, cluster and user name used in the generated kubeconfig.
 pub const CONTEXT: &str = "kubeplug-sim";
 
-/// A kubeconfig whose current context points at `url` with namespace `default`.
-pub fn build(url: &str) -> Result<Kubeconfig, serde_json::Error> {
+/// A kubeconfig whose current context points at `url` with namespace `default`, sending
+/// `token` as its bearer token when given.
+pub fn build(url: &str, token: Option<&str>) -> Result<Kubeconfig, serde_json::Error> {
+    let user = match token {
+        Some(token) => json!({"token": token}),
+        None => json!({}),
+    };
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
-        "users": [{"name": CONTEXT, "user": {}}],
+        "users": [{"name": CONTEXT, "user": user}],
         "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
         "current-context": CONTEXT,
     }))

@@ -5,9 +5,10 @@
 //! JSON, strategic-merge and server-side-apply patches, status and scale subresources,
 //! Deployment status simulation, garbage collection, fault injection), so the host and
 //! `kubectl` run the same client code as against a real cluster. It keeps everything in
-//! memory and has no authentication, authorization, admission or aggregated discovery;
-//! `README.md` beside this crate's manifest says exactly where it differs from a real API
-//! server.
+//! memory and has no admission or aggregated discovery. Authentication (bearer tokens),
+//! RBAC authorization, impersonation and the access reviews are off unless
+//! [`SimBuilder::rbac`] turns them on; `README.md` beside this crate's manifest says exactly
+//! where it differs from a real API server.
 //!
 //! It is a product of its own, not a test double: `kubeplug sim` serves it, `kubeplug run
 //! --embedded` and the demo start it in-process, and the integration tests run against it.
@@ -28,12 +29,18 @@
 //! # let _ = client; Ok(()) }
 //! ```
 
+pub mod access_review;
+pub mod attributes;
+mod auth;
+pub mod authn;
+mod bootstrap_policy;
 mod delete;
 pub mod discovery;
 pub mod errors;
 mod events;
 pub mod faults;
 mod gc;
+pub mod impersonation;
 mod jsonpath;
 pub mod kinds;
 pub mod kubeconfig;
@@ -43,6 +50,7 @@ mod objects;
 pub mod patch;
 mod pod_status;
 mod protobuf;
+pub mod rbac;
 pub mod request_log;
 mod scale;
 mod schema;
@@ -56,6 +64,8 @@ mod table;
 mod validation;
 mod watch;
 
+pub use attributes::{Attributes, ResourceAttributes};
+pub use authn::UserInfo;
 pub use errors::ApiError;
 pub use faults::{ErrorFault, FaultRequest, FaultState, Faults, HoldFault};
 pub use kinds::{PrinterColumn, Registry, ResourceKind};
@@ -117,6 +127,7 @@ pub struct SimBuilder {
     crd_files: Vec<PathBuf>,
     load_dirs: Vec<PathBuf>,
     manifests: Vec<String>,
+    rbac: bool,
 }
 
 impl Default for SimBuilder {
@@ -133,6 +144,7 @@ impl Default for SimBuilder {
             crd_files: Vec::new(),
             load_dirs: Vec::new(),
             manifests: Vec::new(),
+            rbac: false,
         }
     }
 }
@@ -177,6 +189,18 @@ impl SimBuilder {
     /// Create missing namespaces on first write instead of answering 404 (default off).
     pub fn auto_create_namespaces(mut self, on: bool) -> Self {
         self.auto_create_namespaces = on;
+        self
+    }
+
+    /// Authentication by bearer token and RBAC authorization, impersonation and the access
+    /// reviews checked as a real API server does (default off: every request is allowed, as
+    /// the sim's administrator). On, the sim starts with the bootstrap ClusterRoles and
+    /// bindings (`cluster-admin` for `system:masters`, discovery and self reviews for every
+    /// authenticated user, `admin`/`edit`/`view`); [`Sim::client`] and the kubeconfig carry
+    /// the administrator's token (user `kubeplug-admin` in `system:masters`); other users'
+    /// tokens come from [`Sim::token_for`] and [`Sim::service_account_token`].
+    pub fn rbac(mut self, on: bool) -> Self {
+        self.rbac = on;
         self
     }
 
@@ -244,8 +268,11 @@ impl SimBuilder {
                 auto_create_namespaces: self.auto_create_namespaces,
                 bookmark_interval: self.bookmark_interval,
                 status_delay: self.status_delay,
+                rbac: self.rbac,
             },
             shutdown: shutdown_rx.clone(),
+            tokens: authn::Tokens::new(),
+            admin: Arc::new(UserInfo::admin()),
         });
         for ns in ["default", "kube-system"] {
             let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -253,6 +280,17 @@ impl SimBuilder {
                 context: format!("namespace {ns}"),
                 source,
             })?;
+        }
+        if self.rbac {
+            let mut policy = load::parse_documents(bootstrap_policy::YAML, "bootstrap policy")?;
+            load::creation_order(&mut policy);
+            for object in policy {
+                let what = describe(&object);
+                seed(&shared, object).map_err(|source| SimError::Api {
+                    context: what,
+                    source,
+                })?;
+            }
         }
         for object in seeds.into_objects() {
             let what = describe(&object);
@@ -290,7 +328,7 @@ impl SimBuilder {
             tokio::spawn(status_sim::run(shared.clone())),
             tokio::spawn(gc::run(shared.clone())),
         ];
-        tracing::info!(%addr, "sim API server listening");
+        tracing::info!(%addr, rbac = self.rbac, "sim API server listening");
         Ok(Sim {
             shared,
             addr,
@@ -299,6 +337,22 @@ impl SimBuilder {
             tasks,
         })
     }
+}
+
+/// Writes a kubeconfig readable by its owner only (it may hold a token).
+fn write_yaml(config: &kube::config::Kubeconfig, path: &Path) -> Result<(), SimError> {
+    use std::io::Write;
+    let text = kubeconfig::to_yaml(config).map_err(|e| SimError::Kubeconfig(e.to_string()))?;
+    let failed =
+        |e: std::io::Error| SimError::Kubeconfig(format!("writing {}: {e}", path.display()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(failed)
 }
 
 fn describe(object: &Value) -> String {
@@ -407,28 +461,97 @@ impl Sim {
         self.addr
     }
 
-    /// A `kube::Client` for this sim (plain HTTP, default namespace `default`).
+    /// A `kube::Client` for this sim (plain HTTP, default namespace `default`), as the
+    /// administrator when authorization is on.
     pub fn client(&self) -> Result<kube::Client, SimError> {
+        self.client_as(self.admin_token())
+    }
+
+    /// A `kube::Client` that sends `token` (from [`Sim::token_for`] or
+    /// [`Sim::service_account_token`]) as its bearer token.
+    pub fn client_with_token(&self, token: &str) -> Result<kube::Client, SimError> {
+        self.client_as(Some(token))
+    }
+
+    fn client_as(&self, token: Option<&str>) -> Result<kube::Client, SimError> {
+        Ok(kube::Client::try_from(self.config_as(token)?)?)
+    }
+
+    /// The `kube::Config` of [`Sim::client`] (the administrator's token when authorization
+    /// is on), to change before building a client: impersonation
+    /// (`auth_info.impersonate`, `impersonate_groups`), timeouts.
+    pub fn kube_config(&self) -> Result<kube::Config, SimError> {
+        self.config_as(self.admin_token())
+    }
+
+    /// The `kube::Config` of [`Sim::client_with_token`].
+    pub fn kube_config_with_token(&self, token: &str) -> Result<kube::Config, SimError> {
+        self.config_as(Some(token))
+    }
+
+    fn config_as(&self, token: Option<&str>) -> Result<kube::Config, SimError> {
         let uri: axum::http::Uri = self
             .url()
             .parse()
             .map_err(|e: axum::http::uri::InvalidUri| SimError::Kubeconfig(e.to_string()))?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
-        Ok(kube::Client::try_from(config)?)
+        if let Some(token) = token {
+            config.auth_info.token = Some(token.to_string().into());
+        }
+        Ok(config)
     }
 
-    /// A kubeconfig pointing at this sim (context `kubeplug-sim`, namespace `default`).
+    /// Whether authentication and RBAC authorization are on ([`SimBuilder::rbac`]).
+    pub fn rbac(&self) -> bool {
+        self.shared.config.rbac
+    }
+
+    /// The administrator's bearer token (user `kubeplug-admin` in `system:masters`), which
+    /// [`Sim::client`] and the kubeconfig send; `None` when authorization is off.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.rbac().then(|| self.shared.tokens.admin())
+    }
+
+    /// Registers a new random bearer token for `user` in `groups` (`system:authenticated` is
+    /// added) and returns it.
+    pub fn token_for(&self, user: &str, groups: &[&str]) -> String {
+        self.shared.tokens.issue(UserInfo::new(user, groups))
+    }
+
+    /// Registers a new random bearer token for the ServiceAccount `namespace`/`name` (user
+    /// `system:serviceaccount:NS:NAME` in `system:serviceaccounts`,
+    /// `system:serviceaccounts:NS` and `system:authenticated`) and returns it. The
+    /// ServiceAccount object need not exist.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let user = authn::service_account_user(namespace, name);
+        let groups = authn::service_account_groups(namespace);
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        self.token_for(&user, &groups)
+    }
+
+    /// A kubeconfig pointing at this sim (context `kubeplug-sim`, namespace `default`), with
+    /// the administrator's token when authorization is on.
     pub fn kubeconfig(&self) -> Result<kube::config::Kubeconfig, SimError> {
-        kubeconfig::build(&self.url()).map_err(|e| SimError::Kubeconfig(e.to_string()))
+        kubeconfig::build(&self.url(), self.admin_token())
+            .map_err(|e| SimError::Kubeconfig(e.to_string()))
     }
 
     /// Writes the kubeconfig as YAML (for kubectl: `kubectl --kubeconfig <path> get deploy`).
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), SimError> {
-        let text = kubeconfig::to_yaml(&self.kubeconfig()?)
+        write_yaml(&self.kubeconfig()?, path.as_ref())
+    }
+
+    /// Writes a kubeconfig that sends `token` (for `kubectl --kubeconfig` and `kubeplug run
+    /// --kubeconfig` as that user).
+    pub fn kubeconfig_with_token(
+        &self,
+        token: &str,
+        path: impl AsRef<Path>,
+    ) -> Result<(), SimError> {
+        let config = kubeconfig::build(&self.url(), Some(token))
             .map_err(|e| SimError::Kubeconfig(e.to_string()))?;
-        std::fs::write(path.as_ref(), text)
-            .map_err(|e| SimError::Kubeconfig(format!("writing {}: {e}", path.as_ref().display())))
+        write_yaml(&config, path.as_ref())
     }
 
     /// The request log.

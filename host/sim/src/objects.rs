@@ -215,7 +215,14 @@ impl Shared {
                 )));
             }
         };
-        if !valid_name(&name) {
+        // RBAC objects are named by path segment (`system:discovery`), as the real server's
+        // ValidateRBACName allows; everything else by RFC 1123 subdomain.
+        let rbac_name = kind.group == "rbac.authorization.k8s.io"
+            && !name.contains(['/', '%'])
+            && name != "."
+            && name != ".."
+            && name.len() <= 253;
+        if !rbac_name && !valid_name(&name) {
             return Err(ApiError::invalid(format!(
                 "{} \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'",
                 kind.kind
@@ -265,7 +272,35 @@ impl Shared {
         super::schema::normalize(kind, &mut body)?;
         validate(kind, &body)?;
         set_defaults(kind, &mut body);
-        self.commit(kind, &ns, &name, Precondition::Absent, Some(body))
+        let created = self.commit(kind, &ns, &name, Precondition::Absent, Some(body))?;
+        if self.config.rbac && kind.group.is_empty() && kind.plural == "namespaces" {
+            self.create_default_service_account(&name);
+        }
+        Ok(created)
+    }
+
+    /// The `default` ServiceAccount of a new namespace, as the real controller manager's
+    /// ServiceAccount controller creates it (with authorization on only, so that a sim
+    /// without it stores exactly what it is sent).
+    fn create_default_service_account(&self, namespace: &str) {
+        let Ok(kind) = self.kind("serviceaccounts") else {
+            return;
+        };
+        let account =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        match self.create(
+            &kind,
+            Some(namespace),
+            account,
+            "kube-controller-manager",
+            false,
+        ) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(err) => {
+                tracing::warn!(%err, namespace, "could not create the default ServiceAccount")
+            }
+        }
     }
 
     pub(super) fn commit(

@@ -100,7 +100,7 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
 /// Parses `raw` as the message of a built-in kind the server serves and serialises it;
 /// `None` for a type not known here.
 fn typed_json(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result<Value, String>> {
-    use k8s_rs_pb::api::{apps, coordination, core, events};
+    use k8s_rs_pb::api::{apps, authentication, authorization, coordination, core, events, rbac};
     use k8s_rs_pb::apiextensions_apiserver::pkg::apis::apiextensions;
     use k8s_rs_pb::apimachinery::pkg::apis::meta;
     fn parse<M: Message + serde::Serialize>(raw: &[u8]) -> Result<Value, String> {
@@ -113,7 +113,32 @@ fn typed_json(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result<Value,
         ("v1", "Event") => parse::<core::v1::Event>(raw),
         ("v1", "ConfigMap") => parse::<core::v1::ConfigMap>(raw),
         ("v1", "Secret") => parse::<core::v1::Secret>(raw),
+        ("v1", "ServiceAccount") => parse::<core::v1::ServiceAccount>(raw),
         ("apps/v1", "Deployment") => parse::<apps::v1::Deployment>(raw),
+        ("rbac.authorization.k8s.io/v1", "Role") => parse::<rbac::v1::Role>(raw),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => parse::<rbac::v1::ClusterRole>(raw),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => parse::<rbac::v1::RoleBinding>(raw),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            parse::<rbac::v1::ClusterRoleBinding>(raw)
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => {
+            parse::<authorization::v1::SubjectAccessReview>(raw)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            parse::<authorization::v1::SelfSubjectAccessReview>(raw)
+        }
+        ("authorization.k8s.io/v1", "LocalSubjectAccessReview") => {
+            parse::<authorization::v1::LocalSubjectAccessReview>(raw)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            parse::<authorization::v1::SelfSubjectRulesReview>(raw)
+        }
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            parse::<authentication::v1::TokenRequest>(raw)
+        }
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            parse::<authentication::v1::SelfSubjectReview>(raw)
+        }
         ("autoscaling/v1", "Scale") => parse::<k8s_rs_pb::api::autoscaling::v1::Scale>(raw),
         ("coordination.k8s.io/v1", "Lease") => parse::<coordination::v1::Lease>(raw),
         ("events.k8s.io/v1", "Event") => parse::<events::v1::Event>(raw),
@@ -148,8 +173,15 @@ fn api_json(value: Value) -> Option<Value> {
         Value::Null => None,
         Value::String(s) if s.is_empty() || s == ZERO_TIME => None,
         Value::Array(items) if items.is_empty() => None,
+        // An empty string in a list is a value (`apiGroups: [""]`, the core group).
         Value::Array(items) => Some(Value::Array(
-            items.into_iter().filter_map(api_json).collect(),
+            items
+                .into_iter()
+                .filter_map(|item| match item {
+                    Value::String(s) => Some(Value::String(s)),
+                    other => api_json(other),
+                })
+                .collect(),
         )),
         Value::Object(map) => {
             if let Some(raw) = raw_bytes(&map) {

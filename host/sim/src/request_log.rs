@@ -42,6 +42,12 @@ pub struct RequestRecord {
     pub user_agent: String,
     /// The injected fault that answered, if any.
     pub fault: Option<String>,
+    /// The user the request acted as (the impersonated one when it impersonated; the sim's
+    /// administrator when authorization is off and it did not); empty when it was not
+    /// authenticated.
+    pub user: String,
+    /// The authenticated user who impersonated [`RequestRecord::user`], if any.
+    pub impersonator: Option<String>,
 }
 
 /// A bounded log of served requests.

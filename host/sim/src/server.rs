@@ -2,6 +2,9 @@
 //! faults, and dispatches to list/watch/get/create/update/patch/delete; plus the admin
 //! endpoints `/sim/faults` and `/sim/requests`.
 
+use super::access_review::{self, Review};
+use super::attributes::{Attributes, ResourceAttributes, name_from_field_selector};
+use super::auth::{self, Caller};
 use super::delete::DeleteOptions;
 use super::discovery;
 use super::errors::{ApiError, success_status};
@@ -36,6 +39,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
             get(faults_get).post(faults_post).delete(faults_delete),
         )
         .route("/sim/requests", get(requests_get).delete(requests_delete))
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            auth::sim_admin_only,
+        ))
         .fallback(handle)
         .with_state(shared)
 }
@@ -103,6 +110,10 @@ enum Target {
     OpenApiRoot,
     OpenApi(String, String),
     Resource(ResourceRequest),
+    /// An access review (answered, never stored), in a namespace for the local one.
+    Review(Review, Option<String>),
+    /// A ServiceAccount's `token` subresource (TokenRequest): namespace and name.
+    Token(String, String),
 }
 
 struct ResourceRequest {
@@ -126,6 +137,33 @@ fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
         ["openapi", "v3", "api", v] => return Ok(Target::OpenApi(String::new(), v.to_string())),
         ["openapi", "v3", "apis", g, v] => {
             return Ok(Target::OpenApi(g.to_string(), v.to_string()));
+        }
+        [
+            "api",
+            "v1",
+            "namespaces",
+            ns,
+            "serviceaccounts",
+            name,
+            "token",
+        ] => {
+            return Ok(Target::Token(ns.to_string(), name.to_string()));
+        }
+        ["apis", g, v, plural]
+            if access_review::find(g, v, plural).is_some_and(|r| !r.namespaced) =>
+        {
+            return Ok(Target::Review(
+                access_review::find(g, v, plural).ok_or_else(|| ApiError::no_route(path))?,
+                None,
+            ));
+        }
+        ["apis", g, v, "namespaces", ns, plural]
+            if access_review::find(g, v, plural).is_some_and(|r| r.namespaced) =>
+        {
+            return Ok(Target::Review(
+                access_review::find(g, v, plural).ok_or_else(|| ApiError::no_route(path))?,
+                Some(ns.to_string()),
+            ));
         }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
@@ -209,14 +247,32 @@ async fn handle(
             .collect(),
         ..RequestRecord::default()
     };
-    let response = match Query::<HashMap<String, String>>::try_from_uri(&uri) {
-        Ok(Query(query)) => {
-            match dispatch(&shared, &method, &uri, &query, &headers, body, &mut record).await {
-                Ok(r) => r,
-                Err(e) => e.into_response(),
+    let response = match auth::identify(&shared, &headers) {
+        Err(e) => e.into_response(),
+        Ok(caller) => {
+            record.user = caller.user.name.clone();
+            record.impersonator = caller.impersonator.as_ref().map(|u| u.name.clone());
+            match Query::<HashMap<String, String>>::try_from_uri(&uri) {
+                Ok(Query(query)) => {
+                    match dispatch(
+                        &shared,
+                        &caller,
+                        &method,
+                        &uri,
+                        &query,
+                        &headers,
+                        body,
+                        &mut record,
+                    )
+                    .await
+                    {
+                        Ok(r) => r,
+                        Err(e) => e.into_response(),
+                    }
+                }
+                Err(e) => ApiError::bad_request(format!("invalid query: {e}")).into_response(),
             }
         }
-        Err(e) => ApiError::bad_request(format!("invalid query: {e}")).into_response(),
     };
     record.status = response.status().as_u16();
     tracing::debug!(verb = %record.verb, path = %record.path, status = record.status, "request");
@@ -264,8 +320,10 @@ fn flag(query: &HashMap<String, String>, name: &str) -> bool {
     query.get(name).is_some_and(|v| v == "true" || v == "1")
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn dispatch(
     shared: &Arc<Shared>,
+    caller: &Caller,
     method: &Method,
     uri: &Uri,
     query: &HashMap<String, String>,
@@ -275,13 +333,38 @@ async fn dispatch(
 ) -> Result<Response, ApiError> {
     let req = match parse_target(shared, uri.path())? {
         Target::Resource(req) => req,
+        Target::Review(review, namespace) => {
+            record.verb = "create".into();
+            record.group = review.group.into();
+            record.resource = review.plural.into();
+            record.namespace = namespace.clone();
+            return review_response(shared, caller, method, headers, &body, review, namespace);
+        }
+        Target::Token(namespace, name) => {
+            record.verb = "create".into();
+            record.resource = "serviceaccounts".into();
+            record.subresource = Some("token".into());
+            record.namespace = Some(namespace.clone());
+            record.name = Some(name.clone());
+            return token_response(shared, caller, method, headers, &body, &namespace, &name);
+        }
         discovery_target => {
             record.verb = "discovery".into();
+            let attrs = Attributes::NonResource {
+                verb: method.as_str().to_lowercase(),
+                path: uri.path().to_string(),
+            };
+            auth::authorize(shared, &caller.user, &attrs)?;
             return discovery_response(shared, method, uri, headers, discovery_target);
         }
     };
     let kind = req.kind.clone();
     let verb = verb(method, &req, query);
+    auth::authorize(
+        shared,
+        &caller.user,
+        &Attributes::Resource(resource_attributes(&req, verb, query)),
+    )?;
     let manager = field_manager(query, headers);
     record.verb = verb.into();
     record.group = kind.group.clone();
@@ -339,6 +422,149 @@ async fn dispatch(
         }
     }
     Ok(response)
+}
+
+/// What a resource request asks, for authorization: a Namespace's own name is its namespace
+/// too, and a list or watch of one name (`fieldSelector=metadata.name=N`) is asked for that
+/// name, as the real server's request-info factory does.
+fn resource_attributes(
+    req: &ResourceRequest,
+    verb: &str,
+    query: &HashMap<String, String>,
+) -> ResourceAttributes {
+    let mut name = req.name.clone().unwrap_or_default();
+    if name.is_empty()
+        && matches!(verb, "list" | "watch")
+        && let Some(selected) = query
+            .get("fieldSelector")
+            .and_then(|s| name_from_field_selector(s))
+    {
+        name = selected;
+    }
+    let namespace = match &req.namespace {
+        Some(ns) => ns.clone(),
+        None if req.kind.group.is_empty() && req.kind.plural == "namespaces" => name.clone(),
+        None => String::new(),
+    };
+    ResourceAttributes {
+        verb: verb.into(),
+        group: req.kind.group.clone(),
+        resource: req.kind.plural.clone(),
+        subresource: req.subresource.clone().unwrap_or_default(),
+        namespace,
+        name,
+    }
+}
+
+/// Answers an access review: the caller must be allowed to `create` it; its answer is
+/// returned with 201 and nothing is stored.
+fn review_response(
+    shared: &Shared,
+    caller: &Caller,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &[u8],
+    review: Review,
+    namespace: Option<String>,
+) -> Result<Response, ApiError> {
+    let attrs = Attributes::Resource(ResourceAttributes {
+        verb: if method == Method::POST {
+            "create".into()
+        } else {
+            method.as_str().to_lowercase()
+        },
+        group: review.group.into(),
+        resource: review.plural.into(),
+        namespace: namespace.clone().unwrap_or_default(),
+        ..ResourceAttributes::default()
+    });
+    auth::authorize(shared, &caller.user, &attrs)?;
+    if method != Method::POST {
+        return Err(ApiError::method_not_allowed(format!(
+            "method {method} not allowed: {} only accepts create",
+            review.plural
+        )));
+    }
+    let body = parse_body(headers, body)?;
+    let answered = access_review::answer(
+        review,
+        namespace.as_deref(),
+        &caller.user,
+        body,
+        &*auth::authorizer(shared),
+    )?;
+    Ok(value_response(StatusCode::CREATED, &answered))
+}
+
+/// Answers a TokenRequest (`kubectl create token NAME -n NS`): the caller must be allowed to
+/// `create` `serviceaccounts/token`, and the ServiceAccount must exist; the token is a new
+/// bearer token of the sim for that ServiceAccount (its expiry is reported, not enforced:
+/// README).
+#[allow(clippy::too_many_arguments)]
+fn token_response(
+    shared: &Shared,
+    caller: &Caller,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &[u8],
+    namespace: &str,
+    name: &str,
+) -> Result<Response, ApiError> {
+    let attrs = Attributes::Resource(ResourceAttributes {
+        verb: super::attributes::resource_verb(method.as_str(), true, false).into(),
+        resource: "serviceaccounts".into(),
+        subresource: "token".into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        ..ResourceAttributes::default()
+    });
+    auth::authorize(shared, &caller.user, &attrs)?;
+    if method != Method::POST {
+        return Err(ApiError::method_not_allowed(format!(
+            "method {method} not allowed: serviceaccounts/token only accepts create"
+        )));
+    }
+    if shared
+        .store
+        .get("serviceaccounts", namespace, name)
+        .is_none()
+    {
+        return Err(ApiError::not_found("serviceaccounts", name));
+    }
+    let request = if body.is_empty() {
+        json!({})
+    } else {
+        parse_body(headers, body)?
+    };
+    let user = super::authn::service_account_user(namespace, name);
+    let groups = super::authn::service_account_groups(namespace);
+    let token = shared.tokens.issue(super::authn::UserInfo {
+        name: user,
+        groups,
+        ..Default::default()
+    });
+    let mut spec = request.get("spec").cloned().unwrap_or_else(|| json!({}));
+    if !spec.is_object() {
+        spec = json!({});
+    }
+    // The real server's bounds: 10 minutes to 2^32 seconds, one hour by default.
+    let seconds = spec["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(3600)
+        .clamp(600, 1 << 32);
+    spec["expirationSeconds"] = json!(seconds);
+    let expires = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(seconds))
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default();
+    let answer = json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": null},
+        "spec": spec,
+        "status": {"token": token, "expirationTimestamp": expires},
+    });
+    Ok(value_response(StatusCode::CREATED, &answer))
 }
 
 /// `fieldValidation` for custom kinds with a schema, as the real server applies it to the
@@ -621,7 +847,7 @@ fn discovery_response(
         Target::OpenApi(g, v) => {
             discovery::openapi(&shared.registry(), &g, &v).ok_or_else(not_found)?
         }
-        Target::Resource(_) => return Err(not_found()),
+        Target::Resource(_) | Target::Review(..) | Target::Token(..) => return Err(not_found()),
     };
     Ok(value_response(StatusCode::OK, &value))
 }

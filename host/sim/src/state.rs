@@ -1,10 +1,11 @@
 //! The state one running sim shares between its HTTP handlers and background tasks.
 
+use super::authn::{Tokens, UserInfo};
 use super::faults::Faults;
 use super::kinds::Registry;
 use super::request_log::RequestLog;
 use super::store::Store;
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 /// Settings fixed at start-up.
@@ -16,6 +17,8 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// Delay before a Deployment's simulated status reaches its spec.
     pub status_delay: Duration,
+    /// Authentication (bearer tokens) and RBAC authorization on.
+    pub rbac: bool,
 }
 
 /// Everything a request handler needs.
@@ -32,6 +35,10 @@ pub struct Shared {
     pub config: Config,
     /// Ends every watch when the sim shuts down.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The bearer tokens the sim issued.
+    pub tokens: Tokens,
+    /// The administrator every request acts as when authorization is off.
+    pub admin: Arc<UserInfo>,
 }
 
 impl Shared {

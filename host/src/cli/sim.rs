@@ -39,6 +39,12 @@ pub struct SimArgs {
     /// Create missing namespaces on first write instead of answering 404.
     #[arg(long, env = "KUBEPLUG_SIM_AUTO_CREATE_NAMESPACES")]
     pub auto_create_namespaces: bool,
+    /// Authenticate by bearer token and authorise by RBAC (Roles, ClusterRoles and their
+    /// bindings), with impersonation and SubjectAccessReview, as a real API server; the
+    /// kubeconfig written carries the administrator's token (user kubeplug-admin in
+    /// system:masters).
+    #[arg(long, env = "KUBEPLUG_SIM_RBAC")]
+    pub rbac: bool,
 }
 
 /// This build has no embedded API server.
@@ -59,7 +65,8 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         .history(args.history)
         .request_log_capacity(args.request_log)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval.max(1)))
-        .auto_create_namespaces(args.auto_create_namespaces);
+        .auto_create_namespaces(args.auto_create_namespaces)
+        .rbac(args.rbac);
     for crd in &args.crd {
         builder = builder.crd_file(crd);
     }
@@ -84,7 +91,17 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         "fault injection: curl -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'",
         sim.url()
     );
-    println!("request log:     curl {}/sim/requests", sim.url());
+    if sim.rbac() {
+        println!(
+            "RBAC on: the kubeconfig's token is kubeplug-admin (system:masters) for kube clients; kubectl sends no token over plain HTTP, so it is refused (401) until the sim serves TLS"
+        );
+        println!(
+            "request log:     curl -H \"Authorization: Bearer $(grep -o 'token: .*' {kubeconfig} | cut -d' ' -f2)\" {}/sim/requests",
+            sim.url()
+        );
+    } else {
+        println!("request log:     curl {}/sim/requests", sim.url());
+    }
     wait_for_signal().await?;
     tracing::info!("shutting down");
     sim.shutdown().await;
@@ -129,14 +146,17 @@ mod tests {
             "--load",
             "dir",
             "--auto-create-namespaces",
+            "--rbac",
         ])
         .unwrap();
+        assert!(w.args.rbac);
         assert_eq!(w.args.port, 0);
         assert_eq!(w.args.crd.len(), 3);
         assert_eq!(w.args.status_delay, 5);
         assert_eq!(w.args.load, Some(PathBuf::from("dir")));
         assert!(w.args.auto_create_namespaces);
         let defaults = Wrapper::try_parse_from(["sim"]).unwrap();
+        assert!(!defaults.args.rbac);
         assert_eq!(
             defaults.args.kubeconfig_out,
             PathBuf::from("kubeplug-sim.kubeconfig")

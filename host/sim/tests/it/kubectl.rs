@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// Whether kubectl is on PATH; under `CI=true` its absence fails the test instead of
 /// skipping it (CI must prove what the README promises).
-fn kubectl_available() -> bool {
+pub(crate) fn kubectl_available() -> bool {
     let found = Command::new("kubectl")
         .arg("version")
         .arg("--client")

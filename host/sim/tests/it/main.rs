@@ -1,5 +1,8 @@
 //! The embedded API server's end-to-end tests, one binary: its REST protocol through a real
-//! kube client (`api`) and through kubectl (`kubectl`).
+//! kube client (`api`) and through kubectl (`kubectl`); authentication, RBAC, impersonation
+//! and access reviews through kube clients (`rbac`) and kubectl (`kubectl_rbac`).
 
 mod api;
 mod kubectl;
+mod kubectl_rbac;
+mod rbac;
