@@ -7,6 +7,7 @@ use crate::common::{self, cluster::*};
 use anyhow::{Context, Result};
 use kubeplug::app::{Host, HostConfig};
 use kubeplug::plugin_objects::ObjectSourceConfig;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kubeplug_sim::Sim;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -35,10 +36,20 @@ fn crd(name: &str) -> PathBuf {
 }
 
 async fn start(configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
+    start_with(false, configure).await
+}
+
+/// A host on an API server that authorises every request with RBAC when `rbac` is set.
+/// kubeplug then runs as its own ServiceAccount (kubeplug/kubeplug), with exactly the rights
+/// host/deploy/rbac.yaml grants it. kubectl acts as the cluster's admin: client-go sends a
+/// kubeconfig's credentials only over TLS and the sim serves plain HTTP, so its requests are
+/// anonymous, and the admin binds `cluster-admin` to `system:unauthenticated` first.
+async fn start_with(rbac: bool, configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
     capture_logs();
     let sim = Sim::builder()
         .status_delay(Duration::from_millis(20))
         .auto_create_namespaces(true)
+        .rbac(rbac)
         .crd_file(crd("plugins.yaml"))
         .crd_file(crd("pluginpolicies.yaml"))
         .start()
@@ -46,9 +57,28 @@ async fn start(configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
     let tmp = tempfile::tempdir()?;
     let kubeconfig = tmp.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig)?;
+    let client = match rbac {
+        true => {
+            let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "kubectl-in-tests"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:unauthenticated"}],
+            }))?;
+            kube::Api::<ClusterRoleBinding>::all(sim.client()?)
+                .create(&Default::default(), &binding)
+                .await?;
+            let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+            for file in ["rbac.yaml", "tenant-rbac.yaml"] {
+                let text = std::fs::read_to_string(deploy.join(file))?;
+                kubectl_at(&kubeconfig, &["apply", "-f", "-"], &text).await?;
+            }
+            sim.client_with_token(&sim.service_account_token("kubeplug", "kubeplug"))?
+        }
+        false => sim.client()?,
+    };
     let mut config = host_config();
     configure(&mut config);
-    let host = Host::start(sim.client()?, config).await?;
+    let host = Host::start(client, config).await?;
     Ok(Tenancy {
         sim,
         host,
@@ -1574,6 +1604,143 @@ async fn one_namespaces_big_compiles_do_not_hold_back_another_namespaces_plugin(
         "team-b's Plugin Ready {:.1} s after it was applied; team-a's three 12 MiB modules all running {:.1} s after the first was applied",
         b_ready.as_secs_f64(),
         started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Issue 35: a Plugin acts as a ServiceAccount of its namespace. It is handed only the kinds
+/// that account may read itself (asked with SubjectAccessReview), its writes are sent
+/// impersonating it (the API server refuses what its RBAC does not allow, although kubeplug
+/// itself may patch Deployments and the policy allows it), and a Plugin without a policy
+/// never reads Secrets. kubeplug runs as its own ServiceAccount with host/deploy/rbac.yaml.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_acts_with_its_service_accounts_rights_only() -> Result<()> {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl is not on PATH");
+        return Ok(());
+    }
+    let t = start_with(true, |c| {
+        if let Some(objects) = c.objects.as_mut() {
+            objects.access_ttl = Duration::from_millis(100);
+            // Where host/deploy/rbac.yaml lets kubeplug keep its status records.
+            objects.host_namespace = "kubeplug".into();
+        }
+    })
+    .await?;
+    t.deployment("team-a", "web", "alpine").await?;
+    t.apply(POLICY).await?;
+    t.module(
+        "team-a",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    t.apply(&pinner("team-a", "pinner", "pinner", "nginx:1.25", ""))
+        .await?;
+
+    // team-a's default ServiceAccount may not read Deployments: nothing runs.
+    let message = t
+        .reason_becomes("team-a", "pinner", "PermissionsExceedServiceAccount")
+        .await;
+    assert!(
+        message.contains("ServiceAccount team-a/default may not get deployments"),
+        "{message}"
+    );
+    assert!(t.host.controller().plugins().is_empty());
+
+    // Read rights only: it runs, and its patch goes out as team-a:default, which the API
+    // server refuses; the Deployment keeps its image.
+    t.kubectl(&[
+        "create",
+        "role",
+        "deploy-reader",
+        "-n",
+        "team-a",
+        "--verb=get,list,watch",
+        "--resource=deployments.apps",
+    ])
+    .await?;
+    t.kubectl(&[
+        "create",
+        "rolebinding",
+        "deploy-reader",
+        "-n",
+        "team-a",
+        "--role=deploy-reader",
+        "--serviceaccount=team-a:default",
+    ])
+    .await?;
+    t.reason_becomes("team-a", "pinner", "Running").await;
+    eventually(WAIT, "a refused write counted", || {
+        t.plugin("team-a", "pinner")
+            .is_some_and(|p| p["status"]["counts"]["errors"].as_u64().unwrap_or(0) > 0)
+    })
+    .await;
+    assert_eq!(image_of(&t.sim, "team-a", "web").as_deref(), Some("alpine"));
+
+    // The account's RBAC grants the patch: the next retry pins the image.
+    t.kubectl(&[
+        "create",
+        "rolebinding",
+        "pinner-rights",
+        "-n",
+        "team-a",
+        "--clusterrole=kubeplug-plugin-deployments",
+        "--serviceaccount=team-a:default",
+    ])
+    .await?;
+    eventually(WAIT, "pinned as team-a:default", || {
+        image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
+    })
+    .await;
+
+    // Revoked: the running revision stops at the next pass after the answers expire.
+    t.kubectl(&[
+        "delete",
+        "rolebinding",
+        "deploy-reader",
+        "pinner-rights",
+        "-n",
+        "team-a",
+    ])
+    .await?;
+    t.reason_becomes("team-a", "pinner", "PermissionsExceedServiceAccount")
+        .await;
+    eventually(WAIT, "stopped", || t.host.controller().plugins().is_empty()).await;
+
+    // No policy applies to team-b: a Plugin reading Secrets is refused before anything is
+    // watched, whatever its account may do.
+    t.module(
+        "team-b",
+        "pinner",
+        "plugin.wasm",
+        &common::plugin("image-pinner"),
+    )
+    .await?;
+    let greedy = "apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {name: greedy, namespace: team-b}
+spec:
+  module: {configMap: {name: pinner}}
+  permissions:
+    reads: [{apiVersion: v1, kind: Secret}]
+";
+    t.apply(greedy).await?;
+    let message = t
+        .reason_becomes("team-b", "greedy", "PermissionsExceedPolicy")
+        .await;
+    assert!(
+        message.contains("reading Secrets needs a PluginPolicy"),
+        "{message}"
+    );
+    assert!(
+        !t.host
+            .controller()
+            .watched_kinds()
+            .iter()
+            .any(|k| k.kind == "Secret"),
+        "Secrets are never watched for it"
     );
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! A request's identity and its authorization, in the real server's filter order:
-//! authentication (401 without a known bearer token), then impersonation (each `impersonate`
+//! authentication (401 for an unknown bearer token; none at all is `system:anonymous`), then impersonation (each `impersonate`
 //! asked of the authenticated caller, 403 when denied), then authorization of what the
 //! request does as the user it acts as (403). With authorization off (the default) nothing is
 //! checked: every request acts as the sim's administrator, or as whom it impersonates.
@@ -33,10 +33,16 @@ pub fn unauthorized() -> ApiError {
 /// Authenticates a request and applies its impersonation headers.
 pub fn identify(shared: &Shared, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let authenticated = if shared.config.rbac {
-        shared
-            .tokens
-            .authenticate(headers)
-            .ok_or_else(unauthorized)?
+        // As a real API server with anonymous authentication: credentials that do not
+        // authenticate are a 401, none at all make the request `system:anonymous`'s (which is
+        // also what kubectl sends over plain HTTP: client-go sends credentials only over TLS).
+        match headers.contains_key(axum::http::header::AUTHORIZATION) {
+            true => shared
+                .tokens
+                .authenticate(headers)
+                .ok_or_else(unauthorized)?,
+            false => Arc::new(UserInfo::anonymous()),
+        }
     } else {
         shared.admin.clone()
     };

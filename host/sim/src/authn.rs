@@ -10,6 +10,11 @@ use std::sync::{Arc, RwLock};
 pub const ADMIN_USER: &str = "kubeplug-admin";
 /// The group every authenticated user is in.
 pub const AUTHENTICATED: &str = "system:authenticated";
+/// The user of a request without credentials (anonymous authentication, on by default in a
+/// real API server).
+pub const ANONYMOUS: &str = "system:anonymous";
+/// The group of requests without credentials.
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 /// The group the authorizer allows everything (as the real server's privileged group).
 pub const MASTERS: &str = "system:masters";
 /// The group of every ServiceAccount.
@@ -46,6 +51,12 @@ impl UserInfo {
     /// The sim's administrator (`kubeplug-admin` in `system:masters`).
     pub fn admin() -> Self {
         Self::new(ADMIN_USER, &[MASTERS, AUTHENTICATED])
+    }
+
+    /// A request without credentials: `system:anonymous` in `system:unauthenticated`, with
+    /// only what RBAC grants those (the bootstrap policy: `/version` and health paths).
+    pub fn anonymous() -> Self {
+        Self::new(ANONYMOUS, &[UNAUTHENTICATED])
     }
 
     /// Whether the user is in `group`.

@@ -47,6 +47,7 @@ metadata: {name: "system:public-info-viewer", labels: {kubernetes.io/bootstrappi
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:public-info-viewer"}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:authenticated"}
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:unauthenticated"}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
