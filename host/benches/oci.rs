@@ -283,7 +283,7 @@ impl Start {
 async fn start(addr: &str, tag: &OciRef, config: &VerificationConfig, caches: &Path) -> Start {
     let reg = registries(addr, &caches.join("oci"));
     let runtime = runtime(&caches.join("compiled"));
-    let auth = reg.auth(tag);
+    let auth = reg.access();
     let t0 = Instant::now();
     let pinned = verification::resolve(&reg, tag, &auth).await.unwrap();
     verification::verify_with(&reg, &pinned, config, &auth)
@@ -431,7 +431,7 @@ fn main() {
         let reg = registries(&proxy.addr, &caches.join("oci"));
         let pinned = tag.pinned(digest);
         let checked = rt
-            .block_on(transfer::pull_checked(&reg, &pinned, &reg.auth(&pinned)))
+            .block_on(transfer::pull_checked(&reg, &pinned, &reg.access()))
             .unwrap();
         let checked_seen = proxy.take();
         let pulled = rt.block_on(transfer::pull(&reg, &pinned)).unwrap();

@@ -447,7 +447,10 @@ async fn a_hostile_registry_cannot_make_a_pull_read_without_limit() {
     );
     let err = pull("error").await;
     assert!(err.contains("HTTP 500"), "{err}");
-    assert!(!err.contains("xxxx"), "the error body is never shown: {err}");
+    assert!(
+        !err.contains("xxxx"),
+        "the error body is never shown: {err}"
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     for (what, counter) in written.lock().unwrap().iter() {
         let sent = counter.load(Ordering::Relaxed);

@@ -192,8 +192,14 @@ async fn a_token_realm_on_an_unlisted_host_is_never_contacted() {
         other_seen.lock().unwrap()
     );
     assert!(err.contains("the token realm refused"), "{err}");
-    assert!(err.contains(&format!("{other} is neither the registry")), "{err}");
-    assert!(!err.contains("secret-path") && !err.contains("leak"), "{err}");
+    assert!(
+        err.contains(&format!("{other} is neither the registry")),
+        "{err}"
+    );
+    assert!(
+        !err.contains("secret-path") && !err.contains("leak"),
+        "{err}"
+    );
 }
 
 /// A realm on a listed other host gets that host's entry of the pull Secret, if any, and
@@ -230,7 +236,10 @@ async fn a_listed_realm_gets_only_its_own_credentials() {
     // An entry for the realm's host goes to the realm, and only there.
     let cache = tempfile::tempdir().unwrap();
     let client = registries(&[&reg, &other], &cache);
-    let access = tenant(&[(&reg, "for-registry"), (&other, "for-realm")], &[&reg, &other]);
+    let access = tenant(
+        &[(&reg, "for-registry"), (&other, "for-realm")],
+        &[&reg, &other],
+    );
     transfer::pull_checked(&client, &r, &access).await.unwrap();
     let asked = other_seen.lock().unwrap().clone();
     assert_eq!(asked.len(), 2, "{asked:?}");
@@ -292,7 +301,10 @@ async fn a_redirect_to_an_unlisted_host_is_refused() {
         "the unlisted host was contacted"
     );
     assert!(err.contains("a redirect refused"), "{err}");
-    assert!(err.contains(&format!("{internal} is neither the registry")), "{err}");
+    assert!(
+        err.contains(&format!("{internal} is neither the registry")),
+        "{err}"
+    );
     assert!(!err.contains("private") && !err.contains("sig=1"), "{err}");
     // Blob storage the policy lists is fine.
     *to.lock().unwrap() = storage.clone();
@@ -317,7 +329,10 @@ async fn an_error_body_is_never_echoed() {
     .await;
     let cache = tempfile::tempdir().unwrap();
     let client = registries(&[&reg], &cache);
-    for (repo, shown) in [("team-a/m", "HTTP 403"), ("team-a/spec/m", "HTTP 403 (DENIED)")] {
+    for (repo, shown) in [
+        ("team-a/m", "HTTP 403"),
+        ("team-a/spec/m", "HTTP 403 (DENIED)"),
+    ] {
         let r = OciRef::parse(&format!("oci://{reg}/{repo}:v1")).unwrap();
         let err = format!(
             "{:#}",

@@ -72,8 +72,7 @@ impl Access {
         if !matches!(next.scheme(), "http" | "https") || next.host_str().is_none() {
             return Err(HopRefused::NotHttp);
         }
-        if next.scheme() == "http" && (previous.scheme() == "https" || origin.scheme() == "https")
-        {
+        if next.scheme() == "http" && (previous.scheme() == "https" || origin.scheme() == "https") {
             return Err(HopRefused::Downgrade {
                 host: authority(next),
             });
@@ -327,9 +326,6 @@ mod tests {
             "reg.example".into(),
             "127.0.0.1:5000/x/y".into(),
         ];
-        assert_eq!(
-            registry_hosts(&patterns),
-            ["127.0.0.1:5000", "reg.example"]
-        );
+        assert_eq!(registry_hosts(&patterns), ["127.0.0.1:5000", "reg.example"]);
     }
 }

@@ -10,6 +10,7 @@
 //! Every read is bounded (through [`super::fetch`]): the signature manifest to 4 MiB, each
 //! payload to 64 KiB, at most [`MAX_SIGNATURES`] payloads read.
 
+use super::access::Access;
 use super::fetch::FetchError;
 use super::reference::OciRef;
 use super::registry::Registries;
@@ -17,7 +18,6 @@ use super::transfer::{self, OCI_MANIFEST};
 use crate::oci::keys::SigningKey;
 use anyhow::{Context, bail};
 use base64::Engine;
-use super::access::Access;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

@@ -8,13 +8,13 @@
 //! The same [`VerificationConfig`] is the host-wide `--verification-config FILE` and a
 //! PluginPolicy's `spec.verification`.
 
+use super::access::Access;
 use super::reference::OciRef;
 use super::registry::{Registries, RegistryArgs};
 use super::signature::{self, SignatureEntry};
 use super::transfer::{self, Pulled};
 use crate::oci::keys::PublicKey;
 use anyhow::Context;
-use super::access::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

@@ -215,7 +215,10 @@ impl State {
             let Some(namespace) = self.turn.remove(at) else {
                 return;
             };
-            let waiter = self.waiting.get_mut(&namespace).and_then(VecDeque::pop_front);
+            let waiter = self
+                .waiting
+                .get_mut(&namespace)
+                .and_then(VecDeque::pop_front);
             if self.waiting.get(&namespace).is_some_and(|q| !q.is_empty()) {
                 self.turn.push_back(namespace.clone());
             } else {

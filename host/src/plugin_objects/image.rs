@@ -258,7 +258,11 @@ impl ImagePulls {
         }
     }
 
-    async fn pull_now(&self, image: &ImageModule, hosts: &[String]) -> Result<PulledImage, Refusal> {
+    async fn pull_now(
+        &self,
+        image: &ImageModule,
+        hosts: &[String],
+    ) -> Result<PulledImage, Refusal> {
         let credentials = match &image.pull_secret {
             Some(name) => self.credentials(image, name).await?,
             None => crate::oci::registry::Credentials::default(),
@@ -639,12 +643,18 @@ mod tests {
         let (pulls, wake) = pulls_of(vec![slow.clone(), good.clone()], cache.path());
         for i in 0..5 {
             let a = image("team-a", &format!("oci://{slow}/team-a/m{i}:v1"));
-            assert_eq!(pulls.get(&a, vec![slow.clone()]).unwrap_err().reason, Reason::Pulling);
+            assert_eq!(
+                pulls.get(&a, vec![slow.clone()]).unwrap_err().reason,
+                Reason::Pulling
+            );
         }
         reaches(&mut accepted, MAX_CONCURRENT_PULLS, Duration::from_secs(60)).await;
         let started = Instant::now();
         let b = image("team-b", &format!("oci://{good}/team-b/m:v1"));
-        assert_eq!(pulls.get(&b, vec![good.clone()]).unwrap_err().reason, Reason::Pulling);
+        assert_eq!(
+            pulls.get(&b, vec![good.clone()]).unwrap_err().reason,
+            Reason::Pulling
+        );
         // The failure timeout is far under PULL_DEADLINE: team-a's pulls still hang then.
         let pulled = tokio::time::timeout(Duration::from_secs(60), async {
             loop {

@@ -77,10 +77,11 @@ spec:
         .reason_becomes("team-a", "forbidden", "ImageInvalid")
         .await;
     assert!(why.contains("HTTP 403"), "{why}");
-    let why = t
-        .reason_becomes("team-a", "realm", "ImageNotAllowed")
-        .await;
-    assert!(why.contains(&format!("{internal} is neither the registry")), "{why}");
+    let why = t.reason_becomes("team-a", "realm", "ImageNotAllowed").await;
+    assert!(
+        why.contains(&format!("{internal} is neither the registry")),
+        "{why}"
+    );
     assert!(!why.contains("private") && !why.contains("leak"), "{why}");
     assert!(
         internal_seen.lock().unwrap().is_empty(),
