@@ -351,11 +351,6 @@ impl RecordStore {
         }
     }
 
-    /// The host's namespace, where the records are.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-
     /// Starts watching the records (once; later calls return None).
     pub fn start(&self) -> Option<JoinHandle<()>> {
         let writer = lock(&self.writer).take()?;
