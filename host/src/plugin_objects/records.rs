@@ -301,7 +301,7 @@ pub enum Lookup {
     /// The Plugin has no record.
     Missing,
     /// Its record.
-    Found(Record),
+    Found(Box<Record>),
     /// Its record is there but not usable.
     Invalid(RecordError),
 }
@@ -351,11 +351,6 @@ impl RecordStore {
         }
     }
 
-    /// The host's namespace, where the records are.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-
     /// Starts watching the records (once; later calls return None).
     pub fn start(&self) -> Option<JoinHandle<()>> {
         let writer = lock(&self.writer).take()?;
@@ -392,7 +387,7 @@ impl RecordStore {
     pub fn lookup(&self, plugin: &PluginRef) -> Lookup {
         let name = plugin.record_name();
         if let Some(r) = lock(&self.mine).get(&name) {
-            return Lookup::Found(r.clone());
+            return Lookup::Found(Box::new(r.clone()));
         }
         if !self.synced() {
             return Lookup::Unavailable;
@@ -406,7 +401,7 @@ impl RecordStore {
             None => Err(RecordError::Missing),
         };
         match parsed {
-            Ok(r) => Lookup::Found(r),
+            Ok(r) => Lookup::Found(Box::new(r)),
             Err(e) => {
                 let rv = cm.metadata.resource_version.clone().unwrap_or_default();
                 if lock(&self.reported).insert((name.clone(), rv)) {

@@ -1301,7 +1301,7 @@ impl ObjectSource {
         };
         let lookup = inner.records.lookup(&plugin);
         let recorded = match &lookup {
-            Lookup::Found(r) => Some(r),
+            Lookup::Found(r) => Some(&**r),
             _ => None,
         };
         let status = plugin_status(&obs, recorded.map(Record::view).as_ref(), &now());
