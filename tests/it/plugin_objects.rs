@@ -5,9 +5,9 @@
 
 use crate::common::{self, cluster::*};
 use anyhow::{Context, Result};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kubeplug::app::{Host, HostConfig};
 use kubeplug::plugin_objects::ObjectSourceConfig;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kubeplug_sim::Sim;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -1686,7 +1686,7 @@ async fn a_plugin_acts_with_its_service_accounts_rights_only() -> Result<()> {
     .await;
     assert_eq!(image_of(&t.sim, "team-a", "web").as_deref(), Some("alpine"));
 
-    // The account's RBAC grants the patch: the next retry pins the image.
+    // The account's RBAC grants the patch: the next reconcile pins the image.
     t.kubectl(&[
         "create",
         "rolebinding",
@@ -1697,6 +1697,9 @@ async fn a_plugin_acts_with_its_service_accounts_rights_only() -> Result<()> {
         "--serviceaccount=team-a:default",
     ])
     .await?;
+    // A refused write is not retried until the object changes (403 is not transient).
+    t.kubectl(&["-n", "team-a", "label", "deploy", "web", "touched=yes"])
+        .await?;
     eventually(WAIT, "pinned as team-a:default", || {
         image_of(&t.sim, "team-a", "web").as_deref() == Some("nginx:1.25")
     })

@@ -162,7 +162,10 @@ async fn unknown_tokens_are_401_and_the_admin_is_unaffected() -> anyhow::Result<
         .await
         .unwrap_err();
     assert_eq!(code(&err), 403, "{err}");
-    assert!(message(&err).contains(r#"User "system:anonymous" cannot list resource "configmaps""#), "{err}");
+    assert!(
+        message(&err).contains(r#"User "system:anonymous" cannot list resource "configmaps""#),
+        "{err}"
+    );
     anonymous.apiserver_version().await?;
     // The sim's own client is system:masters: everything, everywhere.
     let admin = sim.client()?;
