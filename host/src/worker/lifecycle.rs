@@ -7,7 +7,7 @@ use super::instance::InstanceName;
 use super::metrics::ReconcileMetrics;
 use super::revision::Revision;
 use super::running::RunningPlugin;
-use crate::actions::{HostWrites, INITIAL_WRITES_IN_FLIGHT, InFlightLimit, Pipeline};
+use crate::actions::{HostWrites, Pipeline};
 use crate::contract::Reason;
 use crate::coordination::Gate;
 use crate::queue::{FairSlots, QueueConfig, QueueMetrics, WorkQueue};
@@ -77,20 +77,7 @@ impl RunningPlugin {
                 source,
             },
         )?;
-        let running = Arc::new(RunningPlugin::new(
-            name,
-            queue,
-            revision,
-            shared.pipeline.clone(),
-            shared.metrics.clone(),
-            shared.gate.clone(),
-            InFlightLimit::new(
-                shared.workers.max(INITIAL_WRITES_IN_FLIGHT),
-                shared.host_writes.clone(),
-                tenant,
-            ),
-            shared.calls.for_tenant(tenant),
-        ));
+        let running = Arc::new(RunningPlugin::new(name, queue, revision, shared, tenant));
         let workers = (0..shared.workers.max(1))
             .map(|_| tokio::spawn(running.clone().work()))
             .collect();

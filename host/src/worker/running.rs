@@ -2,11 +2,12 @@
 
 use super::expectations::{Expectations, Expected};
 use super::instance::InstanceName;
-use super::lifecycle::Tasks;
+use super::lifecycle::{Shared, Tasks};
 use super::metrics::{ReconcileMetrics, ReconcileResult};
 use super::revision::Revision;
 use crate::actions::{
-    Answers, Call, CallFailure, CallOutcome, Change, Fence, InFlightLimit, Pipeline,
+    Answers, Call, CallFailure, CallOutcome, Change, Fence, INITIAL_WRITES_IN_FLIGHT,
+    InFlightLimit, Pipeline,
 };
 use crate::cluster::{CachedObject, CallObjects, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
@@ -65,16 +66,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl RunningPlugin {
+    /// Instance `name` on `revision`, with the controller's shared parts; its writes and calls
+    /// count against `tenant`'s shares of the host-wide caps.
     pub(super) fn new(
         name: InstanceName,
         queue: WorkQueue<ObjKey>,
         revision: Revision,
-        pipeline: Arc<Pipeline>,
-        metrics: ReconcileMetrics,
-        gate: Gate,
-        writes: Arc<InFlightLimit>,
-        calls: TenantSlots,
+        shared: &Shared,
+        tenant: &str,
     ) -> Self {
+        let pipeline = shared.pipeline.clone();
+        let metrics = shared.metrics.clone();
+        let gate = shared.gate.clone();
+        let writes = InFlightLimit::new(
+            shared.workers.max(INITIAL_WRITES_IN_FLIGHT),
+            shared.host_writes.clone(),
+            tenant,
+        );
+        let calls = shared.calls.for_tenant(tenant);
         RunningPlugin {
             name,
             queue,
