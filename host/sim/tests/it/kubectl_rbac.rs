@@ -51,7 +51,7 @@ stringData: {k: v}
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "kubectl (client-go) sends a kubeconfig's token and --as only over TLS, and the sim serves plain HTTP: its requests arrive without credentials (401)"]
+#[ignore = "kubectl (client-go) sends a kubeconfig's token and --as only over TLS, and the sim serves plain HTTP: its requests arrive without credentials, as system:anonymous"]
 async fn kubectl_tokens_rolebindings_and_can_i() -> anyhow::Result<()> {
     if !kubectl_available() {
         println!("SKIPPED kubectl_tokens_rolebindings_and_can_i: kubectl is not on PATH");
