@@ -1541,8 +1541,8 @@ spec:
 /// Issue 35, finding 4 (compiles): one namespace's three 12 MiB TypeScript modules (images:
 /// the API server takes no ConfigMap that big) compile in the background, one at a time on
 /// that namespace's turn, while another namespace's small Plugin compiles beside them and
-/// runs before the first namespace's last module is even compiled (an order, not a time; the
-/// times are printed for the record).
+/// runs before the first namespace's first module is even compiled (an order, not a time;
+/// the times are printed for the record).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_namespaces_big_compiles_do_not_hold_back_another_namespaces_plugin() -> Result<()> {
     if !kubectl_available() {
@@ -1592,9 +1592,11 @@ async fn one_namespaces_big_compiles_do_not_hold_back_another_namespaces_plugin(
     t.reason_becomes("team-b", "small", "Running").await;
     let b_ready = applied.elapsed();
     let a = reasons(&t, "team-a", "big-", 3);
+    // Each compile slot has a thread pool of its own: the small module does not wait behind
+    // the big one's functions (on rayon's one global pool it did, and ran after it).
     assert!(
-        a[2] != "Running",
-        "team-b's Plugin waited for all of team-a's compiles: {a:?}"
+        a[0] != "Running",
+        "team-b's Plugin waited for team-a's compile beside it: {a:?}"
     );
     // team-a's modules all compile in the end, one after another.
     eventually(

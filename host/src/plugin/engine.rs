@@ -194,6 +194,18 @@ impl PluginRuntime {
     /// Like [`load_file`](Self::load_file), for bytes from elsewhere; `origin` names them in
     /// errors. Compilation runs on a blocking thread, off the async runtime.
     pub async fn load_bytes(&self, origin: &str, bytes: Vec<u8>) -> Result<Arc<Plugin>, LoadError> {
+        self.load_bytes_in(origin, bytes, None).await
+    }
+
+    /// Like [`load_bytes`](Self::load_bytes), compiling the module's functions on `pool`
+    /// (rayon's global pool when `None`): a compile on a pool of its own never waits behind
+    /// another module's functions.
+    pub async fn load_bytes_in(
+        &self,
+        origin: &str,
+        bytes: Vec<u8>,
+        pool: Option<Arc<rayon::ThreadPool>>,
+    ) -> Result<Arc<Plugin>, LoadError> {
         let origin = origin.to_string();
         check_header(&origin, &bytes)?;
         let digest = hex::encode(Sha256::digest(&bytes));
@@ -204,9 +216,13 @@ impl PluginRuntime {
             Some(code) => (code, CacheOutcome::Shared),
             None => {
                 let (engine, cache, d) = (self.engine.clone(), self.cache.clone(), digest.clone());
-                let compiled = tokio::task::spawn_blocking(move || match cache {
+                let compile = move || match cache {
                     Some(cache) => cache.load_or_compile(&engine, &d, &bytes),
                     None => Component::new(&engine, &bytes).map(|c| (c, CacheOutcome::Uncached)),
+                };
+                let compiled = tokio::task::spawn_blocking(move || match pool {
+                    Some(pool) => pool.install(compile),
+                    None => compile(),
                 })
                 .await
                 .map_err(engine_error)?;
