@@ -20,6 +20,8 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Hostile registries, seen through a Plugin's status and Events (issue 35).
 mod hostile_registry;
+/// One tenant hostile in every way at once, another measured beside it (issue 35).
+mod noisy_tenant;
 
 /// A host running `Plugin` objects only (no plugins directory) on its own API server.
 struct Tenancy {
