@@ -5,7 +5,6 @@
 
 use crate::common::{self, cluster::*};
 use anyhow::{Context, Result};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kubeplug::app::{Host, HostConfig};
 use kubeplug::plugin_objects::ObjectSourceConfig;
 use kubeplug_sim::Sim;
@@ -43,15 +42,15 @@ async fn start(configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
 
 /// A host on an API server that authorises every request with RBAC when `rbac` is set.
 /// kubeplug then runs as its own ServiceAccount (kubeplug/kubeplug), with exactly the rights
-/// host/deploy/rbac.yaml grants it. kubectl acts as the cluster's admin: client-go sends a
-/// kubeconfig's credentials only over TLS and the sim serves plain HTTP, so its requests are
-/// anonymous, and the admin binds `cluster-admin` to `system:unauthenticated` first.
+/// host/deploy/rbac.yaml grants it. kubectl acts as the cluster's admin with the kubeconfig's
+/// token, which client-go sends only over TLS: an RBAC sim serves HTTPS.
 async fn start_with(rbac: bool, configure: impl FnOnce(&mut HostConfig)) -> Result<Tenancy> {
     capture_logs();
     let sim = Sim::builder()
         .status_delay(Duration::from_millis(20))
         .auto_create_namespaces(true)
         .rbac(rbac)
+        .tls(rbac)
         .crd_file(crd("plugins.yaml"))
         .crd_file(crd("pluginpolicies.yaml"))
         .start()
@@ -61,14 +60,6 @@ async fn start_with(rbac: bool, configure: impl FnOnce(&mut HostConfig)) -> Resu
     sim.write_kubeconfig(&kubeconfig)?;
     let client = match rbac {
         true => {
-            let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": "kubectl-in-tests"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:unauthenticated"}],
-            }))?;
-            kube::Api::<ClusterRoleBinding>::all(sim.client()?)
-                .create(&Default::default(), &binding)
-                .await?;
             let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
             for file in ["rbac.yaml", "tenant-rbac.yaml"] {
                 let text = std::fs::read_to_string(deploy.join(file))?;

@@ -8,7 +8,8 @@
 //! memory and has no admission or aggregated discovery. Authentication (bearer tokens),
 //! RBAC authorization, impersonation and the access reviews are off unless
 //! [`SimBuilder::rbac`] turns them on; `README.md` beside this crate's manifest says exactly
-//! where it differs from a real API server.
+//! where it differs from a real API server. It serves plain HTTP unless [`SimBuilder::tls`]
+//! turns on HTTPS with a CA of its own (what kubectl needs to send tokens).
 //!
 //! It is a product of its own, not a test double: `kubeplug sim` serves it, `kubeplug run
 //! --embedded` and the demo start it in-process, and the integration tests run against it.
@@ -61,6 +62,7 @@ mod state;
 mod status_sim;
 pub mod store;
 mod table;
+pub mod tls;
 mod validation;
 mod watch;
 
@@ -111,6 +113,9 @@ pub enum SimError {
     /// The kubeconfig could not be produced or written.
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
+    /// The certificates or TLS configuration could not be made.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// Configures and starts a [`Sim`].
@@ -128,6 +133,7 @@ pub struct SimBuilder {
     load_dirs: Vec<PathBuf>,
     manifests: Vec<String>,
     rbac: bool,
+    tls: bool,
 }
 
 impl Default for SimBuilder {
@@ -145,6 +151,7 @@ impl Default for SimBuilder {
             load_dirs: Vec::new(),
             manifests: Vec::new(),
             rbac: false,
+            tls: false,
         }
     }
 }
@@ -201,6 +208,16 @@ impl SimBuilder {
     /// tokens come from [`Sim::token_for`] and [`Sim::service_account_token`].
     pub fn rbac(mut self, on: bool) -> Self {
         self.rbac = on;
+        self
+    }
+
+    /// HTTPS instead of plain HTTP (default off): at start the sim makes a CA and a server
+    /// certificate for `127.0.0.1`, `::1` and `localhost` in memory; [`Sim::url`] is
+    /// `https://`, and [`Sim::client`] and the kubeconfigs trust that CA. kubectl sends a
+    /// kubeconfig's token and `--as` only over TLS, so kubectl with [`SimBuilder::rbac`] needs
+    /// this.
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
         self
     }
 
@@ -299,6 +316,11 @@ impl SimBuilder {
                 source,
             })?;
         }
+        let certificates = self.tls.then(tls::Certificates::generate).transpose()?;
+        let tls_config = certificates
+            .as_ref()
+            .map(tls::Certificates::server_config)
+            .transpose()?;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -307,35 +329,52 @@ impl SimBuilder {
             .local_addr()
             .map_err(|source| SimError::Bind { addr, source })?;
         let app = server::router(shared.clone());
-        let mut stop = shutdown_rx;
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            };
-            // Watch events are small writes that follow each other: with Nagle's algorithm on,
-            // one waits for the client's delayed ACK of the last (measured: 20–40 ms).
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            if let Err(err) = axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::error!(%err, "sim server failed");
+        let server = match tls_config {
+            Some(config) => tokio::spawn(serve(
+                tls::TlsListener::new(listener, config),
+                app,
+                shutdown_rx,
+            )),
+            None => {
+                // Watch events are small writes that follow each other: with Nagle's
+                // algorithm on, one waits for the client's delayed ACK of the last
+                // (measured: 20–40 ms).
+                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
+                tokio::spawn(serve(listener, app, shutdown_rx))
             }
-        });
+        };
         let tasks = vec![
             tokio::spawn(status_sim::run(shared.clone())),
             tokio::spawn(gc::run(shared.clone())),
         ];
-        tracing::info!(%addr, rbac = self.rbac, "sim API server listening");
+        tracing::info!(%addr, rbac = self.rbac, tls = self.tls, "sim API server listening");
         Ok(Sim {
             shared,
             addr,
+            certificates,
             shutdown: shutdown_tx,
             server: Some(server),
             tasks,
         })
+    }
+}
+
+/// Serves `app` on `listener` until `stop` turns true.
+async fn serve<L>(listener: L, app: axum::Router, mut stop: tokio::sync::watch::Receiver<bool>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let shutdown = async move {
+        let _ = stop.wait_for(|stopped| *stopped).await;
+    };
+    if let Err(err) = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!(%err, "sim server failed");
     }
 }
 
@@ -435,6 +474,7 @@ fn seed_object(
 pub struct Sim {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    certificates: Option<tls::Certificates>,
     shutdown: tokio::sync::watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
@@ -451,9 +491,24 @@ impl Sim {
         SimBuilder::default().start().await
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>`, or `https://` when it serves TLS ([`SimBuilder::tls`]).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.certificates.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA certificate the sim's server certificate is signed by, PEM, when it serves TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.certificates.as_ref().map(tls::Certificates::ca_pem)
+    }
+
+    /// The same CA certificate, DER.
+    pub fn ca_der(&self) -> Option<&[u8]> {
+        self.certificates.as_ref().map(tls::Certificates::ca_der)
     }
 
     /// The bound address.
@@ -461,8 +516,8 @@ impl Sim {
         self.addr
     }
 
-    /// A `kube::Client` for this sim (plain HTTP, default namespace `default`), as the
-    /// administrator when authorization is on.
+    /// A `kube::Client` for this sim (default namespace `default`; over TLS trusting the
+    /// sim's CA when it serves TLS), as the administrator when authorization is on.
     pub fn client(&self) -> Result<kube::Client, SimError> {
         self.client_as(self.admin_token())
     }
@@ -496,6 +551,7 @@ impl Sim {
             .map_err(|e: axum::http::uri::InvalidUri| SimError::Kubeconfig(e.to_string()))?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
+        config.root_cert = self.ca_der().map(|der| vec![der.to_vec()]);
         if let Some(token) = token {
             config.auth_info.token = Some(token.to_string().into());
         }
@@ -531,9 +587,9 @@ impl Sim {
     }
 
     /// A kubeconfig pointing at this sim (context `kubeplug-sim`, namespace `default`), with
-    /// the administrator's token when authorization is on.
+    /// the administrator's token when authorization is on and the CA when it serves TLS.
     pub fn kubeconfig(&self) -> Result<kube::config::Kubeconfig, SimError> {
-        kubeconfig::build(&self.url(), self.admin_token())
+        kubeconfig::build(&self.url(), self.admin_token(), self.ca_pem())
             .map_err(|e| SimError::Kubeconfig(e.to_string()))
     }
 
@@ -549,7 +605,7 @@ impl Sim {
         token: &str,
         path: impl AsRef<Path>,
     ) -> Result<(), SimError> {
-        let config = kubeconfig::build(&self.url(), Some(token))
+        let config = kubeconfig::build(&self.url(), Some(token), self.ca_pem())
             .map_err(|e| SimError::Kubeconfig(e.to_string()))?;
         write_yaml(&config, path.as_ref())
     }

@@ -45,6 +45,11 @@ pub struct SimArgs {
     /// system:masters).
     #[arg(long, env = "KUBEPLUG_SIM_RBAC")]
     pub rbac: bool,
+    /// Serve HTTPS with a CA and server certificate made at start (for 127.0.0.1, ::1 and
+    /// localhost); the kubeconfig written trusts that CA. kubectl sends a token and --as only
+    /// over TLS, so kubectl with --rbac needs this.
+    #[arg(long, env = "KUBEPLUG_SIM_TLS")]
+    pub tls: bool,
 }
 
 /// This build has no embedded API server.
@@ -66,7 +71,8 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         .request_log_capacity(args.request_log)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval.max(1)))
         .auto_create_namespaces(args.auto_create_namespaces)
-        .rbac(args.rbac);
+        .rbac(args.rbac)
+        .tls(args.tls);
     for crd in &args.crd {
         builder = builder.crd_file(crd);
     }
@@ -87,21 +93,33 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     println!(
         "  kubectl --kubeconfig {kubeconfig} apply -f host/deploy/crds/   # Plugin, PluginPolicy"
     );
+    // What curl needs for the admin endpoints: the CA over TLS, the admin's token with RBAC
+    // (`/sim/*` is for system:masters only).
+    let mut curl = String::from("curl");
+    if sim.ca_pem().is_some() {
+        curl.push_str(&format!(
+            " --cacert <(grep -o 'certificate-authority-data: .*' {kubeconfig} | cut -d' ' -f2 | base64 -d)"
+        ));
+    }
+    if sim.rbac() {
+        curl.push_str(&format!(
+            " -H \"Authorization: Bearer $(grep -o 'token: .*' {kubeconfig} | cut -d' ' -f2)\""
+        ));
+        if sim.ca_pem().is_some() {
+            println!(
+                "RBAC on: the kubeconfig's token is kubeplug-admin (system:masters); other users' tokens: kubectl create token"
+            );
+        } else {
+            println!(
+                "RBAC on: the kubeconfig's token is kubeplug-admin (system:masters) for kube clients; kubectl sends no token over plain HTTP, so its requests are system:anonymous (add --tls)"
+            );
+        }
+    }
     println!(
-        "fault injection: curl -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'",
+        "fault injection: {curl} -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'",
         sim.url()
     );
-    if sim.rbac() {
-        println!(
-            "RBAC on: the kubeconfig's token is kubeplug-admin (system:masters) for kube clients; kubectl sends no token over plain HTTP, so it is refused (401) until the sim serves TLS"
-        );
-        println!(
-            "request log:     curl -H \"Authorization: Bearer $(grep -o 'token: .*' {kubeconfig} | cut -d' ' -f2)\" {}/sim/requests",
-            sim.url()
-        );
-    } else {
-        println!("request log:     curl {}/sim/requests", sim.url());
-    }
+    println!("request log:     {curl} {}/sim/requests", sim.url());
     wait_for_signal().await?;
     tracing::info!("shutting down");
     sim.shutdown().await;
@@ -147,9 +165,11 @@ mod tests {
             "dir",
             "--auto-create-namespaces",
             "--rbac",
+            "--tls",
         ])
         .unwrap();
         assert!(w.args.rbac);
+        assert!(w.args.tls);
         assert_eq!(w.args.port, 0);
         assert_eq!(w.args.crd.len(), 3);
         assert_eq!(w.args.status_delay, 5);
@@ -157,6 +177,7 @@ mod tests {
         assert!(w.args.auto_create_namespaces);
         let defaults = Wrapper::try_parse_from(["sim"]).unwrap();
         assert!(!defaults.args.rbac);
+        assert!(!defaults.args.tls);
         assert_eq!(
             defaults.args.kubeconfig_out,
             PathBuf::from("kubeplug-sim.kubeconfig")

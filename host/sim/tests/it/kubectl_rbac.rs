@@ -2,7 +2,8 @@
 //! would type it: kubeplug's own RBAC YAML applied, a ServiceAccount's token from `kubectl
 //! create token`, `kubectl --token` refused and then allowed after `kubectl create role` and
 //! `kubectl create rolebinding`, `kubectl auth can-i` (and `--list`, `--as`), `kubectl auth
-//! whoami`, and an unknown token. Skipped when kubectl is not on PATH (except under CI).
+//! whoami`, and an unknown token, over the sim's TLS. Skipped when kubectl is not on PATH
+//! (except under CI).
 
 use super::kubectl::kubectl_available;
 use kubeplug_sim::Sim;
@@ -50,14 +51,20 @@ metadata: {name: s, namespace: t2}
 stringData: {k: v}
 ";
 
+/// Over TLS (`.tls(true)`): client-go sends a kubeconfig's token, `--token` and `--as` only
+/// to an `https` server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "kubectl (client-go) sends a kubeconfig's token and --as only over TLS, and the sim serves plain HTTP: its requests arrive without credentials, as system:anonymous"]
 async fn kubectl_tokens_rolebindings_and_can_i() -> anyhow::Result<()> {
     if !kubectl_available() {
         println!("SKIPPED kubectl_tokens_rolebindings_and_can_i: kubectl is not on PATH");
         return Ok(());
     }
-    let sim = Sim::builder().rbac(true).manifest(SEED).start().await?;
+    let sim = Sim::builder()
+        .rbac(true)
+        .tls(true)
+        .manifest(SEED)
+        .start()
+        .await?;
     let dir = tempfile::tempdir()?;
     let admin_kc = dir.path().join("admin");
     sim.write_kubeconfig(&admin_kc)?;
