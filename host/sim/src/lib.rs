@@ -38,6 +38,7 @@ mod delete;
 pub mod discovery;
 pub mod errors;
 mod events;
+pub mod fault_schedule;
 pub mod faults;
 mod gc;
 pub mod impersonation;
@@ -52,6 +53,7 @@ mod pod_status;
 mod protobuf;
 pub mod rbac;
 pub mod request_log;
+mod response_faults;
 mod scale;
 mod schema;
 pub mod selectors;
@@ -63,10 +65,12 @@ pub mod store;
 mod table;
 mod validation;
 mod watch;
+mod watch_faults;
 
 pub use attributes::{Attributes, ResourceAttributes};
 pub use authn::UserInfo;
 pub use errors::ApiError;
+pub use fault_schedule::{Fault, Match, Rule, Schedule, ScheduleError, ScheduleReport};
 pub use faults::{ErrorFault, FaultRequest, FaultState, Faults, HoldFault};
 pub use kinds::{PrinterColumn, Registry, ResourceKind};
 pub use kubeplug_vocab::selector;
@@ -105,6 +109,9 @@ pub enum SimError {
         /// The API error.
         source: ApiError,
     },
+    /// The fault schedule is not valid.
+    #[error("fault schedule: {0}")]
+    Faults(#[from] ScheduleError),
     /// The kube client could not be built.
     #[error("building kube client: {0}")]
     Client(#[from] kube::Error),
@@ -128,6 +135,7 @@ pub struct SimBuilder {
     load_dirs: Vec<PathBuf>,
     manifests: Vec<String>,
     rbac: bool,
+    schedule: Option<Schedule>,
 }
 
 impl Default for SimBuilder {
@@ -145,6 +153,7 @@ impl Default for SimBuilder {
             load_dirs: Vec::new(),
             manifests: Vec::new(),
             rbac: false,
+            schedule: None,
         }
     }
 }
@@ -201,6 +210,13 @@ impl SimBuilder {
     /// tokens come from [`Sim::token_for`] and [`Sim::service_account_token`].
     pub fn rbac(mut self, on: bool) -> Self {
         self.rbac = on;
+        self
+    }
+
+    /// Injects faults by `schedule` from the start (also settable later through
+    /// [`Sim::faults`] and `POST /sim/faults`).
+    pub fn fault_schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
         self
     }
 
@@ -298,6 +314,9 @@ impl SimBuilder {
                 context: what,
                 source,
             })?;
+        }
+        if let Some(schedule) = self.schedule {
+            shared.faults.set_schedule(schedule)?;
         }
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         let listener = tokio::net::TcpListener::bind(addr)
