@@ -14,6 +14,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
+use futures::StreamExt;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,7 +135,14 @@ impl Filter {
 }
 
 fn stream_response(rx: mpsc::Receiver<Chunk>) -> Response {
-    let body = Body::from_stream(ReceiverStream::new(rx));
+    // An abort waits once first, so the events before it are written out, not left buffered.
+    let chunks = ReceiverStream::new(rx).then(|chunk| async move {
+        if chunk.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        chunk
+    });
+    let body = Body::from_stream(chunks);
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(

@@ -1,8 +1,10 @@
 //! The embedded API server's end-to-end tests, one binary: its REST protocol through a real
 //! kube client (`api`) and through kubectl (`kubectl`); authentication, RBAC, impersonation
-//! and access reviews through kube clients (`rbac`) and kubectl (`kubectl_rbac`).
+//! and access reviews through kube clients (`rbac`) and kubectl (`kubectl_rbac`); fault
+//! schedules (`faults_schedule`).
 
 mod api;
+mod faults_schedule;
 mod kubectl;
 mod kubectl_rbac;
 mod rbac;
