@@ -384,6 +384,19 @@ async fn a_timeout_closes_the_connection_without_an_answer() -> Result {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_response() -> Result {
+    let sim =
+        sim_with("rules: [{match: {verbs: [get]}, maxFaults: 1, fault: {latency: {ms: 150}}}]")
+            .await?;
+    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let start = Instant::now();
+    assert!(api.get_opt("x").await?.is_none(), "served, late");
+    assert!(start.elapsed() >= Duration::from_millis(150));
+    assert_eq!(sim.faults().injected(), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_would_succeed_answered_409() -> Result {
     let sim = sim_with(
         "rules: [{match: {verbs: [patch], kinds: [lease]}, maxFaults: 1, fault: conflict}]",
