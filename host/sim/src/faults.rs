@@ -2,11 +2,16 @@
 //! (`POST /sim/faults`, `GET /sim/faults`, `DELETE /sim/faults`) to make the sim misbehave the
 //! way real API servers do: dropped watches, 410 Gone, 5xx/429 answers, 409 conflicts, latency,
 //! and requests held at the door until released (to put another client's write between a
-//! controller's decision and its own write, deterministically).
+//! controller's decision and its own write, deterministically). A [`Schedule`] (see
+//! `fault_schedule`) adds seeded, per-rule faults on chosen requests.
 
 use super::errors::ApiError;
+use super::fault_schedule::{
+    Active, Injection, RequestInfo, Schedule, ScheduleError, ScheduleReport,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -148,6 +153,11 @@ pub struct FaultState {
     pub hold: Option<HoldFault>,
     /// Requests held now.
     pub held: u64,
+    /// The fault schedule with its per-rule counters, if one is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleReport>,
+    /// Watches a `stallWatch` fault holds open now.
+    pub stalled_watches: u64,
 }
 
 /// Body of `POST /sim/faults`: every field optional; present ones change the state.
@@ -178,6 +188,7 @@ struct Inner {
     state: FaultState,
     counter: u64,
     rng: u64,
+    schedule: Option<Active>,
 }
 
 /// The fault switches of one sim.
@@ -186,6 +197,8 @@ pub struct Faults {
     drop_tx: watch::Sender<u64>,
     /// Bumped by each release: held requests wait for it to pass the value they saw.
     release_tx: watch::Sender<u64>,
+    /// Watches held silent by a `stallWatch` fault now.
+    stalled: std::sync::Arc<AtomicU64>,
 }
 
 impl Default for Faults {
@@ -195,15 +208,17 @@ impl Default for Faults {
                 state: FaultState::default(),
                 counter: 0,
                 rng: 0,
+                schedule: None,
             }),
             drop_tx: watch::channel(0).0,
             release_tx: watch::channel(0).0,
+            stalled: std::sync::Arc::default(),
         }
     }
 }
 
 /// splitmix64: a tiny deterministic PRNG for seeded error ratios.
-fn splitmix(state: &mut u64) -> u64 {
+pub(crate) fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -274,13 +289,65 @@ impl Faults {
             ..FaultState::default()
         };
         inner.counter = 0;
+        inner.schedule = None;
         drop(inner);
         self.release_tx.send_modify(|n| *n += 1);
     }
 
-    /// The current switches.
+    /// The current switches, with the schedule's counters.
     pub fn state(&self) -> FaultState {
-        self.lock().state.clone()
+        let inner = self.lock();
+        FaultState {
+            schedule: inner.schedule.as_ref().map(Active::report),
+            stalled_watches: self.stalled.load(Ordering::Relaxed),
+            ..inner.state.clone()
+        }
+    }
+
+    /// Applies `schedule` from now on, with fresh counters (an empty one turns it off).
+    pub fn set_schedule(&self, schedule: Schedule) -> Result<(), ScheduleError> {
+        schedule.validate()?;
+        tracing::info!(
+            seed = schedule.seed,
+            rules = schedule.rules.len(),
+            "fault schedule set"
+        );
+        self.lock().schedule = (!schedule.rules.is_empty()).then(|| Active::new(schedule));
+        Ok(())
+    }
+
+    /// Stops applying the schedule.
+    pub fn clear_schedule(&self) {
+        self.lock().schedule = None;
+    }
+
+    /// Faults the schedule injected so far (0 without one).
+    pub fn injected(&self) -> u64 {
+        self.lock()
+            .schedule
+            .as_ref()
+            .map_or(0, |a| a.report().injected)
+    }
+
+    /// The schedule's fault for this request, if a rule fires; logged and counted.
+    pub(crate) fn scheduled(&self, request: &RequestInfo<'_>) -> Option<Injection> {
+        let injection = self.lock().schedule.as_mut()?.decide(request)?;
+        tracing::info!(
+            seed = injection.seed,
+            rule = injection.rule,
+            verb = request.verb,
+            resource = request.resource,
+            namespace = request.namespace.unwrap_or(""),
+            user_agent = request.user_agent,
+            fault = %injection.fault,
+            "fault injected"
+        );
+        Some(injection)
+    }
+
+    /// The counter of stalled watches, for a watch to hold a [`StallGuard`] on.
+    pub(crate) fn stall_gauge(&self) -> std::sync::Arc<AtomicU64> {
+        self.stalled.clone()
     }
 
     /// Applies a `POST /sim/faults` body.
@@ -386,35 +453,57 @@ impl Faults {
             }
             *left -= 1;
         }
-        let (status, retry) = (fault.status, fault.retry_after_seconds);
-        let mut err = match status {
-            429 => ApiError::new(
-                429,
-                "TooManyRequests",
-                "the server has received too many requests and has asked us to try again later (injected)",
-            ),
-            503 => ApiError::new(
-                503,
-                "ServiceUnavailable",
-                "the server is currently unable to handle the request (injected)",
-            ),
-            504 => ApiError::new(
-                504,
-                "Timeout",
-                "the server was unable to return a response in the time allotted (injected)",
-            ),
-            code => ApiError::new(
-                code,
-                "InternalError",
-                "an error on the server has prevented the request from succeeding (injected)",
-            ),
-        };
-        err.retry_after = retry.or((status == 429).then_some(1));
-        if let Some(seconds) = err.retry_after {
-            err = err.with_details(serde_json::json!({"retryAfterSeconds": seconds}));
-        }
-        Some(err)
+        Some(injected_error(fault.status, fault.retry_after_seconds))
     }
+}
+
+/// Counts one stalled watch while it lives.
+pub(crate) struct StallGuard(std::sync::Arc<AtomicU64>);
+
+impl StallGuard {
+    /// Counts one more stalled watch on `gauge` until dropped.
+    pub(crate) fn new(gauge: std::sync::Arc<AtomicU64>) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        Self(gauge)
+    }
+}
+
+impl Drop for StallGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The `Status` answer of an injected error: the reason a real server gives for `status`,
+/// and `Retry-After` (`retry`, else 1 s for a 429) in the header and the details.
+pub(crate) fn injected_error(status: u16, retry: Option<u64>) -> ApiError {
+    let mut err = match status {
+        429 => ApiError::new(
+            429,
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later (injected)",
+        ),
+        503 => ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request (injected)",
+        ),
+        504 => ApiError::new(
+            504,
+            "Timeout",
+            "the server was unable to return a response in the time allotted (injected)",
+        ),
+        code => ApiError::new(
+            code,
+            "InternalError",
+            "an error on the server has prevented the request from succeeding (injected)",
+        ),
+    };
+    err.retry_after = retry.or((status == 429).then_some(1));
+    if let Some(seconds) = err.retry_after {
+        err = err.with_details(serde_json::json!({"retryAfterSeconds": seconds}));
+    }
+    err
 }
 
 fn take(counter: &mut u64) -> bool {

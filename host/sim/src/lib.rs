@@ -39,6 +39,7 @@ mod delete;
 pub mod discovery;
 pub mod errors;
 mod events;
+pub mod fault_schedule;
 pub mod faults;
 mod gc;
 pub mod impersonation;
@@ -53,6 +54,7 @@ mod pod_status;
 mod protobuf;
 pub mod rbac;
 pub mod request_log;
+mod response_faults;
 mod scale;
 mod schema;
 pub mod selectors;
@@ -65,10 +67,12 @@ mod table;
 pub mod tls;
 mod validation;
 mod watch;
+mod watch_faults;
 
 pub use attributes::{Attributes, ResourceAttributes};
 pub use authn::UserInfo;
 pub use errors::ApiError;
+pub use fault_schedule::{Fault, Match, Rule, Schedule, ScheduleError, ScheduleReport};
 pub use faults::{ErrorFault, FaultRequest, FaultState, Faults, HoldFault};
 pub use kinds::{PrinterColumn, Registry, ResourceKind};
 pub use kubeplug_vocab::selector;
@@ -107,6 +111,9 @@ pub enum SimError {
         /// The API error.
         source: ApiError,
     },
+    /// The fault schedule is not valid.
+    #[error("fault schedule: {0}")]
+    Faults(#[from] ScheduleError),
     /// The kube client could not be built.
     #[error("building kube client: {0}")]
     Client(#[from] kube::Error),
@@ -134,6 +141,7 @@ pub struct SimBuilder {
     manifests: Vec<String>,
     rbac: bool,
     tls: bool,
+    schedule: Option<Schedule>,
 }
 
 impl Default for SimBuilder {
@@ -152,6 +160,7 @@ impl Default for SimBuilder {
             manifests: Vec::new(),
             rbac: false,
             tls: false,
+            schedule: None,
         }
     }
 }
@@ -218,6 +227,13 @@ impl SimBuilder {
     /// this.
     pub fn tls(mut self, on: bool) -> Self {
         self.tls = on;
+        self
+    }
+
+    /// Injects faults by `schedule` from the start (also settable later through
+    /// [`Sim::faults`] and `POST /sim/faults`).
+    pub fn fault_schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
         self
     }
 
@@ -321,6 +337,9 @@ impl SimBuilder {
             .as_ref()
             .map(tls::Certificates::server_config)
             .transpose()?;
+        if let Some(schedule) = self.schedule {
+            shared.faults.set_schedule(schedule)?;
+        }
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -1,5 +1,6 @@
 //! List with selectors, `limit` and `continue` (tokens carry the resourceVersion of the first
-//! page; a token older than the retained history answers 410 Expired).
+//! page; a token older than the retained history answers 410 Expired), and a lagging list
+//! (the state of an earlier resourceVersion) when a fault asks for one.
 
 use super::errors::ApiError;
 use super::kinds::ResourceKind;
@@ -85,6 +86,23 @@ pub fn page(shared: &Shared, kind: &ResourceKind, params: &ListParams) -> Result
         meta["continue"] = serde_json::Value::String(token);
     }
     Ok(Page { items, meta })
+}
+
+/// The whole list as it was `revisions` resourceVersions ago (an injected lagging cache):
+/// selectors apply, `limit` and `continue` do not, and it goes back no further than the
+/// sim's event history.
+pub fn stale(shared: &Shared, kind: &ResourceKind, params: &ListParams, revisions: u64) -> Page {
+    let target = shared.store.current_rv().saturating_sub(revisions);
+    let (items, rv) = shared.store.list_at(
+        &kind.storage_name(),
+        params.namespace.as_deref(),
+        target,
+        |o| params.fields.matches(o) && params.labels.matches(o),
+    );
+    Page {
+        items,
+        meta: serde_json::json!({"resourceVersion": rv.to_string()}),
+    }
 }
 
 /// Encodes a page as a `<Kind>List`.

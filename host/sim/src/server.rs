@@ -8,18 +8,21 @@ use super::auth::{self, Caller};
 use super::delete::DeleteOptions;
 use super::discovery;
 use super::errors::{ApiError, success_status};
-use super::faults::FaultRequest;
+use super::fault_schedule::{Fault, RequestInfo, Schedule};
+use super::faults::{FaultRequest, injected_error};
 use super::kinds::{ResourceKind, kinds_from_crd};
-use super::list::{ListParams, encode_list, page};
+use super::list::{self, ListParams, encode_list, page};
 use super::objects::Sub;
 use super::patch::PatchType;
 use super::protobuf;
 use super::request_log::RequestRecord;
+use super::response_faults;
 use super::scale;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::state::Shared;
 use super::table;
 use super::watch::{self, WatchParams, render};
+use super::watch_faults::WatchFault;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -54,8 +57,29 @@ async fn faults_get(State(shared): State<Arc<Shared>>) -> Response {
     )
 }
 
+/// Changes the switches (a JSON [`FaultRequest`]) or sets a schedule (a JSON or YAML
+/// document with `rules`, as `kubeplug sim --faults FILE` reads it).
 async fn faults_post(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    match serde_json::from_slice::<FaultRequest>(&body) {
+    let value = serde_json::from_slice::<Value>(&body).or_else(|json_err| {
+        std::str::from_utf8(&body)
+            .ok()
+            .and_then(|text| serde_saphyr::from_str::<Value>(text).ok())
+            .ok_or(json_err)
+    });
+    let value = match value {
+        Ok(value) => value,
+        Err(e) => {
+            return ApiError::bad_request(format!("invalid fault request: {e}")).into_response();
+        }
+    };
+    if value.get("rules").is_some() {
+        let set = Schedule::from_value(value).and_then(|s| shared.faults.set_schedule(s));
+        return match set {
+            Ok(()) => faults_get(State(shared)).await,
+            Err(e) => ApiError::bad_request(format!("invalid fault schedule: {e}")).into_response(),
+        };
+    }
+    match serde_json::from_value::<FaultRequest>(value) {
         Ok(request) => {
             tracing::info!(?request, "fault injection changed");
             shared.faults.apply(request);
@@ -409,11 +433,72 @@ async fn dispatch(
         ));
     }
 
+    let scheduled = shared.faults.scheduled(&RequestInfo {
+        verb,
+        resource: &kind.plural,
+        group: &kind.group,
+        kind: &kind.kind,
+        namespace: req.namespace.as_deref(),
+        user_agent: &record.user_agent,
+        continued: verb == "list" && query.get("continue").is_some_and(|c| !c.is_empty()),
+    });
+    let mut injected = Injected::default();
+    if let Some(injection) = scheduled {
+        record.fault = Some(format!("rule {}: {}", injection.rule, injection.fault));
+        match injection.fault {
+            Fault::Error {
+                status,
+                retry_after_seconds,
+            } => return Err(injected_error(status, retry_after_seconds)),
+            Fault::Conflict {} => {
+                return Err(ApiError::conflict(
+                    &kind.resource_name(),
+                    req.name.as_deref().unwrap_or_default(),
+                ));
+            }
+            Fault::GoneWatch {} => {
+                let rv = query.get("resourceVersion").map_or("", String::as_str);
+                return Err(ApiError::gone(format!(
+                    "too old resource version: {rv} (injected fault)"
+                )));
+            }
+            Fault::GoneContinue {} => {
+                return Err(ApiError::gone(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter. (injected fault)",
+                ));
+            }
+            Fault::Latency { ms } => tokio::time::sleep(Duration::from_millis(ms)).await,
+            Fault::Timeout { ms } => {
+                return Ok(response_faults::timed_out(Duration::from_millis(ms)).await);
+            }
+            Fault::StaleList { revisions } => injected.stale_revisions = Some(revisions),
+            Fault::GoneWatchEvent {} => injected.watch = Some(watch::Injected::GoneEvent),
+            Fault::CloseWatch { after_events } => {
+                injected.watch = Some(watch::Injected::Stream(WatchFault::Close(after_events)));
+            }
+            Fault::StallWatch { after_events } => {
+                injected.watch = Some(watch::Injected::Stream(WatchFault::Stall(after_events)));
+            }
+            Fault::DelayEvents { ms } => {
+                injected.watch = Some(watch::Injected::Stream(WatchFault::Delay(
+                    Duration::from_millis(ms),
+                )));
+            }
+            Fault::Reset { after_events } if verb == "watch" => {
+                injected.watch = Some(watch::Injected::Stream(WatchFault::Reset(after_events)));
+            }
+            Fault::Reset { .. } => injected.cut_body = true,
+        }
+    }
+
     let warnings = field_validation(query, &kind, verb, patch_type, &body)?;
     let mut response = dispatch_verb(
-        shared, method, query, headers, body, &req, verb, &manager, patch_type,
+        shared, method, query, headers, body, &req, verb, &manager, patch_type, injected,
     )
     .await?;
+    if injected.cut_body {
+        response = response_faults::cut_mid_body(response).await;
+    }
     for warning in warnings {
         // RFC 7234 warning text: a quoted string, its quotes and backslashes escaped.
         let text = warning.replace('\\', "\\\\").replace('"', "\\\"");
@@ -422,6 +507,17 @@ async fn dispatch(
         }
     }
     Ok(response)
+}
+
+/// What a scheduled fault changes in how a request is served (errors answer before it).
+#[derive(Debug, Clone, Copy, Default)]
+struct Injected {
+    /// The watch's fault.
+    watch: Option<watch::Injected>,
+    /// Serve the list as of this many resourceVersions ago.
+    stale_revisions: Option<u64>,
+    /// Abort the connection half-way through the answer's body.
+    cut_body: bool,
 }
 
 /// What a resource request asks, for authorization: a Namespace's own name is its namespace
@@ -624,6 +720,7 @@ async fn dispatch_verb(
     verb: &str,
     manager: &str,
     patch_type: Option<PatchType>,
+    injected: Injected,
 ) -> Result<Response, ApiError> {
     let kind = req.kind.clone();
     let manager = manager.to_string();
@@ -669,7 +766,10 @@ async fn dispatch_verb(
                 },
                 continue_token: query.get("continue").cloned(),
             };
-            let page = page(shared, &kind, &params)?;
+            let page = match injected.stale_revisions {
+                Some(revisions) => list::stale(shared, &kind, &params, revisions),
+                None => page(shared, &kind, &params)?,
+            };
             if table::wants_table(headers) {
                 let table = table::table(&kind, &page.items, page.meta);
                 return Ok(value_response(StatusCode::OK, &table));
@@ -704,7 +804,7 @@ async fn dispatch_verb(
                 send_initial_events: flag(query, "sendInitialEvents"),
                 table: table::wants_table(headers),
             };
-            Ok(watch::start(shared, kind, params))
+            Ok(watch::start(shared, kind, params, injected.watch))
         }
         "create" => {
             if req.name.is_some() {

@@ -256,6 +256,55 @@ impl Store {
         (items, next, inner.rv)
     }
 
+    /// Objects of a resource (optionally one namespace) as they were at resourceVersion `rv`
+    /// (a lagging cache), keeping those `filter` accepts, in key order, with the
+    /// resourceVersion actually served: the history is undone back to `rv`, so no further
+    /// back than the oldest retained event (the compaction point).
+    pub fn list_at(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        rv: u64,
+        filter: impl Fn(&Value) -> bool,
+    ) -> (Vec<Arc<Value>>, u64) {
+        let inner = self.lock();
+        let target = rv.clamp(inner.compacted, inner.rv);
+        let in_scope = |key: &Key| namespace.is_none_or(|ns| key.0 == ns);
+        let mut state: BTreeMap<Key, Arc<Value>> = inner
+            .objects
+            .get(resource)
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| in_scope(k))
+                    .map(|(k, o)| (k.clone(), o.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for event in inner.history.iter().rev() {
+            if event.rv <= target {
+                break;
+            }
+            if *event.resource != *resource {
+                continue;
+            }
+            let key = key_of(&event.object);
+            if !in_scope(&key) {
+                continue;
+            }
+            match (&event.event_type, &event.old) {
+                (EventType::Added, _) => {
+                    state.remove(&key);
+                }
+                (EventType::Modified | EventType::Deleted, Some(old)) => {
+                    state.insert(key, old.clone());
+                }
+                (_, None) => {}
+            }
+        }
+        let items = state.into_values().filter(|o| filter(o)).collect();
+        (items, target)
+    }
+
     /// Every object of every resource (for garbage collection and namespace deletion).
     pub fn all(&self) -> Vec<(Arc<str>, Arc<Value>)> {
         let inner = self.lock();
@@ -536,6 +585,48 @@ mod tests {
         assert_eq!(replay.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![4, 5]);
         let (replay, _) = s.watch_from("deployments.apps", 2).unwrap();
         assert!(replay.is_empty());
+    }
+
+    #[test]
+    fn list_at_undoes_later_changes_within_the_history() {
+        let s = Store::new(4, 16);
+        let labelled =
+            |v: &str| json!({"metadata": {"namespace": "ns", "name": "a", "labels": {"v": v}}});
+        s.commit("pods", "ns", "a", Precondition::Absent, Some(labelled("1")))
+            .unwrap();
+        s.commit("pods", "ns", "a", Precondition::Exists, Some(labelled("2")))
+            .unwrap();
+        s.commit(
+            "pods",
+            "ns",
+            "b",
+            Precondition::Absent,
+            Some(obj("ns", "b")),
+        )
+        .unwrap();
+        s.commit("pods", "ns", "a", Precondition::Exists, None)
+            .unwrap();
+        let (items, rv) = s.list_at("pods", None, 2, |_| true);
+        assert_eq!(rv, 2);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["metadata"]["labels"]["v"], "2");
+        assert_eq!(object_rv(&items[0]), 2);
+        let (items, rv) = s.list_at("pods", Some("ns"), 1, |_| true);
+        assert_eq!((items.len(), rv), (1, 1));
+        assert_eq!(items[0]["metadata"]["labels"]["v"], "1");
+        for i in 0..4 {
+            let name = format!("c{i}");
+            s.commit(
+                "pods",
+                "ns",
+                &name,
+                Precondition::Absent,
+                Some(obj("ns", &name)),
+            )
+            .unwrap();
+        }
+        let (_, rv) = s.list_at("pods", None, 1, |_| true);
+        assert_eq!(rv, s.compacted_rv(), "no further back than the history");
     }
 
     #[test]

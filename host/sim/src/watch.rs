@@ -2,12 +2,14 @@
 //! history (or from a synthetic ADDED snapshot), then live; 410 Gone as an ERROR event when
 //! the resourceVersion is older than the history; BOOKMARKs; `timeoutSeconds`; selectors
 //! evaluated on old and new states so objects moving out of a selector are seen as DELETED.
+//! An injected [`WatchFault`] closes, stalls, aborts or delays the stream (`watch_faults`).
 
 use super::errors::ApiError;
 use super::kinds::ResourceKind;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::state::Shared;
 use super::store::{Event, EventType};
+use super::watch_faults::{Chunk, Next, Outlet, WatchFault};
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -132,8 +134,15 @@ impl Filter {
     }
 }
 
-fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
-    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>));
+fn stream_response(rx: mpsc::Receiver<Chunk>) -> Response {
+    // An abort waits once first, so the events before it are written out, not left buffered.
+    let chunks = ReceiverStream::new(rx).then(|chunk| async move {
+        if chunk.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        chunk
+    });
+    let body = Body::from_stream(chunks);
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(
@@ -143,16 +152,34 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
     response
 }
 
+/// What an injected fault does to one watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Injected {
+    /// Answer with a 410 ERROR event and end (the in-stream form of Gone).
+    GoneEvent,
+    /// Close, stall, abort or delay the stream.
+    Stream(WatchFault),
+}
+
 /// Starts a watch and returns its streaming response.
-pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams) -> Response {
-    let (tx, rx) = mpsc::channel::<Bytes>(1024);
+pub(crate) fn start(
+    shared: &Arc<Shared>,
+    kind: Arc<ResourceKind>,
+    params: WatchParams,
+    fault: Option<Injected>,
+) -> Response {
+    let (tx, rx) = mpsc::channel::<Chunk>(1024);
     let resource = kind.storage_name();
-    if shared.faults.take_gone() {
-        let _ = tx.try_send(gone_line(
+    if shared.faults.take_gone() || fault == Some(Injected::GoneEvent) {
+        let _ = tx.try_send(Ok(gone_line(
             "too old resource version (injected fault)".into(),
-        ));
+        )));
         return stream_response(rx);
     }
+    let fault = match fault {
+        Some(Injected::Stream(f)) => Some(f),
+        _ => None,
+    };
     let mut initial: Vec<Bytes> = Vec::new();
     let filter = Filter {
         kind: kind.clone(),
@@ -167,9 +194,9 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
                 (replay.last().map_or(rv, |e| e.rv), receiver)
             }
             Err(oldest) => {
-                let _ = tx.try_send(gone_line(format!(
+                let _ = tx.try_send(Ok(gone_line(format!(
                     "too old resource version: {rv} ({oldest})"
-                )));
+                ))));
                 return stream_response(rx);
             }
         },
@@ -189,9 +216,10 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
     let drop_signal = shared.faults.drop_signal();
     let shutdown = shared.shutdown.clone();
     let interval = shared.config.bookmark_interval;
+    let outlet = Outlet::new(tx, fault, shared.faults.stall_gauge());
     tokio::spawn(run(
         filter,
-        tx,
+        outlet,
         initial,
         start_rv,
         receiver,
@@ -205,7 +233,7 @@ pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams)
 #[allow(clippy::too_many_arguments)]
 async fn run(
     filter: Filter,
-    tx: mpsc::Sender<Bytes>,
+    mut outlet: Outlet,
     initial: Vec<Bytes>,
     mut progress: u64,
     mut receiver: broadcast::Receiver<Arc<Event>>,
@@ -216,10 +244,24 @@ async fn run(
     // No `mark_unchanged` here: the receiver was subscribed before the response went out,
     // so it already ignores earlier drops and sees every later one, including one sent
     // before this task first runs.
+    let mut next = outlet.begin().await;
     for chunk in initial {
-        if tx.send(chunk).await.is_err() {
-            return;
+        if next != Next::Continue {
+            break;
         }
+        next = outlet.event(chunk).await;
+    }
+    let until = async move {
+        tokio::select! {
+            _ = drop_signal.changed() => {}
+            _ = shutdown.changed() => {}
+        }
+    };
+    tokio::pin!(until);
+    match next {
+        Next::Continue => {}
+        Next::End => return,
+        Next::Stall => return outlet.stall(until.as_mut()).await,
     }
     let deadline = filter
         .params
@@ -243,10 +285,8 @@ async fn run(
                         continue;
                     }
                     progress = event.rv;
-                    if let Some(chunk) = filter.line_for(&event)
-                        && tx.send(chunk).await.is_err()
-                    {
-                        return;
+                    if let Some(chunk) = filter.line_for(&event) {
+                        next = outlet.event(chunk).await;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -256,14 +296,16 @@ async fn run(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = ticker.tick(), if filter.params.bookmarks => {
-                if tx.send(bookmark(&filter.kind, progress, false)).await.is_err() {
-                    return;
-                }
+                next = outlet.other(bookmark(&filter.kind, progress, false)).await;
             }
             _ = &mut timeout => return,
-            _ = drop_signal.changed() => return,
-            _ = shutdown.changed() => return,
-            _ = tx.closed() => return,
+            _ = until.as_mut() => return,
+            _ = outlet.closed() => return,
+        }
+        match next {
+            Next::Continue => {}
+            Next::End => return,
+            Next::Stall => return outlet.stall(until.as_mut()).await,
         }
     }
 }

@@ -50,6 +50,20 @@ pub struct SimArgs {
     /// over TLS, so kubectl with --rbac needs this.
     #[arg(long, env = "KUBEPLUG_SIM_TLS")]
     pub tls: bool,
+    /// A fault schedule (YAML: a `seed` and `rules`, each with `match`, a rate, a window and
+    /// one fault) to inject from the start; `POST /sim/faults` takes the same document.
+    #[arg(long, env = "KUBEPLUG_SIM_FAULTS")]
+    pub faults: Option<PathBuf>,
+}
+
+/// Reads and validates a fault schedule file; errors name the file, the rule and the field.
+#[cfg(feature = "embedded")]
+fn read_schedule(path: &std::path::Path) -> anyhow::Result<kubeplug_sim::Schedule> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the fault schedule {}", path.display()))?;
+    kubeplug_sim::Schedule::from_yaml(&text)
+        .with_context(|| format!("invalid fault schedule {}", path.display()))
 }
 
 /// This build has no embedded API server.
@@ -78,6 +92,17 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(dir) = &args.load {
         builder = builder.load_dir(dir);
+    }
+    let mut schedule_note = None;
+    if let Some(path) = &args.faults {
+        let schedule = read_schedule(path)?;
+        schedule_note = Some(format!(
+            "fault schedule {}: seed {}, {} rules",
+            path.display(),
+            schedule.seed,
+            schedule.rules.len()
+        ));
+        builder = builder.fault_schedule(schedule);
     }
     let sim = builder
         .start()
@@ -116,9 +141,12 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!(
-        "fault injection: {curl} -X POST {}/sim/faults -d '{{\"dropWatches\":true}}'",
+        "fault injection: {curl} -X POST {}/sim/faults -d '{{\"dropWatches\":true}}' (or --data-binary @schedule.yaml)",
         sim.url()
     );
+    if let Some(note) = schedule_note {
+        println!("{note}; injected so far: {curl} {}/sim/faults", sim.url());
+    }
     println!("request log:     {curl} {}/sim/requests", sim.url());
     wait_for_signal().await?;
     tracing::info!("shutting down");
@@ -166,10 +194,13 @@ mod tests {
             "--auto-create-namespaces",
             "--rbac",
             "--tls",
+            "--faults",
+            "faults.yaml",
         ])
         .unwrap();
         assert!(w.args.rbac);
         assert!(w.args.tls);
+        assert_eq!(w.args.faults, Some(PathBuf::from("faults.yaml")));
         assert_eq!(w.args.port, 0);
         assert_eq!(w.args.crd.len(), 3);
         assert_eq!(w.args.status_delay, 5);
@@ -178,9 +209,37 @@ mod tests {
         let defaults = Wrapper::try_parse_from(["sim"]).unwrap();
         assert!(!defaults.args.rbac);
         assert!(!defaults.args.tls);
+        assert_eq!(defaults.args.faults, None);
         assert_eq!(
             defaults.args.kubeconfig_out,
             PathBuf::from("kubeplug-sim.kubeconfig")
         );
+    }
+
+    #[cfg(feature = "embedded")]
+    #[test]
+    fn a_fault_schedule_file_is_read_and_its_errors_name_the_rule_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.yaml");
+        std::fs::write(
+            &good,
+            "seed: 5\nrules:\n  - match: {verbs: [watch], resources: [pods]}\n    ratio: 0.1\n    fault: stallWatch\n",
+        )
+        .unwrap();
+        let schedule = read_schedule(&good).unwrap();
+        assert_eq!((schedule.seed, schedule.rules.len()), (5, 1));
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(
+            &bad,
+            "rules:\n  - fault: goneWatch\n  - {everyNth: 0, fault: conflict}\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", read_schedule(&bad).unwrap_err());
+        assert!(err.contains("bad.yaml"), "{err}");
+        assert!(
+            err.contains("rules[1].everyNth: must be at least 1"),
+            "{err}"
+        );
+        assert!(read_schedule(&dir.path().join("missing.yaml")).is_err());
     }
 }
