@@ -70,6 +70,20 @@ impl Watches {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Starts a watch of `entry`'s kind in namespace `at` (`None`: cluster-wide), filling
+    /// its cache.
+    fn start(&self, entry: &mut KindWatch, at: Option<String>) {
+        let handle = spawn_watch(
+            self.kinds.client().clone(),
+            &entry.resolved,
+            &entry.cache,
+            at.as_deref(),
+            self.streaming_lists,
+            self.changes.clone(),
+        );
+        entry.watches.insert(at, handle);
+    }
+
     /// The watch keys `scope` needs of a kind: `None` (cluster-wide) or each namespace. The
     /// host's own `--namespace` confines everything to it.
     fn wanted(&self, namespaced: bool, scope: &WatchScope) -> BTreeSet<Option<String>> {
@@ -91,7 +105,7 @@ impl Watches {
         let mut running = self.lock();
         let entry = running.entry(kind.clone()).or_insert_with(|| KindWatch {
             cache: KindCache::empty(kind.clone()),
-            resolved: resolved.clone(),
+            resolved,
             watches: BTreeMap::new(),
         });
         // A cluster-wide watch covers every namespace already.
@@ -105,15 +119,7 @@ impl Watches {
             .collect();
         for at in missing {
             tracing::info!(%kind, namespace = at.as_deref().unwrap_or("*"), "watch started");
-            let handle = spawn_watch(
-                self.kinds.client().clone(),
-                &resolved,
-                &entry.cache,
-                at.as_deref(),
-                self.streaming_lists,
-                self.changes.clone(),
-            );
-            entry.watches.insert(at, handle);
+            self.start(entry, at);
         }
         if wanted.contains(&None) {
             // Widened to the cluster: its list covers what the namespaces' watches held.
@@ -148,15 +154,7 @@ impl Watches {
                 .collect();
             for at in missing {
                 tracing::info!(%kind, namespace = at.as_deref().unwrap_or("*"), "watch narrowed to a namespace");
-                let handle = spawn_watch(
-                    self.kinds.client().clone(),
-                    &entry.resolved,
-                    &entry.cache,
-                    at.as_deref(),
-                    self.streaming_lists,
-                    self.changes.clone(),
-                );
-                entry.watches.insert(at, handle);
+                self.start(entry, at);
             }
             let before = entry.watches.len();
             entry.watches.retain(|at, _| wanted.contains(at));
