@@ -10,7 +10,7 @@ use super::state::Shared;
 use super::store::{Event, EventType};
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -147,6 +147,19 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
 pub fn start(shared: &Arc<Shared>, kind: Arc<ResourceKind>, params: WatchParams) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(1024);
     let resource = kind.storage_name();
+    if shared.faults.take_gone_status() {
+        return ApiError::gone("too old resource version (injected fault)").into_response();
+    }
+    if shared.faults.take_stall() {
+        let mut shutdown = shared.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tx.closed() => {}
+                _ = shutdown.changed() => {}
+            }
+        });
+        return stream_response(rx);
+    }
     if shared.faults.take_gone() {
         let _ = tx.try_send(gone_line(
             "too old resource version (injected fault)".into(),
