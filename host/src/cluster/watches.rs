@@ -4,7 +4,9 @@
 //! (Secrets above all). Watches start when a plugin first needs a kind (or a namespace of
 //! it) and stop when none does any more.
 
-use super::{Change, KindCache, KindRegistry, ResolvedKind, WatchHandle, spawn_watch};
+use super::{
+    Change, KindCache, KindRegistry, ResolvedKind, WatchHandle, WatchSettings, spawn_watch,
+};
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -42,7 +44,7 @@ struct KindWatch {
 pub(crate) struct Watches {
     kinds: Arc<KindRegistry>,
     namespace: Option<String>,
-    streaming_lists: bool,
+    settings: WatchSettings,
     changes: UnboundedSender<Change>,
     running: Mutex<BTreeMap<KindRef, KindWatch>>,
 }
@@ -50,17 +52,17 @@ pub(crate) struct Watches {
 impl Watches {
     /// No watch yet; kinds are resolved through `kinds` (shared with the executor, so
     /// discovery runs once per kind); watches started later send their changes to `changes`,
-    /// and fill their caches from streaming lists when `streaming_lists` is set.
+    /// and fill their caches as `settings` say.
     pub fn new(
         kinds: Arc<KindRegistry>,
         namespace: Option<String>,
-        streaming_lists: bool,
+        settings: WatchSettings,
         changes: UnboundedSender<Change>,
     ) -> Self {
         Watches {
             kinds,
             namespace,
-            streaming_lists,
+            settings,
             changes,
             running: Mutex::default(),
         }
@@ -78,7 +80,7 @@ impl Watches {
             &entry.resolved,
             &entry.cache,
             at.as_deref(),
-            self.streaming_lists,
+            self.settings,
             self.changes.clone(),
         );
         entry.watches.insert(at, handle);

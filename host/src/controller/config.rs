@@ -1,6 +1,7 @@
 //! Settings of the controller host.
 
 use crate::actions::DEFAULT_MAX_WRITES_IN_FLIGHT;
+use crate::cluster::DEFAULT_WATCH_TIMEOUT;
 use crate::coordination::Gate;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::Limits;
@@ -32,6 +33,9 @@ pub struct ControllerConfig {
     /// Whether watches fill their caches from streaming lists (`sendInitialEvents`) rather
     /// than paged lists.
     pub streaming_lists: bool,
+    /// The server-side timeout of each watch request: a watch stream that has sent nothing
+    /// (no change, no bookmark) for this long plus 5 s is abandoned and resumed.
+    pub watch_timeout: Duration,
     /// This host's name (its hostname: a pod's name), which the Events it reports carry as
     /// `reportingInstance`.
     pub host_name: String,
@@ -57,6 +61,7 @@ impl Default for ControllerConfig {
             limits: Limits::default(),
             resync: None,
             streaming_lists: false,
+            watch_timeout: DEFAULT_WATCH_TIMEOUT,
             host_name: "kubeplug".into(),
             audit: AuditSink::default(),
             metrics: MetricsRegistry::default(),
