@@ -128,6 +128,13 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         3600,
         "1 to 3600",
     )?;
+    let expectation_wait = in_range(
+        "expectation-wait-seconds",
+        args.expectation_wait_seconds,
+        1,
+        3600,
+        "1 to 3600",
+    )?;
     let controller = ControllerConfig {
         namespace: args.cluster.namespace.clone(),
         workers,
@@ -140,6 +147,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
         streaming_lists: args.streaming_lists,
         watch_timeout: Duration::from_secs(watch_timeout),
+        expectation_wait: Duration::from_secs(expectation_wait),
         host_name: hostname(),
         ..ControllerConfig::default()
     };

@@ -180,6 +180,7 @@ async fn watch(
                     meta.namespace.as_deref(),
                     meta.name.as_deref().unwrap_or_default(),
                 );
+                cache.observed(meta.resource_version.as_deref().unwrap_or_default());
                 cache.remove(&key).into_iter().collect()
             }
             Err(err) if is_gone_status(&err) => return Stopped::Gone,

@@ -101,6 +101,7 @@ impl Controller {
             queue_metrics,
             gate: config.gate.clone(),
             workers: config.workers,
+            expectation_wait: config.expectation_wait,
             host_writes: HostWrites::new(config.max_writes_in_flight),
             calls: FairSlots::new(config.max_calls, config.max_calls),
         };
