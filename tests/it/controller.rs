@@ -1187,3 +1187,106 @@ async fn watches_are_as_narrow_as_the_grants() -> Result {
     controller.shutdown().await;
     Ok(())
 }
+
+/// The host's own requests (not the test's) on `resource` since `cursor`.
+fn host_requests(sim: &Sim, cursor: u64, resource: &str) -> Vec<kubeplug_sim::RequestRecord> {
+    sim.requests()
+        .since(cursor)
+        .into_iter()
+        .filter(|r| r.resource == resource && r.user_agent != "kube-rs-test")
+        .collect()
+}
+
+/// Issue 36: a watch answered with an HTTP 410 Gone status (a real API server's answer to a
+/// watch from a compacted resourceVersion) relists. kube-runtime's watcher alone retries the
+/// watch with the same expired version forever; the host starts a fresh watcher.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_answered_with_a_410_status_relists() -> Result {
+    let (sim, client, api) = alpine_deployments("gone", ["web"]).await?;
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+        .with_policy(Policy::trusted());
+    let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
+    eventually(Duration::from_secs(20), "web pinned", || {
+        image_of(&sim, "gone", "web").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    let cursor = sim.requests().cursor();
+    sim.faults().gone_status_next_watches(1);
+    sim.faults().drop_watches();
+    eventually(Duration::from_secs(20), "a watch answered 410", || {
+        sim.faults().state().gone_status_watches == 0
+    })
+    .await;
+    let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back))
+        .await?;
+    eventually(Duration::from_secs(30), "web corrected again", || {
+        image_of(&sim, "gone", "web").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    let requests = host_requests(&sim, cursor, "deployments");
+    let gone = requests
+        .iter()
+        .position(|r| r.verb == "watch" && r.status == 410)
+        .expect("the host's Deployment watch was answered 410");
+    assert!(
+        requests[gone..].iter().any(|r| r.verb == "list"),
+        "no relist after the 410: {:?}",
+        requests
+            .iter()
+            .map(|r| (&r.verb, r.status, &r.query))
+            .collect::<Vec<_>>()
+    );
+    controller.shutdown().await;
+    Ok(())
+}
+
+/// Issue 36: a watch stream that stays open and sends nothing (no event, no bookmark) is
+/// abandoned within the watch timeout plus kube-runtime's 5 s margin, and a change made
+/// meanwhile reaches the cache. Without a timeout of the host's, the stream was held for the
+/// watcher's default 295 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_watch_is_abandoned_and_a_change_made_meanwhile_arrives() -> Result {
+    let (sim, client, api) = alpine_deployments("stall", ["web"]).await?;
+    let config = ControllerConfig {
+        watch_timeout: Duration::from_secs(1),
+        ..fast_config()
+    };
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+        .with_policy(Policy::trusted());
+    let controller = Controller::start(client.clone(), config, vec![pinner]).await?;
+    eventually(Duration::from_secs(20), "web pinned", || {
+        image_of(&sim, "stall", "web").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    let cursor = sim.requests().cursor();
+    sim.faults().stall_next_watches(1);
+    sim.faults().drop_watches();
+    eventually(Duration::from_secs(20), "a watch stalled", || {
+        sim.faults().state().stalled_watches == 0
+    })
+    .await;
+    let stalled = Instant::now();
+    let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back))
+        .await?;
+    eventually(Duration::from_secs(60), "web corrected again", || {
+        image_of(&sim, "stall", "web").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    eprintln!(
+        "a change made during a stalled watch was corrected {:?} after the stall began (bound: watch timeout 1 s + 5 s)",
+        stalled.elapsed()
+    );
+    // The stalled watch was the Deployments' (the host watches nothing else here).
+    let watched: std::collections::BTreeSet<String> = sim
+        .requests()
+        .since(cursor)
+        .into_iter()
+        .filter(|r| r.verb == "watch" && r.user_agent != "kube-rs-test")
+        .map(|r| r.resource)
+        .collect();
+    assert_eq!(watched, ["deployments".to_string()].into(), "{watched:?}");
+    controller.shutdown().await;
+    Ok(())
+}

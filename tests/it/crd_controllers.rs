@@ -20,7 +20,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::core::GroupVersionKind;
 use kubeplug::controller::{Controller, PluginInstance};
 use kubeplug::policy::{AuditRecord, Decision, Grant, Policy, PolicyDocument};
-use kubeplug_sim::Sim;
+use kubeplug_sim::{ErrorFault, HoldFault, Sim};
 use rstest::rstest;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -517,6 +517,93 @@ rules:
     });
     assert_eq!(sent.count(), 0);
     Ok(())
+}
+
+/// Pod creates the API server accepted from the customcluster plugin.
+fn pods_created(sim: &Sim) -> usize {
+    sim.requests()
+        .records()
+        .into_iter()
+        .filter(|r| r.verb == "create" && r.resource == "pods" && r.status < 300)
+        .count()
+}
+
+/// Issue 36: while the Pod watch is being re-established (its return held at the API
+/// server's door), a Customcluster's call creates its 2 Pods and the key waits for the watch
+/// to show them, however long that takes, instead of creating them again (the host gave up
+/// after 2 s). With `fail_status_patch`, the status patch after the creates in the same call
+/// fails once with a 500: the retry waits for the created Pods too (it created 2 more 8 ms
+/// later). Nothing is left to happen while the watch is held, so the test looks for
+/// duplicates over a window longer than the old 2 s wait.
+async fn no_duplicate_pods_while_the_pod_watch_is_held(
+    file: &str,
+    fail_status_patch: bool,
+) -> Result {
+    let sim = crd_sim().await?;
+    let (controller, _audit) =
+        start(&sim, file, "customcluster", sample_policy("customcluster")).await?;
+    eventually(WAIT, "caches synced", || controller.is_synced()).await;
+    let faults = sim.faults();
+    faults.hold(HoldFault {
+        verbs: vec!["watch".into()],
+        resources: vec!["pods".into()],
+        ..HoldFault::default()
+    });
+    faults.drop_watches();
+    eventually(WAIT, "the Pod watch held", || faults.held() > 0).await;
+    if fail_status_patch {
+        faults.inject_errors(
+            ErrorFault::every_nth(500, 1)
+                .verbs(["patch"])
+                .resources(["customclusters"])
+                .times(1),
+        );
+    }
+    let ccs = custom_api(&sim, "Customcluster", "customclusters")?;
+    let uid = create_custom(&ccs, customcluster("duo", 2, "hi"))
+        .await?
+        .metadata
+        .uid
+        .unwrap();
+    eventually(WAIT, "2 Pods created", || pods_created(&sim) >= 2).await;
+    if fail_status_patch {
+        eventually(WAIT, "the status patch failed", || {
+            sim.requests()
+                .records()
+                .iter()
+                .any(|r| r.resource == "customclusters" && r.status == 500)
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        pods_created(&sim),
+        2,
+        "Pods created again while the watch was held"
+    );
+    faults.release();
+    eventually(WAIT, "status count 2", || cc_status(&sim, "duo").0 == 2).await;
+    assert_eq!(pods_of(&sim, "duo", &uid).len(), 2);
+    assert_eq!(pods_created(&sim), 2);
+    Ok(())
+}
+
+#[rstest]
+#[case::rust("customcluster")]
+#[case::python("customcluster-py")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_pods_are_awaited_until_the_watch_shows_them(#[case] file: &str) -> Result {
+    no_duplicate_pods_while_the_pod_watch_is_held(file, false).await
+}
+
+#[rstest]
+#[case::rust("customcluster")]
+#[case::python("customcluster-py")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_pods_are_awaited_after_a_later_action_of_the_call_failed(
+    #[case] file: &str,
+) -> Result {
+    no_duplicate_pods_while_the_pod_watch_is_held(file, true).await
 }
 
 // ----- offline, through `kubeplug eval --cache DIR` -----

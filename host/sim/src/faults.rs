@@ -1,6 +1,6 @@
 //! Fault injection: switches set from embedding code ([`Faults`]) or over HTTP
 //! (`POST /sim/faults`, `GET /sim/faults`, `DELETE /sim/faults`) to make the sim misbehave the
-//! way real API servers do: dropped watches, 410 Gone, 5xx/429 answers, 409 conflicts, latency,
+//! way real API servers do: dropped or stalled watches, 410 Gone (as an ERROR event or an HTTP status), 5xx/429 answers, 409 conflicts, latency,
 //! and requests held at the door until released (to put another client's write between a
 //! controller's decision and its own write, deterministically). A [`Schedule`] (see
 //! `fault_schedule`) adds seeded, per-rule faults on chosen requests.
@@ -145,6 +145,12 @@ pub struct FaultState {
     pub latency_ms: u64,
     /// The next N watch requests get a 410 Gone ERROR event.
     pub gone_watches: u64,
+    /// The next N watch requests get an HTTP 410 Gone status (the form a real API server
+    /// answers a watch from a compacted resourceVersion with).
+    pub gone_status_watches: u64,
+    /// The next N watch requests get a stream that stays open and sends nothing (no event,
+    /// no bookmark, no end at `timeoutSeconds`) until the client leaves.
+    pub stalled_watches: u64,
     /// The next N updates/patches get 409 Conflict.
     pub conflicts: u64,
     /// Error answers.
@@ -168,6 +174,10 @@ pub struct FaultRequest {
     pub drop_watches: bool,
     /// Set the 410 counter.
     pub gone_watches: Option<u64>,
+    /// Set the HTTP 410 status counter.
+    pub gone_status_watches: Option<u64>,
+    /// Set the stalled watch counter.
+    pub stalled_watches: Option<u64>,
     /// Set the conflict counter.
     pub conflicts: Option<u64>,
     /// Set the latency.
@@ -239,6 +249,16 @@ impl Faults {
     /// The next `n` watch requests get a 410 Gone ERROR event.
     pub fn gone_next_watches(&self, n: u64) {
         self.lock().state.gone_watches = n;
+    }
+
+    /// The next `n` watch requests get an HTTP 410 Gone status.
+    pub fn gone_status_next_watches(&self, n: u64) {
+        self.lock().state.gone_status_watches = n;
+    }
+
+    /// The next `n` watch requests get a stream that stays open and sends nothing.
+    pub fn stall_next_watches(&self, n: u64) {
+        self.lock().state.stalled_watches = n;
     }
 
     /// The next `n` updates or patches get 409 Conflict.
@@ -361,6 +381,12 @@ impl Faults {
         if let Some(n) = request.gone_watches {
             self.gone_next_watches(n);
         }
+        if let Some(n) = request.gone_status_watches {
+            self.gone_status_next_watches(n);
+        }
+        if let Some(n) = request.stalled_watches {
+            self.stall_next_watches(n);
+        }
         if let Some(n) = request.conflicts {
             self.conflict_next_writes(n);
         }
@@ -411,6 +437,16 @@ impl Faults {
     /// Consumes one forced 410 if armed.
     pub(crate) fn take_gone(&self) -> bool {
         take(&mut self.lock().state.gone_watches)
+    }
+
+    /// Consumes one forced HTTP 410 status if armed.
+    pub(crate) fn take_gone_status(&self) -> bool {
+        take(&mut self.lock().state.gone_status_watches)
+    }
+
+    /// Consumes one stalled watch if armed.
+    pub(crate) fn take_stall(&self) -> bool {
+        take(&mut self.lock().state.stalled_watches)
     }
 
     /// Consumes one forced conflict if armed.
@@ -601,10 +637,14 @@ mod tests {
         f.apply(FaultRequest {
             conflicts: Some(1),
             gone_watches: Some(2),
+            gone_status_watches: Some(1),
+            stalled_watches: Some(1),
             ..Default::default()
         });
         assert!(f.take_conflict());
         assert!(!f.take_conflict());
         assert!(f.take_gone() && f.take_gone() && !f.take_gone());
+        assert!(f.take_gone_status() && !f.take_gone_status());
+        assert!(f.take_stall() && !f.take_stall());
     }
 }

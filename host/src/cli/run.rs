@@ -119,6 +119,16 @@ pub struct RunArgs {
     /// when a list outlasts the API server's history. Only for API servers that serve it.
     #[arg(long, env = "KUBEPLUG_STREAMING_LISTS")]
     pub streaming_lists: bool,
+    /// Server-side timeout of each watch request, in seconds: the API server ends the stream
+    /// then and the watch resumes from its last version; a stream that has sent nothing (no
+    /// change, no bookmark) for this long plus 5 s is abandoned.
+    #[arg(long, env = "KUBEPLUG_WATCH_TIMEOUT_SECONDS", default_value_t = crate::cluster::DEFAULT_WATCH_TIMEOUT.as_secs())]
+    pub watch_timeout_seconds: u64,
+    /// How long a key waits for the caches to show the objects its calls created before it is
+    /// reconciled anyway, in seconds (as client-go's expectations); the watch ends the wait as
+    /// soon as it delivers them.
+    #[arg(long, env = "KUBEPLUG_EXPECTATION_WAIT_SECONDS", default_value_t = crate::controller::DEFAULT_EXPECTATION_WAIT.as_secs())]
+    pub expectation_wait_seconds: u64,
     /// Retries per second across all keys of a plugin (token bucket).
     #[arg(long, env = "KUBEPLUG_QPS", default_value_t = RateLimitConfig::default().qps)]
     pub qps: f64,

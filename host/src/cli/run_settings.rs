@@ -121,6 +121,20 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         3600,
         "0 to 3600 seconds",
     )?;
+    let watch_timeout = in_range(
+        "watch-timeout-seconds",
+        args.watch_timeout_seconds,
+        1,
+        3600,
+        "1 to 3600",
+    )?;
+    let expectation_wait = in_range(
+        "expectation-wait-seconds",
+        args.expectation_wait_seconds,
+        1,
+        3600,
+        "1 to 3600",
+    )?;
     let controller = ControllerConfig {
         namespace: args.cluster.namespace.clone(),
         workers,
@@ -132,6 +146,8 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         limits: Limits::from(call_limits),
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
         streaming_lists: args.streaming_lists,
+        watch_timeout: Duration::from_secs(watch_timeout),
+        expectation_wait: Duration::from_secs(expectation_wait),
         host_name: hostname(),
         ..ControllerConfig::default()
     };

@@ -126,6 +126,9 @@ pub struct KindCache {
     synced: watch::Sender<bool>,
     /// The scopes written into it (`None`: every namespace), and whether each has listed.
     scopes: Mutex<HashMap<Option<String>, bool>>,
+    /// The highest (numeric) resourceVersion each scope's watch has delivered into the cache:
+    /// every change up to it is in (see [`KindCache::seen`]).
+    seen: Mutex<HashMap<Option<String>, u64>>,
 }
 
 /// A handle that changes a cache within its scope (every namespace, or one); owned by one
@@ -162,6 +165,17 @@ impl CacheWriter {
         self.cache.clone()
     }
 
+    /// Records that the watch has delivered every change up to `resource_version` (a
+    /// deletion's, or an object's as it is stored). Versions that are not numbers are not
+    /// compared, so not recorded.
+    pub fn observed(&self, resource_version: &str) {
+        if let Ok(rv) = resource_version.parse::<u64>() {
+            let mut seen = self.cache.lock_seen();
+            let mark = seen.entry(self.scope.clone()).or_default();
+            *mark = (*mark).max(rv);
+        }
+    }
+
     /// Stores an object; returns the change, or `None` when its resourceVersion is unchanged.
     pub fn upsert(&mut self, object: CachedObject) -> Option<Change> {
         let cache = &*self.cache;
@@ -173,6 +187,8 @@ impl CacheWriter {
         };
         let object = Arc::new(object);
         objects.insert(object.key.clone(), object.clone());
+        drop(objects);
+        self.observed(&object.resource_version);
         Some(Change {
             kind: cache.kind.clone(),
             change,
@@ -192,8 +208,13 @@ impl CacheWriter {
 
     /// Replaces everything after a (re)list, atomically: readers see the old content or the
     /// new, never a mix. Returns the deletions of objects the list no longer has, then the
-    /// additions and changes, and marks the cache synced.
+    /// additions and changes, and marks the cache synced. The list was taken at the newest
+    /// version it holds or later, so the watch has delivered every change up to it.
     pub fn replace_all(&mut self, fresh: Vec<CachedObject>) -> Vec<Change> {
+        let newest = fresh
+            .iter()
+            .filter_map(|o| o.resource_version.parse::<u64>().ok())
+            .max();
         let cache = &*self.cache;
         let mut next: HashMap<ObjKey, Arc<CachedObject>> = HashMap::with_capacity(fresh.len());
         for object in fresh {
@@ -226,6 +247,9 @@ impl CacheWriter {
             }
         }
         drop(objects);
+        if let Some(rv) = newest {
+            self.observed(&rv.to_string());
+        }
         let mut scopes = cache.lock_scopes();
         scopes.insert(self.scope.clone(), true);
         if scopes.values().all(|listed| *listed) {
@@ -238,6 +262,7 @@ impl CacheWriter {
 impl Drop for CacheWriter {
     /// A scope no watch writes any more: it no longer holds the cache's sync back.
     fn drop(&mut self) {
+        self.cache.lock_seen().remove(&self.scope);
         let mut scopes = self.cache.lock_scopes();
         scopes.remove(&self.scope);
         if !scopes.is_empty() && scopes.values().all(|listed| *listed) {
@@ -254,11 +279,29 @@ impl KindCache {
             objects: RwLock::default(),
             synced: watch::Sender::new(false),
             scopes: Mutex::default(),
+            seen: Mutex::default(),
         })
     }
 
     fn lock_scopes(&self) -> std::sync::MutexGuard<'_, HashMap<Option<String>, bool>> {
         self.scopes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_seen(&self) -> std::sync::MutexGuard<'_, HashMap<Option<String>, u64>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The highest resourceVersion the watch covering `namespace` (the cluster-wide one
+    /// when there is one, whose relists replace everything) has delivered: every change
+    /// to an object there up to it is in the cache, so an object created at or before it
+    /// and not cached has been deleted since. `None` before the watch delivered a
+    /// numeric version.
+    pub fn seen(&self, namespace: Option<&str>) -> Option<u64> {
+        let seen = self.lock_seen();
+        if self.lock_scopes().contains_key(&None) {
+            return seen.get(&None).copied();
+        }
+        seen.get(&namespace.map(str::to_string)).copied()
     }
 
     /// Drops the objects outside `keep` (namespaces no plugin needs any more), without
@@ -394,6 +437,42 @@ mod tests {
             key: ObjKey::new(Some(ns), name),
             ..obj(name, rv, "x")
         }
+    }
+
+    /// What each watch has delivered: the newest version it stored, deleted or listed, in
+    /// its own namespace; the cluster-wide watch's once there is one.
+    #[test]
+    fn each_watch_remembers_the_newest_version_it_delivered() {
+        let cache = KindCache::empty(KindRef::deployment());
+        let mut a = CacheWriter::scoped(&cache, Some("a".into()));
+        let mut b = CacheWriter::scoped(&cache, Some("b".into()));
+        assert_eq!(cache.seen(Some("a")), None);
+        a.replace_all(vec![in_ns("a", "x", "5"), in_ns("a", "y", "3")]);
+        b.replace_all(Vec::new());
+        assert_eq!(
+            (cache.seen(Some("a")), cache.seen(Some("b"))),
+            (Some(5), None)
+        );
+        b.upsert(in_ns("b", "z", "7"));
+        a.observed("9");
+        a.remove(&ObjKey::new(Some("a"), "x"));
+        assert_eq!(
+            (cache.seen(Some("a")), cache.seen(Some("b"))),
+            (Some(9), Some(7))
+        );
+        a.observed("4");
+        a.observed("opaque");
+        assert_eq!(cache.seen(Some("a")), Some(9), "never goes back");
+        let mut all = CacheWriter::scoped(&cache, None);
+        assert_eq!(
+            cache.seen(Some("a")),
+            None,
+            "the cluster-wide watch has delivered nothing"
+        );
+        all.replace_all(vec![in_ns("a", "y", "3"), in_ns("b", "z", "8")]);
+        assert_eq!(cache.seen(Some("b")), Some(8));
+        drop(all);
+        assert_eq!(cache.seen(Some("a")), Some(9));
     }
 
     /// One cache filled by a watch per namespace: a namespace's relist replaces that

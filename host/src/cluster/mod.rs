@@ -21,7 +21,7 @@ pub use cache_objects::{CacheObjects, CallObjects, NamespaceFilter};
 pub use connect::{ClusterArgs, connect, connect_as};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use principal::{DEFAULT_SERVICE_ACCOUNT, Principal, PrincipalError};
-pub use watch::{WatchHandle, spawn_watch};
+pub use watch::{DEFAULT_WATCH_TIMEOUT, WatchHandle, WatchSettings, spawn_watch};
 pub use watched::WatchedObject;
 pub use watches::WatchScope;
 pub(crate) use watches::Watches;

@@ -4,7 +4,9 @@
 //! (Secrets above all). Watches start when a plugin first needs a kind (or a namespace of
 //! it) and stop when none does any more.
 
-use super::{Change, KindCache, KindRegistry, ResolvedKind, WatchHandle, spawn_watch};
+use super::{
+    Change, KindCache, KindRegistry, ResolvedKind, WatchHandle, WatchSettings, spawn_watch,
+};
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -42,7 +44,7 @@ struct KindWatch {
 pub(crate) struct Watches {
     kinds: Arc<KindRegistry>,
     namespace: Option<String>,
-    streaming_lists: bool,
+    settings: WatchSettings,
     changes: UnboundedSender<Change>,
     running: Mutex<BTreeMap<KindRef, KindWatch>>,
 }
@@ -50,17 +52,17 @@ pub(crate) struct Watches {
 impl Watches {
     /// No watch yet; kinds are resolved through `kinds` (shared with the executor, so
     /// discovery runs once per kind); watches started later send their changes to `changes`,
-    /// and fill their caches from streaming lists when `streaming_lists` is set.
+    /// and fill their caches as `settings` say.
     pub fn new(
         kinds: Arc<KindRegistry>,
         namespace: Option<String>,
-        streaming_lists: bool,
+        settings: WatchSettings,
         changes: UnboundedSender<Change>,
     ) -> Self {
         Watches {
             kinds,
             namespace,
-            streaming_lists,
+            settings,
             changes,
             running: Mutex::default(),
         }
@@ -68,6 +70,20 @@ impl Watches {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<KindRef, KindWatch>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a watch of `entry`'s kind in namespace `at` (`None`: cluster-wide), filling
+    /// its cache.
+    fn start(&self, entry: &mut KindWatch, at: Option<String>) {
+        let handle = spawn_watch(
+            self.kinds.client().clone(),
+            &entry.resolved,
+            &entry.cache,
+            at.as_deref(),
+            self.settings,
+            self.changes.clone(),
+        );
+        entry.watches.insert(at, handle);
     }
 
     /// The watch keys `scope` needs of a kind: `None` (cluster-wide) or each namespace. The
@@ -91,7 +107,7 @@ impl Watches {
         let mut running = self.lock();
         let entry = running.entry(kind.clone()).or_insert_with(|| KindWatch {
             cache: KindCache::empty(kind.clone()),
-            resolved: resolved.clone(),
+            resolved,
             watches: BTreeMap::new(),
         });
         // A cluster-wide watch covers every namespace already.
@@ -105,15 +121,7 @@ impl Watches {
             .collect();
         for at in missing {
             tracing::info!(%kind, namespace = at.as_deref().unwrap_or("*"), "watch started");
-            let handle = spawn_watch(
-                self.kinds.client().clone(),
-                &resolved,
-                &entry.cache,
-                at.as_deref(),
-                self.streaming_lists,
-                self.changes.clone(),
-            );
-            entry.watches.insert(at, handle);
+            self.start(entry, at);
         }
         if wanted.contains(&None) {
             // Widened to the cluster: its list covers what the namespaces' watches held.
@@ -148,15 +156,7 @@ impl Watches {
                 .collect();
             for at in missing {
                 tracing::info!(%kind, namespace = at.as_deref().unwrap_or("*"), "watch narrowed to a namespace");
-                let handle = spawn_watch(
-                    self.kinds.client().clone(),
-                    &entry.resolved,
-                    &entry.cache,
-                    at.as_deref(),
-                    self.streaming_lists,
-                    self.changes.clone(),
-                );
-                entry.watches.insert(at, handle);
+                self.start(entry, at);
             }
             let before = entry.watches.len();
             entry.watches.retain(|at, _| wanted.contains(at));

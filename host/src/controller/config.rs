@@ -1,6 +1,7 @@
 //! Settings of the controller host.
 
 use crate::actions::DEFAULT_MAX_WRITES_IN_FLIGHT;
+use crate::cluster::DEFAULT_WATCH_TIMEOUT;
 use crate::coordination::Gate;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::Limits;
@@ -32,6 +33,14 @@ pub struct ControllerConfig {
     /// Whether watches fill their caches from streaming lists (`sendInitialEvents`) rather
     /// than paged lists.
     pub streaming_lists: bool,
+    /// The server-side timeout of each watch request: a watch stream that has sent nothing
+    /// (no change, no bookmark) for this long plus 5 s is abandoned and resumed.
+    pub watch_timeout: Duration,
+    /// How long a key waits for the caches to show the objects its calls created before it
+    /// is reconciled anyway, as client-go's expectations (5 minutes): the watch ends the
+    /// wait as soon as it delivers them (or their deletion), and until then the next call
+    /// could miss them and create them again.
+    pub expectation_wait: Duration,
     /// This host's name (its hostname: a pod's name), which the Events it reports carry as
     /// `reportingInstance`.
     pub host_name: String,
@@ -42,6 +51,9 @@ pub struct ControllerConfig {
     /// Which keys this replica may reconcile (every key unless replicas coordinate).
     pub gate: Gate,
 }
+
+/// How long a key waits for the objects it created to show in the caches unless configured.
+pub const DEFAULT_EXPECTATION_WAIT: Duration = Duration::from_secs(300);
 
 /// Workers per plugin unless configured.
 pub const DEFAULT_WORKERS: usize = 2;
@@ -57,6 +69,8 @@ impl Default for ControllerConfig {
             limits: Limits::default(),
             resync: None,
             streaming_lists: false,
+            watch_timeout: DEFAULT_WATCH_TIMEOUT,
+            expectation_wait: DEFAULT_EXPECTATION_WAIT,
             host_name: "kubeplug".into(),
             audit: AuditSink::default(),
             metrics: MetricsRegistry::default(),

@@ -5,7 +5,7 @@
 use super::config::ControllerConfig;
 use crate::actions::{ApiWriter, Executor, HostWrites, KubeWriter, Pipeline};
 use crate::cluster::KindRegistry;
-use crate::cluster::{WatchScope, Watches};
+use crate::cluster::{WatchScope, WatchSettings, Watches};
 use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::Plugin;
@@ -101,12 +101,21 @@ impl Controller {
             queue_metrics,
             gate: config.gate.clone(),
             workers: config.workers,
+            expectation_wait: config.expectation_wait,
             host_writes: HostWrites::new(config.max_writes_in_flight),
             calls: FairSlots::new(config.max_calls, config.max_calls),
         };
         Controller {
             inner: Arc::new(Inner {
-                watches: Watches::new(kinds, config.namespace.clone(), config.streaming_lists, tx),
+                watches: Watches::new(
+                    kinds,
+                    config.namespace.clone(),
+                    WatchSettings {
+                        streaming_lists: config.streaming_lists,
+                        timeout: config.watch_timeout,
+                    },
+                    tx,
+                ),
                 running,
                 shared,
                 background: Mutex::new(background),

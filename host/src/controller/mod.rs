@@ -13,6 +13,6 @@ pub use crate::actions::{DEFAULT_MAX_WRITES_IN_FLIGHT, MIN_REQUEUE_AFTER};
 pub use crate::worker::{
     Drain, InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance, StartError,
 };
-pub use config::{ControllerConfig, DEFAULT_WORKERS};
+pub use config::{ControllerConfig, DEFAULT_EXPECTATION_WAIT, DEFAULT_WORKERS};
 
 pub use host::{Applied, Controller, DEFAULT_SHUTDOWN_TIMEOUT};

@@ -15,11 +15,18 @@
 //!
 //! The object waited on is named by kind and key, so a conflict on a child waits for the
 //! child's cache. resourceVersions are compared as numbers when both are (they are etcd
-//! revisions on real API servers and on the embedded one), for equality otherwise. A wait
-//! ends when the cache shows the version, when the object is gone (but a created one is
-//! awaited until it appears), or at its deadline (also when the object's kind is not cached
-//! at all, so the host could never see it; a created object of such a kind is not awaited:
-//! the plugin cannot read that kind, so cannot miss it).
+//! revisions on real API servers and on the embedded one), for equality otherwise. The watch
+//! ends a wait: when the cache shows the version, when the object is gone, or, for a created
+//! one, when it appears or the watch covering it has delivered a version at or past the
+//! create's without it (it was deleted since; a relist counts, at the newest version it
+//! holds). Otherwise the wait ends at its deadline: long for a create, as client-go's (5
+//! minutes: a watch being re-established must not let the key create the same children
+//! again, and nothing would refuse the second create), short for the rest ([`FENCED_WAIT`]:
+//! the next call's patches and deletes are fenced on the versions it read, so acting on a
+//! cache still behind costs a refused write, not a second one; and a 409 answering a write
+//! that would have succeeded announces a newer version that never comes). A created object
+//! of a kind not cached at all is not awaited (the plugin cannot read that kind, so cannot
+//! miss it).
 
 use crate::cluster::ObjKey;
 use crate::contract::{KindRef, ObjectRef};
@@ -27,6 +34,15 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// How long a key waits for the cache to show a patch or deletion of its call, or the newer
+/// version a refused write was fenced on (the writes of its next call are fenced).
+const FENCED_WAIT: Duration = Duration::from_secs(2);
+/// How often a waiting key looks again at first; later ones look less often, up to
+/// [`RECHECK_MAX`] (the watch's own events re-queue the owner of a child they show).
+const RECHECK_MIN: Duration = Duration::from_millis(20);
+/// The longest pause between two looks of a waiting key.
+const RECHECK_MAX: Duration = Duration::from_secs(1);
 
 /// How far the cache must have moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +93,17 @@ impl Expected {
         }
     }
 
+    /// Whether a watch that delivered every change up to `seen` without the object shows
+    /// it gone: only a created object is awaited while absent, until the watch passes the
+    /// create.
+    fn gone_by(&self, seen: Option<u64>) -> bool {
+        match (self.until, seen, self.version.parse::<u64>()) {
+            (Until::Reached | Until::Passed, _, _) => true,
+            (Until::Created, Some(seen), Ok(created)) => seen >= created,
+            (Until::Created, _, _) => false,
+        }
+    }
+
     /// Whether a cached object at `cached` shows it.
     fn shown_by(&self, cached: &str) -> bool {
         match (
@@ -97,20 +124,25 @@ impl Expected {
 pub(crate) enum Cached {
     /// Its kind is not cached: its versions are never seen.
     Unwatched,
-    /// Not in the cache (deleted).
-    Gone,
+    /// Not in the cache; the watch covering it has delivered every change up to `seen`.
+    Gone {
+        /// The newest (numeric) resourceVersion the watch has delivered, if any.
+        seen: Option<u64>,
+    },
     /// At this resourceVersion.
     At(String),
 }
 
-/// Keys waiting for the cache to show the effects of their last writes.
+/// Keys waiting for the cache to show the effects of their last writes, each wait with the
+/// time it began.
 pub(crate) struct Expectations {
     pending: Mutex<HashMap<ObjKey, Vec<(Expected, Instant)>>>,
     wait: Duration,
 }
 
 impl Expectations {
-    /// Expectations that give up after `wait`.
+    /// Expectations that give up on a created object after `wait`, on the rest after
+    /// [`FENCED_WAIT`] (or `wait` if shorter).
     pub(crate) fn new(wait: Duration) -> Self {
         Expectations {
             pending: Mutex::default(),
@@ -127,7 +159,19 @@ impl Expectations {
         let mut pending = self.lock();
         let waits = pending.entry(key.clone()).or_default();
         waits.retain(|(e, _)| e.kind != expected.kind || e.object != expected.object);
-        waits.push((expected, now + self.wait));
+        waits.push((expected, now));
+    }
+
+    /// When a key still waiting should look again: soon at first, then less often the longer
+    /// it has waited (a tenth of it, at most [`RECHECK_MAX`]), so keys waiting out a broken
+    /// watch do not spin.
+    pub(crate) fn recheck_after(&self, key: &ObjKey, now: Instant) -> Duration {
+        let oldest = self
+            .lock()
+            .get(key)
+            .and_then(|waits| waits.iter().map(|(_, since)| *since).min());
+        let waited = oldest.map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        (waited / 10).clamp(RECHECK_MIN, RECHECK_MAX)
     }
 
     /// Whether `key` may be reconciled, given what the caches hold now (`cached` looks an
@@ -143,11 +187,16 @@ impl Expectations {
         let Some(waits) = pending.get_mut(key) else {
             return true;
         };
-        waits.retain(|(expected, deadline)| {
-            now < *deadline
+        let fenced = self.wait.min(FENCED_WAIT);
+        waits.retain(|(expected, since)| {
+            let wait = match expected.until {
+                Until::Created => self.wait,
+                Until::Reached | Until::Passed => fenced,
+            };
+            now < *since + wait
                 && match cached(&expected.kind, &expected.object) {
                     Cached::Unwatched => expected.until != Until::Created,
-                    Cached::Gone => expected.until == Until::Created,
+                    Cached::Gone { seen } => !expected.gone_by(seen),
                     Cached::At(rv) => !expected.shown_by(&rv),
                 }
         });
@@ -182,7 +231,7 @@ mod tests {
         move |kind, object| match rv {
             _ if *kind != web().kind_ref() => Cached::Unwatched,
             Some(rv) if *object == key() => Cached::At(rv.to_string()),
-            _ => Cached::Gone,
+            _ => Cached::Gone { seen: None },
         }
     }
 
@@ -246,7 +295,7 @@ mod tests {
         let child_at = |rv: Option<&'static str>| {
             move |_: &KindRef, object: &ObjKey| match rv {
                 Some(rv) if object.name == "web-x7k2p" => Cached::At(rv.to_string()),
-                _ => Cached::Gone,
+                _ => Cached::Gone { seen: None },
             }
         };
         e.expect(&key(), Expected::created(&child, "7"), t0);
@@ -312,6 +361,90 @@ mod tests {
         assert!(
             e.satisfied(&key(), t0, cached("7", "4")),
             "both, one after the other"
+        );
+    }
+
+    #[test]
+    fn a_created_object_deleted_before_the_cache_showed_it_ends_the_wait_once_the_watch_passes_it()
+    {
+        let e = Expectations::new(Duration::from_secs(300));
+        let t0 = Instant::now();
+        let gone = |seen| move |_: &KindRef, _: &ObjKey| Cached::Gone { seen };
+        e.expect(&key(), Expected::created(&web(), "7"), t0);
+        assert!(
+            !e.satisfied(&key(), t0, gone(None)),
+            "the watch delivered nothing"
+        );
+        assert!(
+            !e.satisfied(&key(), t0, gone(Some(6))),
+            "not up to the create"
+        );
+        assert!(
+            !e.satisfied(&key(), t0 + Duration::from_secs(60), gone(Some(6))),
+            "a minute of a watch being re-established is waited out"
+        );
+        assert!(
+            e.satisfied(&key(), t0, gone(Some(7))),
+            "created, then deleted"
+        );
+        e.expect(&key(), Expected::created(&web(), "opaque"), t0);
+        assert!(
+            !e.satisfied(&key(), t0, gone(Some(9))),
+            "nothing to compare"
+        );
+        assert!(e.satisfied(&key(), t0 + Duration::from_secs(300), gone(Some(9))));
+    }
+
+    #[test]
+    fn only_a_create_is_waited_for_long() {
+        let e = Expectations::new(Duration::from_secs(300));
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        e.expect(&key(), Expected::reached(&web(), "7"), t0);
+        assert!(!e.satisfied(&key(), later, at(Some("5"))));
+        assert!(
+            e.satisfied(&key(), t0 + FENCED_WAIT, at(Some("5"))),
+            "a patch"
+        );
+        e.expect(&key(), Expected::passed(&web(), "7"), t0);
+        assert!(!e.satisfied(&key(), later, at(Some("7"))));
+        assert!(
+            e.satisfied(&key(), t0 + FENCED_WAIT, at(Some("7"))),
+            "a conflict"
+        );
+        let secret = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            ..web()
+        };
+        e.expect(&key(), Expected::passed(&secret, "3"), t0);
+        assert!(!e.satisfied(&key(), later, at(None)));
+        assert!(
+            e.satisfied(&key(), t0 + FENCED_WAIT, at(None)),
+            "a kind never cached"
+        );
+        e.expect(&key(), Expected::created(&web(), "7"), t0);
+        assert!(
+            !e.satisfied(&key(), t0 + Duration::from_secs(299), at(None)),
+            "a create"
+        );
+        assert!(e.satisfied(&key(), t0 + Duration::from_secs(300), at(None)));
+    }
+
+    #[test]
+    fn a_waiting_key_looks_again_less_often_the_longer_it_waits() {
+        let e = Expectations::new(Duration::from_secs(300));
+        let t0 = Instant::now();
+        assert_eq!(e.recheck_after(&key(), t0), RECHECK_MIN, "nothing expected");
+        e.expect(&key(), Expected::created(&web(), "7"), t0);
+        assert_eq!(e.recheck_after(&key(), t0), RECHECK_MIN);
+        assert_eq!(
+            e.recheck_after(&key(), t0 + Duration::from_secs(2)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            e.recheck_after(&key(), t0 + Duration::from_secs(60)),
+            RECHECK_MAX
         );
     }
 

@@ -12,6 +12,7 @@ use crate::contract::Reason;
 use crate::coordination::Gate;
 use crate::queue::{FairSlots, QueueConfig, QueueMetrics, WorkQueue};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -30,6 +31,8 @@ pub(crate) struct Shared {
     pub gate: Gate,
     /// Workers per running plugin (at least one runs): plugin calls at once.
     pub workers: usize,
+    /// How long a key waits for the caches to show the objects its calls created.
+    pub expectation_wait: Duration,
     /// The host-wide cap of calls with writes in flight, shared by every plugin.
     pub host_writes: HostWrites,
     /// The plugin calls running at once host-wide, shared fairly among tenants.

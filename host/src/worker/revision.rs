@@ -132,7 +132,9 @@ impl Revision {
             None => Cached::Unwatched,
             Some(cache) => match cache.get(object) {
                 Some(o) => Cached::At(o.resource_version.clone()),
-                None => Cached::Gone,
+                None => Cached::Gone {
+                    seen: cache.seen(object.namespace.as_deref()),
+                },
             },
         }
     }

@@ -55,10 +55,8 @@ pub(crate) struct RunningPlugin {
     calls: TenantSlots,
 }
 
-/// How long a key waits for the cache to show its own writes (or, after a conflict, the
-/// newer version its write was refused for) before it is reconciled anyway.
-const EXPECTATION_WAIT: Duration = Duration::from_secs(2);
-/// How often a waiting key looks again.
+/// How soon a key whose write was refused looks at the cache again (see
+/// [`Expectations::recheck_after`] for later looks).
 const EXPECTATION_RECHECK: Duration = Duration::from_millis(20);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -93,7 +91,7 @@ impl RunningPlugin {
             stopped: tokio::sync::watch::Sender::new(false),
             reasons: Mutex::default(),
             last_ok: Mutex::default(),
-            expectations: Expectations::new(EXPECTATION_WAIT),
+            expectations: Expectations::new(shared.expectation_wait),
             metrics,
             gate,
             writes,
@@ -312,7 +310,8 @@ impl RunningPlugin {
         {
             // Our last write, or the version our refused write was fenced on, is not in the
             // cache yet: reconciling now would act on the old object.
-            self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
+            let recheck = self.expectations.recheck_after(key, Instant::now());
+            self.queue.add_after(key.clone(), recheck);
             return None;
         }
         let cached = revision.primary.get(key);
@@ -400,16 +399,18 @@ impl RunningPlugin {
         let outcome = self.pipeline.run(call, &actions).await;
         self.metrics
             .count(name, ReconcileResult::of_actions(outcome.failure.as_ref()));
+        // Wait for our own writes to show before reconciling it again, whatever became of
+        // the call's later actions: a retry after a failed status patch must still see the
+        // children the call created before it.
+        self.expect_own_writes(key, &request, &outcome);
         match &outcome.failure {
             Some(CallFailure::Conflict {
                 object, fenced_at, ..
-            }) => self.conflicted(key, &request, &outcome, object, fenced_at),
+            }) => self.conflicted(key, object, fenced_at),
             Some(f) if f.is_transient() => self.queue.add_rate_limited(key.clone()),
             Some(_) => self.queue.forget(key),
             None => {
                 self.queue.forget(key);
-                // Wait for our own writes to show before reconciling it again.
-                self.expect_own_writes(key, &request, &outcome);
                 if revision.plugin.metadata().wants_previous {
                     let mut last = lock(&self.last_ok);
                     match &request.object {
@@ -506,19 +507,11 @@ impl RunningPlugin {
     /// A fenced write of the call on `object` was refused: the object moved past `fenced_at`
     /// since the plugin decided. The key is not retried with backoff; it is reconciled again
     /// (as a change) once the cache shows a newer version of `object`, or after
-    /// [`EXPECTATION_WAIT`] at the latest.
-    fn conflicted(
-        &self,
-        key: &ObjKey,
-        request: &ReconcileRequest,
-        outcome: &CallOutcome,
-        object: &ObjectRef,
-        fenced_at: &str,
-    ) {
+    /// 2 s at the latest (see [`Expectations`]). The call's own writes are already awaited.
+    fn conflicted(&self, key: &ObjKey, object: &ObjectRef, fenced_at: &str) {
         let name = &*self.name;
         self.metrics.count_conflict(name);
         self.queue.forget(key);
-        self.expect_own_writes(key, request, outcome);
         self.expectations
             .expect(key, Expected::passed(object, fenced_at), Instant::now());
         lock(&self.reasons).insert(key.clone(), Reason::Changed);
