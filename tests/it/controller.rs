@@ -1263,7 +1263,7 @@ async fn a_stalled_watch_is_abandoned_and_a_change_made_meanwhile_arrives() -> R
     sim.faults().stall_next_watches(1);
     sim.faults().drop_watches();
     eventually(Duration::from_secs(20), "a watch stalled", || {
-        sim.faults().state().stalled_watches == 0
+        sim.faults().state().stall_watches == 0
     })
     .await;
     let stalled = Instant::now();

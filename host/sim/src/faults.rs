@@ -150,7 +150,7 @@ pub struct FaultState {
     pub gone_status_watches: u64,
     /// The next N watch requests get a stream that stays open and sends nothing (no event,
     /// no bookmark, no end at `timeoutSeconds`) until the client leaves.
-    pub stalled_watches: u64,
+    pub stall_watches: u64,
     /// The next N updates/patches get 409 Conflict.
     pub conflicts: u64,
     /// Error answers.
@@ -177,7 +177,7 @@ pub struct FaultRequest {
     /// Set the HTTP 410 status counter.
     pub gone_status_watches: Option<u64>,
     /// Set the stalled watch counter.
-    pub stalled_watches: Option<u64>,
+    pub stall_watches: Option<u64>,
     /// Set the conflict counter.
     pub conflicts: Option<u64>,
     /// Set the latency.
@@ -258,7 +258,7 @@ impl Faults {
 
     /// The next `n` watch requests get a stream that stays open and sends nothing.
     pub fn stall_next_watches(&self, n: u64) {
-        self.lock().state.stalled_watches = n;
+        self.lock().state.stall_watches = n;
     }
 
     /// The next `n` updates or patches get 409 Conflict.
@@ -384,7 +384,7 @@ impl Faults {
         if let Some(n) = request.gone_status_watches {
             self.gone_status_next_watches(n);
         }
-        if let Some(n) = request.stalled_watches {
+        if let Some(n) = request.stall_watches {
             self.stall_next_watches(n);
         }
         if let Some(n) = request.conflicts {
@@ -446,7 +446,7 @@ impl Faults {
 
     /// Consumes one stalled watch if armed.
     pub(crate) fn take_stall(&self) -> bool {
-        take(&mut self.lock().state.stalled_watches)
+        take(&mut self.lock().state.stall_watches)
     }
 
     /// Consumes one forced conflict if armed.
@@ -638,7 +638,7 @@ mod tests {
             conflicts: Some(1),
             gone_watches: Some(2),
             gone_status_watches: Some(1),
-            stalled_watches: Some(1),
+            stall_watches: Some(1),
             ..Default::default()
         });
         assert!(f.take_conflict());
