@@ -1063,11 +1063,15 @@ async fn a_tenant_spending_every_call_budget_leaves_another_its_share_of_sandbox
     )
     .await;
     // A call that finds the pool full fails as a trap: team-b's pinner never fails a call.
+    // A refused fenced write (a conflict: the sim's status update landed between the read and
+    // the patch) is the object moving on, not a call failing; it happens more on a loaded
+    // machine.
     let text = controller.metrics_text();
     let pinner_failures: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("kubeplug_reconcile_total{plugin=\"team-b/pinner\""))
-        .filter(|l| !l.contains("result=\"success\""))
+        .filter(|l| !l.contains("result=\"success\"") && !l.contains("result=\"conflict\""))
+        .filter(|l| !l.ends_with(" 0"))
         .collect();
     assert!(pinner_failures.is_empty(), "{pinner_failures:?}");
     let looped = text.lines().any(|l| {

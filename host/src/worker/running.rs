@@ -314,6 +314,12 @@ impl RunningPlugin {
             self.queue.add_after(key.clone(), recheck);
             return None;
         }
+        // Sandboxes are a host-wide pool: each tenant gets its share while others wait, so a
+        // tenant whose calls spend their whole budget delays its own plugins, not another's.
+        // Taken before the object is read: a call that waited for its slot acts on the object
+        // as it is when the call starts, not as it was before the wait (its writes would be
+        // refused as conflicts).
+        let slot = self.calls.acquire().await;
         let cached = revision.primary.get(key);
         let request = self.request(&revision, key, cached.as_deref());
         // The call reads through a record of its own: its writes to what it read are fenced
@@ -324,9 +330,6 @@ impl RunningPlugin {
             ..revision.ctx.clone()
         };
         let (plugin, req) = (revision.plugin.clone(), request.clone());
-        // Sandboxes are a host-wide pool: each tenant gets its share while others wait, so a
-        // tenant whose calls spend their whole budget delays its own plugins, not another's.
-        let slot = self.calls.acquire().await;
         // A task of its own on the runtime (guest code yields at every epoch tick, so a call
         // never holds a runtime thread for longer than one), so a panic in the call is
         // caught here as a failed task.
