@@ -529,6 +529,12 @@ pub(crate) fn injected_error(status: u16, retry: Option<u64>) -> ApiError {
             "Timeout",
             "the server was unable to return a response in the time allotted (injected)",
         ),
+        409 => ApiError::new(
+            409,
+            "Conflict",
+            "the object has been modified; please apply your changes to the latest version and try again (injected)",
+        ),
+        410 => ApiError::gone("too old resource version (injected)"),
         code => ApiError::new(
             code,
             "InternalError",
@@ -628,6 +634,34 @@ mod tests {
         assert!(
             !f.wait_if_held("patch", "deployments", "").await,
             "released"
+        );
+    }
+
+    #[test]
+    fn injected_errors_carry_the_reason_a_real_server_gives() {
+        let reasons: Vec<(u16, String)> = [409, 410, 429, 500, 503, 504]
+            .into_iter()
+            .map(|code| {
+                (
+                    code,
+                    injected_error(code, None).status()["reason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (409, "Conflict"),
+                (410, "Expired"),
+                (429, "TooManyRequests"),
+                (500, "InternalError"),
+                (503, "ServiceUnavailable"),
+                (504, "Timeout"),
+            ]
+            .map(|(c, r)| (c, r.to_string()))
         );
     }
 
