@@ -137,7 +137,7 @@ pub async fn run<R: Reconciler>(
         let actions = match plugin.reconcile(call.clone()).await {
             Ok(actions) => actions,
             Err(why) => {
-                last = format!("call {number} failed: {}", first_line(&why));
+                last = format!("call {number} failed: {}", error_line(&why));
                 trace.calls.push(record);
                 (retry, attempt) = (true, attempt + 1);
                 continue;
@@ -158,7 +158,7 @@ pub async fn run<R: Reconciler>(
                     .await
                     .map_err(|why| Finding::NotIdempotent {
                         perturbation: at_fault.map(ToString::to_string).unwrap_or_default(),
-                        what: format!("failed the second time: {}", first_line(&why)),
+                        what: format!("failed the second time: {}", error_line(&why)),
                     })?;
             let (second, _) = apply(&mut world, &again, usize::MAX, &start.target);
             if let Some(what) = repeated(&effects, &second) {
@@ -368,7 +368,8 @@ fn describe(number: usize, effects: &[Effect], failed: Option<&str>) -> String {
     text
 }
 
-fn first_line(text: &str) -> &str {
+/// The line of a failed call's report that says why (its last; the plugin's logs come first).
+fn error_line(text: &str) -> &str {
     text.lines().last().unwrap_or(text)
 }
 
