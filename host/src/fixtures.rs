@@ -45,6 +45,11 @@ impl FixtureObjects {
         Ok(fixtures)
     }
 
+    /// Every object, in key order.
+    pub fn objects(&self) -> impl Iterator<Item = &Value> {
+        self.objects.values().map(|(object, _)| object)
+    }
+
     /// Adds one object (managedFields stripped).
     pub fn insert(&mut self, mut object: Value) {
         crate::cluster::strip_managed_fields(&mut object);

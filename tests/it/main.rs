@@ -24,6 +24,7 @@ mod reload;
 mod sandbox_memory;
 mod sdk_packages;
 mod stream;
+mod test_faults;
 
 /// The log capture keeps the tests of this binary apart: the lines written on another test's
 /// runtime (by its tasks and its blocking calls) are that test's, and not this one's.

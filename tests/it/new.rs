@@ -71,6 +71,9 @@ fn scaffold_and_make(name: &str, lang: &str, extra: &[&str], goal: &str) -> temp
     if goal == "test" {
         assert!(text.contains("ok   sample"), "{text}");
         assert!(text.contains("2 passed, 0 failed"), "{text}");
+        // `make test` runs `kubeplug test --faults`: the scaffold converges under each fault.
+        assert!(text.contains("ok   sample  same event twice ("), "{text}");
+        assert!(text.contains("; faults: 8 ok, 0 failed"), "{text}");
     }
     let wasm = std::fs::read(dir.join(format!("{name}.wasm"))).unwrap();
     // A component (layer 1), not a core module.

@@ -166,6 +166,7 @@ fn make_test(dir: &Path, cache: &Path, vars: &[String]) -> String {
         "make test",
     );
     assert!(out.contains("2 passed, 0 failed"), "{out}");
+    assert!(out.contains("; faults: 8 ok, 0 failed"), "{out}");
     out
 }
 

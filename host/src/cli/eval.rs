@@ -188,6 +188,7 @@ pub(crate) fn read_config(config: Option<&str>) -> anyhow::Result<Option<Arc<str
 
 /// What one call is given besides the plugin: `kubeplug eval`'s flags, or a case of
 /// `kubeplug test`.
+#[derive(Clone)]
 pub(crate) struct Inputs {
     /// The object reconciled.
     pub object: Value,
@@ -270,6 +271,72 @@ impl Loaded {
         if inputs.previous.is_some() && !meta.wants_previous {
             tracing::warn!(plugin = %name, "--previous ignored: the plugin does not ask for the previous version");
         }
+        let (request, report) = self.reconcile(inputs, limits, objects).await;
+        let plugin_info = json!({
+            "name": name, "declared": meta.name, "version": meta.version,
+            "contract": plugin.contract_version(), "digest": plugin.digest(),
+        });
+        match report.outcome {
+            Ok(actions) => {
+                let mut out = json!({
+                    "plugin": plugin_info,
+                    "target": request.target,
+                    "actions": actions,
+                    "logs": report.logs,
+                });
+                if report.dropped_logs > 0 {
+                    out["droppedLogs"] = report.dropped_logs.into();
+                }
+                Ok(out)
+            }
+            Err(err) => Err(self.failure_lines(&report.logs, report.dropped_logs, &err)),
+        }
+    }
+
+    /// Calls the plugin once: its checked actions, or the lines that say why the call failed.
+    pub async fn call_actions(
+        &self,
+        inputs: Inputs,
+        limits: Limits,
+        objects: Arc<dyn ObjectSource>,
+    ) -> Result<Vec<crate::contract::Action>, Vec<String>> {
+        let (_, report) = self.reconcile(inputs, limits, objects).await;
+        report
+            .outcome
+            .map_err(|err| self.failure_lines(&report.logs, report.dropped_logs, &err))
+    }
+
+    /// The plugin's logs, then its error, as lines for the terminal.
+    fn failure_lines(
+        &self,
+        logs: &[crate::plugin::PluginLog],
+        dropped: u64,
+        err: &crate::plugin::CallError,
+    ) -> Vec<String> {
+        let mut lines: Vec<String> = logs
+            .iter()
+            .map(|log| format!("plugin {:?}: {}", log.source, shown(&log.message)))
+            .collect();
+        if dropped > 0 {
+            lines.push(format!("plugin: {dropped} log lines dropped"));
+        }
+        lines.push(format!(
+            "error: plugin {} ({}) {err}",
+            self.name,
+            err.kind()
+        ));
+        lines
+    }
+
+    /// One call: the request sent and the plugin's report.
+    async fn reconcile(
+        &self,
+        inputs: Inputs,
+        limits: Limits,
+        objects: Arc<dyn ObjectSource>,
+    ) -> (ReconcileRequest, crate::plugin::CallReport) {
+        let (plugin, name) = (&self.plugin, &self.name);
+        let meta = plugin.metadata();
         let reason = inputs.reason.unwrap_or(if inputs.deleted {
             Reason::Deleted
         } else if inputs.previous.is_some() {
@@ -294,36 +361,7 @@ impl Loaded {
                 &CallContext::new(limits, objects).for_instance(name),
             )
             .await;
-        let plugin_info = json!({
-            "name": name, "declared": meta.name, "version": meta.version,
-            "contract": plugin.contract_version(), "digest": plugin.digest(),
-        });
-        match report.outcome {
-            Ok(actions) => {
-                let mut out = json!({
-                    "plugin": plugin_info,
-                    "target": request.target,
-                    "actions": actions,
-                    "logs": report.logs,
-                });
-                if report.dropped_logs > 0 {
-                    out["droppedLogs"] = report.dropped_logs.into();
-                }
-                Ok(out)
-            }
-            Err(err) => {
-                let mut lines: Vec<String> = report
-                    .logs
-                    .iter()
-                    .map(|log| format!("plugin {:?}: {}", log.source, shown(&log.message)))
-                    .collect();
-                if report.dropped_logs > 0 {
-                    lines.push(format!("plugin: {} log lines dropped", report.dropped_logs));
-                }
-                lines.push(format!("error: plugin {name} ({}) {err}", err.kind()));
-                Err(lines)
-            }
-        }
+        (request, report)
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod call_limits;
 pub mod eval;
+mod faults;
 mod golden;
 pub mod new;
 pub mod oci;

@@ -428,7 +428,7 @@ impl Project {
             None => sdk.to_string(),
         };
         format!(
-            "# {{{{name}}}}\n\nA kubeplug plugin in {lang} (contract {{{{contract}}}}, {sdk}). It reconciles\n`{{{{api_version}}}}` `{{{{kind}}}}` objects ({source}).\n\n- `make build` writes `{{{{name}}}}.wasm`.\n- `make test` builds it and runs `kubeplug test tests --plugin {{{{name}}}}.wasm`: each\n  `tests/NAME.object.yaml` is reconciled and its actions compared with `NAME.expect.yaml`.\n  Record a new expectation with\n  `kubeplug eval --plugin {{{{name}}}}.wasm --object tests/NAME.object.yaml --format yaml > tests/NAME.expect.yaml`.\n- Run it: copy `{{{{name}}}}.wasm` into the host's plugins folder and `policy.yaml` to\n  `{{{{name}}}}.policy.yaml` in its policies folder (`kubeplug run --plugins DIR --policies DIR`).\n"
+            "# {{{{name}}}}\n\nA kubeplug plugin in {lang} (contract {{{{contract}}}}, {sdk}). It reconciles\n`{{{{api_version}}}}` `{{{{kind}}}}` objects ({source}).\n\n- `make build` writes `{{{{name}}}}.wasm`.\n- `make test` builds it and runs `kubeplug test tests --plugin {{{{name}}}}.wasm --faults`: each\n  `tests/NAME.object.yaml` is reconciled and its actions compared with `NAME.expect.yaml`,\n  then run to a fixed point under faults (stale reads, a child not yet visible, the same\n  event twice, a crash between two writes).\n  Record a new expectation with\n  `kubeplug eval --plugin {{{{name}}}}.wasm --object tests/NAME.object.yaml --format yaml > tests/NAME.expect.yaml`.\n- Run it: copy `{{{{name}}}}.wasm` into the host's plugins folder and `policy.yaml` to\n  `{{{{name}}}}.policy.yaml` in its policies folder (`kubeplug run --plugins DIR --policies DIR`).\n"
         )
     }
 }
@@ -511,7 +511,7 @@ build: {{name}}.wasm
 	cp $(TARGET_DIR)/wasm32-wasip2/release/{{crate}}.wasm $@
 
 test: build
-	$(KUBEPLUG) test tests --plugin {{name}}.wasm
+	$(KUBEPLUG) test tests --plugin {{name}}.wasm --faults
 "#;
 
 const TS_PLUGIN: &str = r#"/**
@@ -591,7 +591,7 @@ $(JCO):
 	$(JCO) componentize plugin.ts -w $(WIT) -n plugin -d http fetch-event --bundle-config bundle.config.js -o $@
 
 test: build
-	$(KUBEPLUG) test tests --plugin {{name}}.wasm
+	$(KUBEPLUG) test tests --plugin {{name}}.wasm --faults
 "#;
 
 /// Without `--sdk`: the SDK and jco from npm; the WIT files ship in the SDK's package.
@@ -611,7 +611,7 @@ node_modules/.installed: package.json
 	$(JCO) componentize plugin.ts -w $(WIT) -n plugin -d http fetch-event --bundle-config bundle.config.js -o $@
 
 test: build
-	$(KUBEPLUG) test tests --plugin {{name}}.wasm
+	$(KUBEPLUG) test tests --plugin {{name}}.wasm --faults
 "#;
 
 const PY_APP: &str = r#""""{{name}}: a kubeplug plugin that reconciles {{api_version}} {{kind}} objects.
@@ -669,7 +669,7 @@ $(COMPONENTIZE_PY):
 	$(COMPONENTIZE_PY) -d $(WIT) -w plugin componentize -p . -p $(SDK)/plugin-sdk/python app -o $@
 
 test: build
-	$(KUBEPLUG) test tests --plugin {{name}}.wasm
+	$(KUBEPLUG) test tests --plugin {{name}}.wasm --faults
 "#;
 
 /// Without `--sdk`: kubeplug-sdk and componentize-py from PyPI in a virtualenv; the WIT
@@ -691,7 +691,7 @@ $(VENV)/.installed:
 	$(VENV)/bin/componentize-py -d $(SITE)/kubeplug/wit/v{{contract}} -w plugin componentize -p . -p $(SITE) app -o $@
 
 test: build
-	$(KUBEPLUG) test tests --plugin {{name}}.wasm
+	$(KUBEPLUG) test tests --plugin {{name}}.wasm --faults
 "#;
 
 #[cfg(test)]

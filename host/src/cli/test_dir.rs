@@ -4,6 +4,9 @@
 //! A case may also have `NAME.previous.yaml` (the version last reconciled) and
 //! `NAME.config.json` (the plugin's configuration, instead of `--config`). The plugin reads
 //! the objects of `--cache DIR`, or of `DIR/cache/` when that folder exists.
+//!
+//! With `--faults`, each case is also run to a fixed point under perturbations of what the
+//! plugin sees (see `super::faults`): one more line per case and family of perturbations.
 
 use super::eval::{Inputs, Loaded, read_config, read_object, terminal_safe};
 use super::golden::Expectation;
@@ -36,6 +39,11 @@ pub struct TestArgs {
     /// Limits of each call: the same flags, defaults and environment variables as `kubeplug run`.
     #[command(flatten)]
     pub limits: super::call_limits::CallLimitArgs,
+    /// Also run each case to a fixed point under faults (a stale read, a child not yet
+    /// visible after its create, the same event twice, a crash between two writes) and fail
+    /// plugins that do not converge to the fault-free state or are not idempotent.
+    #[arg(long)]
+    pub faults: bool,
     /// Where precompiled plugins are cached (default: $KUBEPLUG_CACHE_DIR or ~/.cache/kubeplug).
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub compile_cache: Option<PathBuf>,
@@ -108,26 +116,57 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         let dir = args.dir.join("cache");
         dir.is_dir().then_some(dir)
     });
-    let objects: Arc<dyn ObjectSource> = match &cache {
-        Some(dir) => Arc::new(FixtureObjects::from_dir(dir)?),
+    let fixtures = cache
+        .as_deref()
+        .map(FixtureObjects::from_dir)
+        .transpose()?
+        .map(Arc::new);
+    let objects: Arc<dyn ObjectSource> = match &fixtures {
+        Some(fixtures) => fixtures.clone(),
         None => Arc::new(NoObjects),
     };
     let loaded = Loaded::load(&args.plugin, args.compile_cache.clone()).await?;
     let (mut passed, mut failed) = (0, 0);
+    let (mut faults_ok, mut faults_failed) = (0, 0);
     for case in &cases {
-        match run_case(case, &loaded, &default_config, limits, &objects).await {
-            Ok(()) => {
-                passed += 1;
-                println!("ok   {}", case.name);
-            }
+        let inputs = case_inputs(case, &default_config);
+        let mut case_ok = match &inputs {
+            Ok(inputs) => run_case(case, inputs, &loaded, limits, &objects).await,
+            Err(why) => Err(why.clone()),
+        };
+        match &case_ok {
+            Ok(()) => println!("ok   {}", case.name),
             Err(why) => {
-                failed += 1;
                 println!("FAIL {}", case.name);
-                print!("{}", terminal_safe(&indent(&why)));
+                print!("{}", terminal_safe(&indent(why)));
             }
         }
+        if let (true, Ok(inputs)) = (args.faults, &inputs) {
+            let lines = faults(case, inputs, &loaded, limits, fixtures.as_deref()).await;
+            for (ok, line) in lines {
+                if ok {
+                    faults_ok += 1;
+                } else {
+                    faults_failed += 1;
+                    case_ok = Err(String::new());
+                }
+                println!("{}", terminal_safe(&line));
+            }
+        }
+        match case_ok {
+            Ok(()) => passed += 1,
+            Err(_) => failed += 1,
+        }
     }
-    println!("{passed} passed, {failed} failed ({})", args.dir.display());
+    let faults_summary = if args.faults {
+        format!("; faults: {faults_ok} ok, {faults_failed} failed")
+    } else {
+        String::new()
+    };
+    println!(
+        "{passed} passed, {failed} failed ({}){faults_summary}",
+        args.dir.display()
+    );
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -139,15 +178,9 @@ fn indent(text: &str) -> String {
     text.lines().map(|l| format!("    {l}\n")).collect()
 }
 
-/// One case: `Err` says why it failed (bad input, the plugin's error, or the diff).
-async fn run_case(
-    case: &Case,
-    loaded: &Loaded,
-    default_config: &Option<Arc<str>>,
-    limits: Limits,
-    objects: &Arc<dyn ObjectSource>,
-) -> Result<(), String> {
-    let expectation = Expectation::read(&case.expect).map_err(|e| format!("{e:#}"))?;
+/// What a case hands the plugin: its object, previous version and configuration; `Err`
+/// says which file is wrong.
+fn case_inputs(case: &Case, default_config: &Option<Arc<str>>) -> Result<Inputs, String> {
     let object = read_object(&case.object).map_err(|e| format!("{e:#}"))?;
     let sibling = |suffix: &str| {
         let path = case.object.with_file_name(format!("{}{suffix}", case.name));
@@ -162,19 +195,72 @@ async fn run_case(
             .map_err(|e| format!("{}: {e:#}", path.display()))?,
         None => default_config.clone(),
     };
-    let inputs = Inputs {
+    Ok(Inputs {
         object,
         previous,
         config,
         deleted: false,
         reason: None,
         attempt: 1,
-    };
+    })
+}
+
+/// One case: `Err` says why it failed (bad input, the plugin's error, or the diff).
+async fn run_case(
+    case: &Case,
+    inputs: &Inputs,
+    loaded: &Loaded,
+    limits: Limits,
+    objects: &Arc<dyn ObjectSource>,
+) -> Result<(), String> {
+    let expectation = Expectation::read(&case.expect).map_err(|e| format!("{e:#}"))?;
     let out = loaded
-        .call(inputs, limits, objects.clone())
+        .call(inputs.clone(), limits, objects.clone())
         .await
         .map_err(|lines| lines.join("\n"))?;
     expectation
         .check(&out)
         .map_err(|diff| format!("{}: the actions differ\n{diff}", case.expect.display()))
+}
+
+/// The case under faults: one line per family of perturbations (`ok` or `FAIL` with what
+/// was found), or one `FAIL` line when the fault-free run itself has no fixed point.
+async fn faults(
+    case: &Case,
+    inputs: &Inputs,
+    loaded: &Loaded,
+    limits: Limits,
+    cache: Option<&FixtureObjects>,
+) -> Vec<(bool, String)> {
+    let start = super::faults::start(inputs.object.clone(), inputs.previous.clone(), cache);
+    let plugin = super::faults::PluginCalls {
+        loaded,
+        config: inputs.config.clone(),
+        limits,
+    };
+    let name = &case.name;
+    match super::faults::check(&plugin, &start).await {
+        Err(finding) => vec![(false, format!("FAIL {name}  without faults: {finding}"))],
+        Ok(verdicts) => verdicts
+            .into_iter()
+            .map(|v| match v.outcome {
+                Ok(places) => (
+                    true,
+                    format!(
+                        "ok   {name}  {} ({})",
+                        v.family.name(),
+                        match places {
+                            0 => "nothing to perturb".to_string(),
+                            1 => "1 place".to_string(),
+                            n => format!("{n} places"),
+                        }
+                    ),
+                ),
+                Err(finding) => (
+                    false,
+                    format!("FAIL {name}  {}: {finding}", v.family.name()),
+                ),
+            })
+            .collect(),
+    }
 }
