@@ -78,11 +78,11 @@ fn controlled<'a>(
 
 fn foos(snapshot: &Snapshot, expected: &Expected, wrong: &mut Vec<String>) {
     for (name, (deployment, replicas)) in &expected.foos {
-        let Some(foo) = snapshot.foos.get(name) else {
+        let Some(parent) = snapshot.foos.get(name) else {
             wrong.push(format!("Foo {CRD_NS}/{name} is gone"));
             continue;
         };
-        let children = controlled(snapshot.deployments.values(), "Foo", &foo.uid);
+        let children = controlled(snapshot.deployments.values(), "Foo", &parent.uid);
         match children.as_slice() {
             [] => wrong.push(format!("Foo {CRD_NS}/{name} unreconciled: no Deployment")),
             [d] => {
@@ -108,7 +108,7 @@ fn foos(snapshot: &Snapshot, expected: &Expected, wrong: &mut Vec<String>) {
                     .join(", ")
             )),
         }
-        let available = &foo.view["status"]["availableReplicas"];
+        let available = &parent.view["status"]["availableReplicas"];
         if *available != *replicas {
             wrong.push(format!(
                 "Foo {CRD_NS}/{name} unreconciled: status.availableReplicas {available} instead of {replicas}"

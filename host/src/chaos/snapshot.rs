@@ -78,8 +78,8 @@ impl Snapshot {
                 json!({"owner": owner, "label": d.label, "view": d.view}),
             );
         }
-        for (name, foo) in &self.foos {
-            out.insert(format!("Foo {CRD_NS}/{name}"), foo.view.clone());
+        for (name, parent) in &self.foos {
+            out.insert(format!("Foo {CRD_NS}/{name}"), parent.view.clone());
         }
         for (name, cc) in &self.clusters {
             out.insert(format!("Customcluster {CRD_NS}/{name}"), cc.view.clone());

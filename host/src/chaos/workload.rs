@@ -36,14 +36,14 @@ pub enum Change {
     /// A Foo's replicas.
     FooReplicas {
         /// Its name.
-        foo: String,
+        name: String,
         /// The new replicas.
         replicas: i64,
     },
     /// A Foo's Deployment name (sample-controller deletes the old one).
     FooDeployment {
         /// Its name.
-        foo: String,
+        name: String,
         /// The new Deployment name.
         deployment: String,
     },
@@ -146,7 +146,7 @@ impl Workload {
             .collect();
         for i in 0..FOOS {
             probes.push(Change::FooReplicas {
-                foo: foo_name(i),
+                name: foo_name(i),
                 replicas: rng.range(1, 4) as i64,
             });
         }
@@ -178,11 +178,11 @@ impl Workload {
         for change in changes {
             match change {
                 Change::Image { .. } => {}
-                Change::FooReplicas { foo, replicas } => {
-                    expected.foos.get_mut(foo).expect("a workload Foo").1 = *replicas;
+                Change::FooReplicas { name, replicas } => {
+                    expected.foos.get_mut(name).expect("a workload Foo").1 = *replicas;
                 }
-                Change::FooDeployment { foo, deployment } => {
-                    expected.foos.get_mut(foo).expect("a workload Foo").0 = deployment.clone();
+                Change::FooDeployment { name, deployment } => {
+                    expected.foos.get_mut(name).expect("a workload Foo").0 = deployment.clone();
                 }
                 Change::Count { cluster, count } => {
                     expected
@@ -211,15 +211,15 @@ fn change(rng: &mut Rng) -> Change {
             image: format!("alpine:3.{}", rng.range(1, 20)),
         },
         3 | 4 => Change::FooReplicas {
-            foo: foo_name(rng.range(0, FOOS as u64 - 1) as usize),
+            name: foo_name(rng.range(0, FOOS as u64 - 1) as usize),
             replicas: rng.range(1, 4) as i64,
         },
         5 => {
-            let foo = foo_name(rng.range(0, FOOS as u64 - 1) as usize);
+            let name = foo_name(rng.range(0, FOOS as u64 - 1) as usize);
             let suffix = rng.pick(&["a", "b"]);
             Change::FooDeployment {
-                deployment: format!("{foo}-{suffix}"),
-                foo,
+                deployment: format!("{name}-{suffix}"),
+                name,
             }
         }
         6..=8 => Change::Count {
@@ -249,16 +249,16 @@ pub async fn apply(client: &kube::Client, change: &Change) -> anyhow::Result<()>
                 json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}}),
             ),
         ),
-        Change::FooReplicas { foo, replicas } => (
+        Change::FooReplicas { name, replicas } => (
             CRD_NS,
             custom("Foo", "foos"),
-            foo,
+            name,
             Patch::Merge(json!({"spec": {"replicas": replicas}})),
         ),
-        Change::FooDeployment { foo, deployment } => (
+        Change::FooDeployment { name, deployment } => (
             CRD_NS,
             custom("Foo", "foos"),
-            foo,
+            name,
             Patch::Merge(json!({"spec": {"deploymentName": deployment}})),
         ),
         Change::Count { cluster, count } => (
