@@ -52,6 +52,8 @@
 
 pub mod actions;
 pub mod app;
+#[cfg(feature = "embedded")]
+pub mod chaos;
 pub mod cli;
 pub mod cluster;
 pub mod contract;

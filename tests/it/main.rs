@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod chaos;
 mod controller;
 mod crd_controllers;
 mod dashboard;

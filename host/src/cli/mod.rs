@@ -1,6 +1,7 @@
 //! Command-line interface: one file per subcommand.
 
 pub mod call_limits;
+pub mod chaos;
 pub mod eval;
 mod faults;
 mod golden;
@@ -45,6 +46,9 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Serve the embedded Kubernetes API server until interrupted.
     Sim(sim::SimArgs),
+    /// Run the seed plugins under random API-server faults and host restarts, and check
+    /// that they end as a fault-free run does.
+    Chaos(chaos::ChaosArgs),
     /// Create a plugin project (Rust, TypeScript or Python) that builds and passes its tests.
     New(new::NewArgs),
     /// Run a plugin on every NAME.object.yaml in a folder and compare with NAME.expect.yaml.
@@ -71,6 +75,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Eval(args) => rt.block_on(eval::run(args)),
             Command::Run(args) => rt.block_on(run::run(*args)),
             Command::Sim(args) => rt.block_on(sim::run(args)),
+            Command::Chaos(args) => rt.block_on(chaos::run(args)),
             Command::Test(args) => rt.block_on(test_dir::run(args)),
             Command::New(args) => new::run(args),
             Command::Push(args) => rt.block_on(oci::push(args)),
