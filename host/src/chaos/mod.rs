@@ -68,6 +68,9 @@ pub struct ChaosConfig {
     pub quiet: Duration,
     /// The most a run waits, after its workload, for quiet and for its invariants to hold.
     pub settle: Duration,
+    /// The hosts' watch timeout (`kubeplug run --watch-timeout-seconds`): a stalled watch is
+    /// abandoned after it plus 5 s, so it must leave room within `settle`.
+    pub watch_timeout: Duration,
 }
 
 impl Default for ChaosConfig {
@@ -81,6 +84,7 @@ impl Default for ChaosConfig {
             window: Duration::from_secs(3),
             quiet: Duration::from_millis(1500),
             settle: Duration::from_secs(20),
+            watch_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -165,6 +169,7 @@ fn host_config(config: &ChaosConfig, dir: &Path, n: u64) -> HostConfig {
                 },
                 ..QueueConfig::default()
             },
+            watch_timeout: config.watch_timeout,
             ..ControllerConfig::default()
         },
         shutdown_timeout: Duration::from_secs(1),

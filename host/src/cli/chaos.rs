@@ -31,6 +31,10 @@ pub struct ChaosArgs {
     /// Where precompiled plugins are cached (default: ~/.cache/kubeplug).
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub compile_cache: Option<PathBuf>,
+    /// The hosts' watch timeout in seconds (as `kubeplug run --watch-timeout-seconds`; 30
+    /// there): a stalled watch is abandoned after it plus 5 s, within the settle time.
+    #[arg(long, default_value_t = 5)]
+    pub watch_timeout_seconds: u64,
 }
 
 /// Runs the schedules and prints the report; exits 1 when an invariant was broken.
@@ -45,6 +49,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         compile_cache: args.compile_cache.or(defaults.compile_cache),
         window: Duration::from_millis(args.window_ms.max(150)),
         settle: Duration::from_secs(args.settle_seconds.max(1)),
+        watch_timeout: Duration::from_secs(args.watch_timeout_seconds.max(1)),
         ..defaults
     };
     let report = crate::chaos::run(&config).await?;
