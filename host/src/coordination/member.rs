@@ -274,15 +274,17 @@ impl<S: LeaseStore> Member<S> {
 pub(crate) async fn run<S: LeaseStore>(mut member: Member<S>, shared: Shared, mut stop: Stop) {
     let retry = member.timings.retry_period;
     loop {
-        // The previous renewal no longer holds (a pause, a stall, a suspended VM): the view
-        // it acted on may be stale, and the others may have dropped it meanwhile.
-        let lapsed = !shared.gate.is_valid();
         let sent = shared.gate.stamp();
         match tokio::time::timeout(retry, member.renew()).await {
             Ok(Ok(())) => {
-                if lapsed && member.current.is_some() {
+                // The previous renewal no longer holds (a pause, a stall, a suspended VM,
+                // also one during this renewal): the view it acted on may be stale, and the
+                // others may have taken its keys meanwhile. The gate reopens on no ring at
+                // all; it takes keys again only from the ring it reads next.
+                if !shared.gate.is_valid() && member.current.is_some() {
                     tracing::warn!(identity = %member.identity, "renewed the member lease after it lapsed: rejoining the ring before taking keys again");
                     member.reset();
+                    shared.gate.set(Scope::Shard(member.view()));
                 }
                 shared.gate.renewed(sent, member.timings.renew_deadline);
             }
