@@ -482,6 +482,78 @@ mod tests {
         assert_eq!(counts.iter().sum::<usize>(), 300, "{counts:?}");
     }
 
+    /// Leases in memory; each list first notes whether the gate lets any of `keys` in:
+    /// what the workers could do while the member waits for the ring.
+    struct Watching {
+        inner: MemoryLeases,
+        gate: Arc<std::sync::Mutex<Option<super::super::Gate>>>,
+        open: Arc<std::sync::Mutex<Vec<bool>>>,
+    }
+
+    impl LeaseStore for Watching {
+        fn get(
+            &self,
+            name: &str,
+        ) -> impl Future<Output = Result<Option<Lease>, LeaseError>> + Send {
+            self.inner.get(name)
+        }
+        fn create(&self, lease: Lease) -> impl Future<Output = Result<Lease, LeaseError>> + Send {
+            self.inner.create(lease)
+        }
+        fn replace(&self, lease: Lease) -> impl Future<Output = Result<Lease, LeaseError>> + Send {
+            self.inner.replace(lease)
+        }
+        fn list(
+            &self,
+            selector: &str,
+        ) -> impl Future<Output = Result<Vec<Lease>, LeaseError>> + Send {
+            if let Some(gate) = self.gate.lock().unwrap().as_ref() {
+                let open = (0..50)
+                    .map(|i| crate::cluster::ObjKey::new(Some("ns"), &format!("k{i}")))
+                    .any(|k| gate.enter(&k).is_some());
+                self.open.lock().unwrap().push(open);
+            }
+            self.inner.list(selector)
+        }
+        fn delete(&self, name: &str) -> impl Future<Output = Result<(), LeaseError>> + Send {
+            self.inner.delete(name)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_member_woken_from_a_pause_takes_no_key_before_it_read_the_ring_again() {
+        let store = Watching {
+            inner: MemoryLeases::default().as_caller("a"),
+            gate: Arc::default(),
+            open: Arc::default(),
+        };
+        let (gate, open) = (store.gate.clone(), store.open.clone());
+        let config = super::super::CoordinationConfig {
+            mode: super::super::Mode::Sharding,
+            lease_name: "kubeplug".into(),
+            lease_namespace: "default".into(),
+            identity: "a".into(),
+            timings: LeaseTimings::default(),
+        };
+        let registry = crate::metrics::MetricsRegistry::default();
+        let coordinator =
+            super::super::Coordinator::start_with(store, &config, &registry, system_clock());
+        *gate.lock().unwrap() = Some(coordinator.gate());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let key = crate::cluster::ObjKey::new(Some("ns"), "k0");
+        assert!(coordinator.gate().enter(&key).is_some(), "a owns every key");
+        // A pause: the monotonic clock runs 12 s (past the renew deadline) while the loop
+        // does not. When it wakes it renews, then reads the ring: the gate stays closed
+        // meanwhile, although the member Lease is renewed.
+        open.lock().unwrap().clear();
+        tokio::time::advance(Duration::from_secs(12)).await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let open = open.lock().unwrap().clone();
+        assert_eq!(open.first(), Some(&false), "{open:?}");
+        assert!(coordinator.gate().enter(&key).is_some(), "rejoined");
+        coordinator.stop(Duration::from_secs(5)).await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_gained_key_waits_for_the_previous_owner_to_acknowledge() {
         let store = MemoryLeases::default();
