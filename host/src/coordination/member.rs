@@ -482,7 +482,7 @@ mod tests {
         assert_eq!(counts.iter().sum::<usize>(), 300, "{counts:?}");
     }
 
-    /// Leases in memory; each list first notes whether the gate lets any of `keys` in:
+    /// Leases in memory; each list first notes whether the gate lets any of 50 keys in:
     /// what the workers could do while the member waits for the ring.
     struct Watching {
         inner: MemoryLeases,
