@@ -11,7 +11,7 @@ use common::plugin;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kubeplug_sim::{ErrorFault, Sim};
+use kubeplug_sim::{ErrorFault, HoldFault, Sim};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -212,6 +212,35 @@ impl Replica {
             .find(|l| l.contains(needle))
             .and_then(|l| serde_json::from_str::<Value>(l).ok())
             .and_then(|v| v["timestamp"].as_str().map(unix_us))
+    }
+
+    /// The wall time (unix µs) of the first log line holding `needle` logged after `since`.
+    fn logged_after(&self, needle: &str, since: u64) -> Option<u64> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["timestamp"].as_str().map(unix_us))
+            .find(|t| *t > since)
+    }
+
+    /// Waits until a line holding `needle` is logged after `since`; when it was.
+    async fn wait_for_after(&self, needle: &str, since: u64, limit: Duration) -> u64 {
+        let start = Instant::now();
+        loop {
+            if let Some(at) = self.logged_after(needle, since) {
+                return at;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{}: no {needle:?} after {since} within {limit:?}:\n{}",
+                self.identity,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Waits until a log line holds `needle`; the time it took.
@@ -917,6 +946,78 @@ async fn a_member_paused_past_its_renew_deadline_loses_no_key() -> Result {
     assert!(took <= Duration::from_secs(20), "{took:?}");
     let spans: Vec<Span> = members.iter().flat_map(Replica::spans).collect();
     assert_no_overlap(&spans);
+    Ok(())
+}
+
+/// Issue 36: a sharded member frozen past its lease while its writes wait for the budget;
+/// the other member takes its keys over. When it wakes, it renews its own Lease at once,
+/// but its reads of the ring are held back by the API server: until it has read the new
+/// ring it must neither start a reconcile nor send a write on the keys it owned before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_frozen_past_its_lease_acts_on_no_key_until_it_read_the_new_ring() -> Result {
+    let cluster = Cluster::start_with("frozen", 20, SLOW_POLICY).await?;
+    let members = [
+        cluster.replica("z1", "--sharding"),
+        cluster.replica("z2", "--sharding"),
+    ];
+    for m in &members {
+        m.wait_for("applied a new ring", WAIT).await;
+    }
+    cluster.converged("frozen", WAIT).await;
+    let all: Vec<String> = (0..20).map(|i| format!("d{i:03}")).collect();
+    // Changes for both: at two writes a second, z1's writes wait in its budget.
+    cluster.unpin("frozen", &all).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    members[0].signal("-STOP");
+    let stopped = now_us();
+    let took_over = members[1]
+        .wait_for_after("applied a new ring", stopped, WAIT)
+        .await;
+    // More changes while z1 is frozen (its watch delivers them when it wakes), and its
+    // reads of the member Leases are held: it wakes, renews, and cannot see the new ring.
+    cluster.unpin("frozen", &all).await?;
+    cluster.sim.faults().hold(HoldFault {
+        verbs: vec!["list".into()],
+        resources: vec!["leases".into()],
+        user_agents: vec!["(z1)".into()],
+    });
+    members[0].signal("-CONT");
+    let woke = now_us();
+    // Two reads held: z1 renewed and went round its loop at least once since it woke.
+    let start = Instant::now();
+    while cluster.sim.faults().held() < 2 {
+        assert!(start.elapsed() < WAIT, "{}", members[0].log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let released = now_us();
+    cluster.sim.faults().release();
+    let late = cluster
+        .deployment_writes_since("z1", took_over)
+        .into_iter()
+        .filter(|t| *t < released)
+        .collect::<Vec<_>>();
+    assert!(
+        late.is_empty(),
+        "z1 wrote {} times after z2 took its keys at {took_over}: {late:?}\n{}",
+        late.len(),
+        members[0].log()
+    );
+    let started: Vec<Span> = members[0]
+        .spans()
+        .into_iter()
+        .filter(|s| s.start > woke && s.start < released)
+        .collect();
+    assert!(
+        started.is_empty(),
+        "z1 started reconciles before it read the new ring: {started:?}"
+    );
+    assert!(
+        members[0].log().contains("rejoining the ring"),
+        "{}",
+        members[0].log()
+    );
+    // Once it reads the ring it rejoins, and every change is reconciled.
+    cluster.converged("frozen", WAIT).await;
     Ok(())
 }
 

@@ -48,6 +48,9 @@ pub(crate) struct Received {
 pub(crate) struct FakeWriter {
     script: Mutex<VecDeque<Answer>>,
     received: Mutex<Vec<Received>>,
+    /// How long a request takes to leave (a connection being set up): it is received only
+    /// once its future has been polled past this.
+    transport: Duration,
 }
 
 impl FakeWriter {
@@ -56,7 +59,14 @@ impl FakeWriter {
         FakeWriter {
             script: Mutex::new(script.into_iter().collect()),
             received: Mutex::default(),
+            transport: Duration::ZERO,
         }
+    }
+
+    /// Requests take `delay` (tokio time) to leave: one dropped before is never received.
+    pub fn with_transport(mut self, delay: Duration) -> Self {
+        self.transport = delay;
+        self
     }
 
     /// Every request received so far.
@@ -138,18 +148,25 @@ impl ApiWriter for FakeWriter {
         request: ApiRequest,
         principal: Option<&'a Principal>,
     ) -> BoxFuture<'a, Result<Written, WriteError>> {
-        self.received.lock().unwrap().push(Received {
-            at: Instant::now(),
-            principal: principal.cloned(),
-            target: target.clone(),
-            request,
-        });
-        let answer = self
-            .script
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(Answer::Ok("1"));
-        Box::pin(Self::answer(answer))
+        let leave = move || {
+            self.received.lock().unwrap().push(Received {
+                at: Instant::now(),
+                principal: principal.cloned(),
+                target: target.clone(),
+                request,
+            });
+            self.script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Answer::Ok("1"))
+        };
+        if self.transport.is_zero() {
+            return Box::pin(Self::answer(leave()));
+        }
+        Box::pin(async move {
+            tokio::time::sleep(self.transport).await;
+            Self::answer(leave()).await
+        })
     }
 }

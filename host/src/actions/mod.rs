@@ -11,6 +11,7 @@ mod executor;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod fence;
+pub mod held;
 pub mod inflight;
 mod outcome;
 pub mod pipeline;

@@ -8,11 +8,13 @@
 
 use super::executor::{Executor, describe, written_object};
 use super::fence::{Fence, fenced_object};
+use super::held::{WhileHeld, Withheld};
 use super::inflight::Answers;
 use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
 use crate::contract::{Action, KindRef, ObjectRef, Scope, names};
+use crate::coordination::{Hold, Withheld as Stage, count_withheld};
 use crate::policy::{
     AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
     is_write, kind_of,
@@ -71,10 +73,11 @@ pub struct Call<'a> {
     /// `true` once the plugin is being removed: later actions are skipped and a write
     /// waiting for the budget gives up.
     pub stopped: watch::Receiver<bool>,
-    /// Whether this replica still holds the key (leads, or owns it in the ring, with its
-    /// lease renewed in time): asked right before each write is sent, after any wait for
-    /// the write budget, so a replica that lost the key meanwhile sends nothing.
-    pub holds: &'a (dyn Fn() -> bool + Sync),
+    /// Until when this replica holds the key (leads, or owns it in the ring, with its
+    /// lease renewed in time): asked after any wait for the write budget and then on every
+    /// poll of the request until it is answered ([`WhileHeld`]), so a replica that lost the
+    /// key meanwhile, or whose lease could expire before the request leaves, sends nothing.
+    pub holds: &'a (dyn Fn() -> Hold + Sync),
     /// The resourceVersions the call's patches and deletes carry as preconditions (the
     /// versions the plugin decided on); advanced by the call's own successful writes.
     pub fence: Fence,
@@ -336,7 +339,14 @@ impl Pipeline {
         }
         // The last moment before sending: the lease may have lapsed (a pause, a stall) or the
         // key moved while the call ran or the budget held the write back.
-        if !(call.holds)() {
+        if !(call.holds)().at(tokio::time::Instant::now()) {
+            count_withheld(Stage::Budget);
+            tracing::debug!(
+                plugin = call.plugin,
+                key = call.key,
+                action = action.kind(),
+                "write not sent: this replica no longer holds the key"
+            );
             outcome.failure = Some(CallFailure::NotHeld);
             return Decision::NotHeld;
         }
@@ -348,16 +358,24 @@ impl Pipeline {
         let result = match scope {
             Some(scope) => {
                 let sent = tokio::time::Instant::now();
-                let result = self
-                    .executor
-                    .execute(
-                        call.plugin,
-                        call.policy.principal.as_ref(),
-                        action,
-                        scope,
-                        fenced_at.as_deref(),
-                    )
-                    .await;
+                let request = self.executor.execute(
+                    call.plugin,
+                    call.policy.principal.as_ref(),
+                    action,
+                    scope,
+                    fenced_at.as_deref(),
+                );
+                // Checked again on every poll, up to the one that hands it to the connection.
+                let result = match WhileHeld::new(request, call.holds).await {
+                    Ok(result) => result,
+                    Err(Withheld { polled }) => {
+                        count_withheld(Stage::Transport);
+                        let target = describe(action, call.key);
+                        tracing::warn!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), maybe_sent = polled, waited_ms = sent.elapsed().as_millis() as u64, "write dropped: this replica stopped holding the key, or its lease could expire, before the request was answered; left to whoever holds the key now");
+                        outcome.failure = Some(CallFailure::NotHeld);
+                        return Decision::NotHeld;
+                    }
+                };
                 outcome.answers.answered(sent.elapsed());
                 if let Err(err) = &result
                     && let Some(retry_after) = err.push_back()

@@ -6,7 +6,9 @@
 //! *sent*, on both the monotonic clock and the wall clock: the monotonic one keeps running
 //! through a `SIGSTOP` or a stall, the wall clock through a suspended VM (where the
 //! monotonic clock stops). Writes ask the gate again right before they are sent
-//! ([`Pass::holds`]), so a replica that wakes from a pause sends nothing until it renewed.
+//! ([`Pass::hold`]), and on every poll of the request until it is answered, up to the
+//! deadline that answer gives: a replica that wakes from a pause sends nothing until it
+//! renewed (see [`crate::actions::held`] for what this bounds and what it cannot).
 
 use super::election::{WallClock, system_clock};
 use super::metrics::CoordinationMetrics;
@@ -84,6 +86,31 @@ pub struct GateView {
     pub scope: Arc<Scope>,
     /// Counts reopenings after a lapse.
     pub reopened: u64,
+}
+
+/// How long this replica holds a key, from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// It does not: the scope no longer allows the key, or the lease lapsed.
+    Lost,
+    /// Until this monotonic instant unless renewed meanwhile: the renew deadline after the
+    /// last renewal was sent, on whichever clock reaches it first. The lease itself lasts
+    /// longer (its duration); the difference is the margin a request already on its way
+    /// has to arrive before another replica may take the key.
+    Until(Instant),
+    /// For as long as it runs (the only replica).
+    Always,
+}
+
+impl Hold {
+    /// Whether the key is held at `now`.
+    pub fn at(self, now: Instant) -> bool {
+        match self {
+            Hold::Lost => false,
+            Hold::Until(until) => now < until,
+            Hold::Always => true,
+        }
+    }
 }
 
 /// Both clocks, read just before a renewal is sent.
@@ -239,6 +266,24 @@ impl Gate {
         state.scope.allows(key) && self.valid(state)
     }
 
+    /// Until when `key` is held: the earlier of the monotonic deadline and the wall one
+    /// (mapped onto the monotonic clock from now).
+    fn hold(&self, state: &State, key: &ObjKey) -> Hold {
+        if matches!(*state.scope, Scope::Everything) {
+            return Hold::Always;
+        }
+        if !self.holds(state, key) {
+            return Hold::Lost;
+        }
+        let Some(v) = state.validity.as_ref() else {
+            return Hold::Lost;
+        };
+        let now = Instant::now();
+        let wall_left = Duration::try_from(v.wall_until.duration_since((self.inner.wall)()))
+            .unwrap_or(Duration::ZERO);
+        Hold::Until(v.until.min(now + wall_left))
+    }
+
     /// Lets a call on `key` in, if the scope allows it now and the lease holds; the key
     /// counts as in flight until the returned pass is dropped.
     pub fn enter(&self, key: &ObjKey) -> Option<Pass> {
@@ -345,6 +390,15 @@ impl Pass {
         match &self.gate {
             None => true,
             Some((gate, key)) => gate.holds(&gate.lock(), key),
+        }
+    }
+
+    /// Until when this replica holds the pass's key ([`Pass::holds`] with its deadline):
+    /// asked after the wait for the write budget and on every poll of the request.
+    pub fn hold(&self) -> Hold {
+        match &self.gate {
+            None => Hold::Always,
+            Some((gate, key)) => gate.hold(&gate.lock(), key),
         }
     }
 }
@@ -478,15 +532,31 @@ mod tests {
         gate.renewed(gate.stamp(), Duration::from_secs(10));
         let pass = gate.enter(&key("a")).unwrap();
         assert!(pass.holds());
+        // Held until the renew deadline (the wall clock's reading of it may come a few
+        // real microseconds earlier).
+        let start = Instant::now();
+        assert!(matches!(pass.hold(), Hold::Until(t)
+            if t <= start + Duration::from_secs(10) && t > start + Duration::from_secs(9)));
         // A pause (SIGSTOP, a stall): the monotonic clock ran past the deadline while the
         // call was in flight. Its writes are refused although it entered in time.
         tokio::time::advance(Duration::from_secs(11)).await;
         assert!(!pass.holds());
         gate.renewed(gate.stamp(), Duration::from_secs(10));
         assert!(pass.holds(), "renewed: the same call may write again");
+        // The wall clock ran 4 s ahead: the wall deadline comes first.
+        offset.store(4, std::sync::atomic::Ordering::SeqCst);
+        match pass.hold() {
+            Hold::Until(t) => {
+                let left = t - Instant::now();
+                assert!(left <= Duration::from_secs(6), "{left:?}");
+                assert!(left > Duration::from_secs(5), "{left:?}");
+            }
+            other => panic!("{other:?}"),
+        }
         // A suspended VM: the monotonic clock did not move, the wall clock did.
         offset.store(30, std::sync::atomic::Ordering::SeqCst);
         assert!(!pass.holds());
+        assert_eq!(pass.hold(), Hold::Lost);
         assert!(gate.enter(&key("b")).is_none());
         assert!(!gate.is_valid());
         gate.renewed(gate.stamp(), Duration::from_secs(10));
@@ -495,6 +565,10 @@ mod tests {
         gate.set(Scope::Leader { leading: false });
         assert!(!pass.holds());
         assert!(Gate::default().enter(&key("a")).unwrap().holds());
+        assert_eq!(
+            Gate::default().enter(&key("a")).unwrap().hold(),
+            Hold::Always
+        );
     }
 
     #[tokio::test(start_paused = true)]

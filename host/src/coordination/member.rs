@@ -274,15 +274,17 @@ impl<S: LeaseStore> Member<S> {
 pub(crate) async fn run<S: LeaseStore>(mut member: Member<S>, shared: Shared, mut stop: Stop) {
     let retry = member.timings.retry_period;
     loop {
-        // The previous renewal no longer holds (a pause, a stall, a suspended VM): the view
-        // it acted on may be stale, and the others may have dropped it meanwhile.
-        let lapsed = !shared.gate.is_valid();
         let sent = shared.gate.stamp();
         match tokio::time::timeout(retry, member.renew()).await {
             Ok(Ok(())) => {
-                if lapsed && member.current.is_some() {
+                // The previous renewal no longer holds (a pause, a stall, a suspended VM,
+                // also one during this renewal): the view it acted on may be stale, and the
+                // others may have taken its keys meanwhile. The gate reopens on no ring at
+                // all; it takes keys again only from the ring it reads next.
+                if !shared.gate.is_valid() && member.current.is_some() {
                     tracing::warn!(identity = %member.identity, "renewed the member lease after it lapsed: rejoining the ring before taking keys again");
                     member.reset();
+                    shared.gate.set(Scope::Shard(member.view()));
                 }
                 shared.gate.renewed(sent, member.timings.renew_deadline);
             }
@@ -478,6 +480,78 @@ mod tests {
         round(&mut [&mut b, &mut a]).await;
         let counts = owners(&[&a, &b]);
         assert_eq!(counts.iter().sum::<usize>(), 300, "{counts:?}");
+    }
+
+    /// Leases in memory; each list first notes whether the gate lets any of 50 keys in:
+    /// what the workers could do while the member waits for the ring.
+    struct Watching {
+        inner: MemoryLeases,
+        gate: Arc<std::sync::Mutex<Option<super::super::Gate>>>,
+        open: Arc<std::sync::Mutex<Vec<bool>>>,
+    }
+
+    impl LeaseStore for Watching {
+        fn get(
+            &self,
+            name: &str,
+        ) -> impl Future<Output = Result<Option<Lease>, LeaseError>> + Send {
+            self.inner.get(name)
+        }
+        fn create(&self, lease: Lease) -> impl Future<Output = Result<Lease, LeaseError>> + Send {
+            self.inner.create(lease)
+        }
+        fn replace(&self, lease: Lease) -> impl Future<Output = Result<Lease, LeaseError>> + Send {
+            self.inner.replace(lease)
+        }
+        fn list(
+            &self,
+            selector: &str,
+        ) -> impl Future<Output = Result<Vec<Lease>, LeaseError>> + Send {
+            if let Some(gate) = self.gate.lock().unwrap().as_ref() {
+                let open = (0..50)
+                    .map(|i| crate::cluster::ObjKey::new(Some("ns"), &format!("k{i}")))
+                    .any(|k| gate.enter(&k).is_some());
+                self.open.lock().unwrap().push(open);
+            }
+            self.inner.list(selector)
+        }
+        fn delete(&self, name: &str) -> impl Future<Output = Result<(), LeaseError>> + Send {
+            self.inner.delete(name)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_member_woken_from_a_pause_takes_no_key_before_it_read_the_ring_again() {
+        let store = Watching {
+            inner: MemoryLeases::default().as_caller("a"),
+            gate: Arc::default(),
+            open: Arc::default(),
+        };
+        let (gate, open) = (store.gate.clone(), store.open.clone());
+        let config = super::super::CoordinationConfig {
+            mode: super::super::Mode::Sharding,
+            lease_name: "kubeplug".into(),
+            lease_namespace: "default".into(),
+            identity: "a".into(),
+            timings: LeaseTimings::default(),
+        };
+        let registry = crate::metrics::MetricsRegistry::default();
+        let coordinator =
+            super::super::Coordinator::start_with(store, &config, &registry, system_clock());
+        *gate.lock().unwrap() = Some(coordinator.gate());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let key = crate::cluster::ObjKey::new(Some("ns"), "k0");
+        assert!(coordinator.gate().enter(&key).is_some(), "a owns every key");
+        // A pause: the monotonic clock runs 12 s (past the renew deadline) while the loop
+        // does not. When it wakes it renews, then reads the ring: the gate stays closed
+        // meanwhile, although the member Lease is renewed.
+        open.lock().unwrap().clear();
+        tokio::time::advance(Duration::from_secs(12)).await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let open = open.lock().unwrap().clone();
+        assert_eq!(open.first(), Some(&false), "{open:?}");
+        assert!(coordinator.gate().enter(&key).is_some(), "rejoined");
+        coordinator.stop(Duration::from_secs(5)).await;
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,9 +1,46 @@
 //! The coordination metrics: whether this replica leads, how often that changed, the ring
 //! it sees, and the keys it owns and moved.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::LazyLock;
+
+/// Where a write was found no longer held and was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Withheld {
+    /// When the write budget released it.
+    Budget,
+    /// While its request was being sent (checked on every poll, dropped at the deadline).
+    Transport,
+}
+
+impl Withheld {
+    /// The `stage` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Withheld::Budget => "budget",
+            Withheld::Transport => "transport",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StageLabels {
+    stage: String,
+}
+
+/// Writes not sent because the key was no longer held, for the whole process: the
+/// pipeline that refuses them has no gate of its own.
+static WITHHELD: LazyLock<Family<StageLabels, Counter>> = LazyLock::new(Family::default);
+
+/// Counts one write not sent at `stage` because its key was no longer held.
+pub fn count_withheld(stage: Withheld) {
+    let stage = stage.as_str().to_string();
+    WITHHELD.get_or_create(&StageLabels { stage }).inc();
+}
 
 /// Shared handles on the coordination metrics; clones update the same series.
 #[derive(Debug, Clone, Default)]
@@ -46,6 +83,11 @@ impl CoordinationMetrics {
             "kubeplug_ring_keys_owned",
             "Keys this replica may reconcile now",
             self.keys_owned.clone(),
+        );
+        registry.register(
+            "kubeplug_writes_withheld",
+            "Writes not sent because this replica no longer held their key (stage: when the budget released them, or while their request was sent)",
+            WITHHELD.clone(),
         );
         registry.register(
             "kubeplug_ring_keys_moved",

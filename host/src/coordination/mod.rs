@@ -19,9 +19,9 @@ pub use config::{
     check_member_lease_name, default_identity,
 };
 pub use election::{Attempt, Elector, WallClock, system_clock};
-pub use gate::{Gate, GateView, Pass, Scope, ShardView, Stamp};
+pub use gate::{Gate, GateView, Hold, Pass, Scope, ShardView, Stamp};
 pub use member::Member;
-pub use metrics::CoordinationMetrics;
+pub use metrics::{CoordinationMetrics, Withheld, count_withheld};
 pub use ring::Ring;
 pub use status::{CoordinationStatus, RingStatus};
 pub use store::{KubeLeases, LeaseError, LeaseStore};

@@ -229,6 +229,15 @@ impl RunningPlugin {
         // key, while the plugin's writes are at their limit: a slow API server slows the
         // calls down. A call that writes nothing gives its slot back untouched.
         let permit = self.writes.acquire(write_cap(&self.current().policy)).await;
+        // The wait for a slot may have outlasted the key (a pause, a lapse, a new ring): a
+        // call on a key this replica no longer holds does not start.
+        if !pass.holds() {
+            drop(permit);
+            lock(&self.reasons).remove(&key);
+            self.queue.forget(&key);
+            self.end(&key, pass, started);
+            return Taken::Done;
+        }
         let Some(decided) = self.decide(&key).await else {
             drop(permit);
             self.end(&key, pass, started);
@@ -391,7 +400,7 @@ impl RunningPlugin {
             budget: &revision.budget,
             logs: revision.plugin.as_ref(),
             stopped: self.stopped.subscribe(),
-            holds: &|| pass.holds(),
+            holds: &|| pass.hold(),
             fence: Fence::decided_on(
                 &request.target,
                 cached.as_ref().map(|o| o.resource_version.as_str()),

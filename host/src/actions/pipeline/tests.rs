@@ -79,7 +79,7 @@ impl Fixture {
             budget,
             logs: &AdmitAll,
             stopped: self.stop.subscribe(),
-            holds: &|| true,
+            holds: &|| Hold::Always,
             fence: Fence::default(),
         }
     }
@@ -606,7 +606,10 @@ async fn a_write_released_by_the_budget_after_the_key_was_lost_is_not_sent() {
     });
     let holds = {
         let held = held.clone();
-        move || held.load(std::sync::atomic::Ordering::SeqCst)
+        move || match held.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Hold::Always,
+            false => Hold::Lost,
+        }
     };
     let call = Call {
         holds: &holds,
@@ -732,4 +735,48 @@ async fn writes_are_sent_as_the_policys_principal() {
         .collect();
     let as_account = Some("system:serviceaccount:team-a:deployer".to_string());
     assert_eq!(sent, [as_account.clone(), as_account, None]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_whose_lease_ends_between_the_budget_and_the_send_is_not_sent() {
+    // The request takes 2 s to leave (a connection being set up, a stalled runtime): the
+    // lease's validity, checked when the budget released the write, ends 1 s in.
+    let writer = Arc::new(FakeWriter::new([]).with_transport(Duration::from_secs(2)));
+    let sink = AuditSink::default();
+    let mut f = Fixture {
+        pipeline: Pipeline::new(Executor::new(writer.clone(), "host-1"), sink.clone()),
+        audit: sink.subscribe(),
+        writer,
+        ..fixture(vec![])
+    };
+    let policy = Policy::trusted();
+    let budget = policy.write_budget();
+    let start = tokio::time::Instant::now();
+    let until = start + Duration::from_secs(1);
+    let holds = move || match tokio::time::Instant::now() < until {
+        true => Hold::Until(until),
+        false => Hold::Lost,
+    };
+    let call = Call {
+        holds: &holds,
+        ..f.call(&policy, &budget)
+    };
+    let outcome = f.pipeline.run(call, &[patch("a"), patch("b")]).await;
+    assert_eq!(f.writer.received().len(), 0, "nothing left after the lease");
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(1),
+        "dropped at the deadline"
+    );
+    assert_eq!(f.decisions(), ["not-held", "skipped"]);
+    assert!(matches!(outcome.failure, Some(CallFailure::NotHeld)));
+    // Renewed while it waits (the deadline moves on): it leaves.
+    let holds = || Hold::Until(tokio::time::Instant::now() + Duration::from_secs(1));
+    let call = Call {
+        holds: &holds,
+        ..f.call(&policy, &budget)
+    };
+    let outcome = f.pipeline.run(call, &[patch("a")]).await;
+    assert!(outcome.failure.is_none(), "{:?}", outcome.failure);
+    assert_eq!(f.writer.received().len(), 1);
 }
