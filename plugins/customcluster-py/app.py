@@ -5,7 +5,8 @@ The same behaviour as the Rust reference plugin (plugins/customcluster), which i
 scenario for scenario (the tests in tests/it/crd_controllers.rs run against both): Pods
 labelled ``controller=<name>`` that the Customcluster does not own are deleted; of its own
 Pods, those running another message are replaced, extra ones deleted (newest first) and
-missing ones created (at most 100 per call, with generated names); the status counts the
+missing ones created (at most 100 per call, named ``<name>-<i>`` for the lowest indexes no
+Pod has, so a repeated call creates no Pod twice); the status counts the
 Running Pods and their message; while fewer than ``count`` run, the key is looked at again
 after 2 s.
 """
@@ -36,13 +37,30 @@ def is_running(pod):
     return (pod.get("status") or {}).get("phase") == "Running"
 
 
-def new_pod(cc, name):
-    # The API server appends 5 characters to generateName; keep it within a name's length.
+def free_names(name, taken, n):
+    """``n`` names for new Pods: ``<name>-<i>`` for the lowest indexes no name in ``taken`` has.
+
+    The same object and Pods give the same names, so a call repeated (the same event twice, a
+    cache not showing the last creates yet, a rerun after a crash) makes no Pod twice: the API
+    server answers AlreadyExists, which the host takes as done. ``-`` and up to 5 digits after
+    a 57-character prefix keep a name within 63 characters (a Pod's hostname).
+    """
+    names = []
+    i = 0
+    while len(names) < n:
+        candidate = f"{name[:57]}-{i}"
+        if candidate not in taken:
+            names.append(candidate)
+        i += 1
+    return names
+
+
+def new_pod(cc, name, pod_name):
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "generateName": f"{name[:57]}-",
+            "name": pod_name,
             "namespace": cc["metadata"].get("namespace"),
             "labels": {"controller": name},
             "ownerReferences": [kubeplug.owner_reference(cc)],
@@ -86,12 +104,13 @@ class CustomclusterController(kubeplug.Reconciler):
             ref = kubeplug.object_ref(pod, POD)
             out.append(actions.info(f"deleting Pod {ref.name}: labelled {selector} but not owned"))
             out.append(actions.delete(ref))
+        # Every labelled Pod's name, its own (being deleted too) and foreign ones.
+        taken = {(p.get("metadata") or {}).get("name") for p in labelled}
         message = cc["spec"].get("message") or ""
         plan = pool.plan(owned, count, lambda p: message_of(p) == message)
         out.extend(actions.delete(kubeplug.object_ref(p, POD)) for p in plan.delete)
-        if plan.create > 0:
-            pod = new_pod(cc, name)
-            out.extend(actions.create(pod) for _ in range(min(plan.create, CREATE_BURST)))
+        for pod_name in free_names(name, taken, min(plan.create, CREATE_BURST)):
+            out.append(actions.create(new_pod(cc, name, pod_name)))
         running = sum(1 for p in plan.keep if is_running(p))
         status = {"count": running, "message": message if running > 0 else ""}
         patch = Customcluster.update_status(cc, status)

@@ -3,7 +3,7 @@
 //! For each `Customcluster` (`samplecontroller.k8s.io/v1alpha1`): keep exactly `spec.count`
 //! Pods labelled `controller: <name>` and controlled by it, each running `nginx:latest` with
 //! env `MESSAGE=<spec.message>` (a shell echoes it and sleeps). Missing Pods are created
-//! (generated names), extras deleted, Pods running another message replaced; Pods carrying
+//! (named `<name>-<i>`, the lowest indexes no Pod has: see [`free_names`]), extras deleted, Pods running another message replaced; Pods carrying
 //! the label without being controlled by it (created by hand) are deleted. Status:
 //! `count` = controlled Pods that are Running, `message` = the message they run.
 //!
@@ -100,6 +100,13 @@ impl Reconciler for CustomclusterController {
             )));
             actions.push(Action::delete(&pod));
         }
+        // Every labelled Pod's name, its own (being deleted too) and foreign ones: a new Pod
+        // can take none of them.
+        let taken: Vec<String> = owned
+            .iter()
+            .chain(&foreign)
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
         let message = cc.spec.message.as_str();
         let plan = pool::plan(owned, count, |p| message_of(p) == Some(message));
         actions.extend(
@@ -107,8 +114,9 @@ impl Reconciler for CustomclusterController {
                 .iter()
                 .map(|p| Action::delete(&ObjectRef::to(p))),
         );
-        let pod = new_pod(&cc, &name)?;
-        actions.extend((0..plan.create.min(CREATE_BURST)).map(|_| Action::create(&pod)));
+        for pod_name in free_names(&name, &taken, plan.create.min(CREATE_BURST)) {
+            actions.push(Action::create(&new_pod(&cc, &name, &pod_name)?));
+        }
         let running = plan.keep.iter().filter(|p| is_running(p)).count();
         let status = CustomclusterStatus {
             count: i64::try_from(running).unwrap_or(i64::MAX),
@@ -141,14 +149,27 @@ fn is_running(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
-/// A Pod of `cc`: generated name `<name>-xxxxx`, label `controller: <name>`, controlled by it.
-fn new_pod(cc: &Customcluster, name: &str) -> Result<Value, Error> {
-    // The API server appends 5 characters to generateName; keep it within a name's length.
+/// `n` names for new Pods of Customcluster `name`: `<name>-<i>` for the lowest indexes `i`
+/// that no name in `taken` has. The same object and Pods give the same names, so a call
+/// repeated (the same event twice, a cache that does not show the last creates yet, a rerun
+/// after a crash between two creates) makes no Pod twice: the API server answers
+/// AlreadyExists, which the host takes as done. (Generated names made a second set.)
+fn free_names(name: &str, taken: &[String], n: usize) -> Vec<String> {
+    // `-` and up to 5 digits after it keep a name within 63 characters (a Pod's hostname).
     let prefix: String = name.chars().take(57).collect();
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|candidate| !taken.contains(candidate))
+        .take(n)
+        .collect()
+}
+
+/// Pod `pod_name` of `cc`: label `controller: <name>`, controlled by it.
+fn new_pod(cc: &Customcluster, name: &str, pod_name: &str) -> Result<Value, Error> {
     Ok(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
-            "generateName": format!("{prefix}-"),
+            "name": pod_name,
             "namespace": cc.metadata.namespace,
             "labels": {"controller": name},
             "ownerReferences": [owner_reference(cc)?],
@@ -163,3 +184,18 @@ fn new_pod(cc: &Customcluster, name: &str) -> Result<Value, Error> {
 }
 
 kubeplug_sdk::export!(CustomclusterController);
+
+#[cfg(test)]
+mod tests {
+    use super::free_names;
+
+    #[test]
+    fn new_pods_take_the_lowest_free_indexes_the_same_every_time() {
+        let taken = vec!["web-0".to_string(), "web-2".to_string()];
+        assert_eq!(free_names("web", &taken, 3), ["web-1", "web-3", "web-4"]);
+        assert_eq!(free_names("web", &taken, 3), free_names("web", &taken, 3));
+        assert!(free_names("web", &taken, 0).is_empty());
+        let long = "x".repeat(63);
+        assert_eq!(free_names(&long, &[], 1)[0].len(), 59);
+    }
+}
