@@ -11,7 +11,6 @@ mod executor;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod fence;
-pub mod held;
 pub mod inflight;
 mod outcome;
 pub mod pipeline;

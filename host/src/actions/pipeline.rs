@@ -8,13 +8,13 @@
 
 use super::executor::{Executor, describe, written_object};
 use super::fence::{Fence, fenced_object};
-use super::held::{WhileHeld, Withheld};
 use super::inflight::Answers;
 use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
 use crate::contract::{Action, KindRef, ObjectRef, Scope, names};
 use crate::coordination::{Hold, Withheld as Stage, count_withheld};
+use crate::coordination::{LostHold, WhileHeld};
 use crate::policy::{
     AuditRecord, AuditSink, Decision, Mode, PluginIdentity, Policy, WriteBudget, check_call,
     is_write, kind_of,
@@ -368,7 +368,7 @@ impl Pipeline {
                 // Checked again on every poll, up to the one that hands it to the connection.
                 let result = match WhileHeld::new(request, call.holds).await {
                     Ok(result) => result,
-                    Err(Withheld { polled }) => {
+                    Err(LostHold { polled }) => {
                         count_withheld(Stage::Transport);
                         let target = describe(action, call.key);
                         tracing::warn!(plugin = call.plugin, key = call.key, action = action.kind(), target = %shown(&target), maybe_sent = polled, waited_ms = sent.elapsed().as_millis() as u64, "write dropped: this replica stopped holding the key, or its lease could expire, before the request was answered; left to whoever holds the key now");

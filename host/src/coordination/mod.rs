@@ -7,6 +7,7 @@
 mod config;
 mod election;
 mod gate;
+mod held;
 mod leader;
 mod member;
 mod metrics;
@@ -20,6 +21,7 @@ pub use config::{
 };
 pub use election::{Attempt, Elector, WallClock, system_clock};
 pub use gate::{Gate, GateView, Hold, Pass, Scope, ShardView, Stamp};
+pub(crate) use held::{LostHold, WhileHeld};
 pub use member::Member;
 pub use metrics::{CoordinationMetrics, Withheld, count_withheld};
 pub use ring::Ring;

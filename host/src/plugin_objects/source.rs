@@ -24,7 +24,7 @@ use super::statuses::PluginStatuses;
 use super::truth::{note_forgery, write_status};
 use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer, ObjKey};
 use crate::controller::{Applied, Controller, InstanceName, PluginInstance};
-use crate::coordination::{Gate, Scope};
+use crate::coordination::{Gate, Pass, Scope, WhileHeld, Withheld, count_withheld};
 use crate::plugin::{CallError, LoadError, Plugin, PluginRuntime};
 use crate::policy::{AuditRecord, AuditSink, Decision, Mode, Policy};
 use crate::reload::plan::plan;
@@ -1327,16 +1327,15 @@ impl ObjectSource {
         let mut shown = !changed;
         if (changed || (counts_changed && counts_due)) && pass.holds() {
             let resource = plugin_resource();
-            if write_status(
+            let written = write_status(
                 &inner.client,
                 &resource,
                 Some(&ns),
                 &name,
                 &status,
                 read_back,
-            )
-            .await
-            {
+            );
+            if while_held(&pass, &key, written).await == Some(true) {
                 shown = true;
                 state.marks.wrote_over(&key, rv, read_back);
             }
@@ -1345,7 +1344,7 @@ impl ObjectSource {
         if shown && pass.holds() {
             let record = Record::of(&plugin, &status);
             if recorded != Some(&record)
-                && let Err(err) = inner.records.put(&record).await
+                && let Some(Err(err)) = while_held(&pass, &key, inner.records.put(&record)).await
             {
                 tracing::warn!(plugin = %key, "cannot record the Plugin's status: {err}");
             }
@@ -1358,7 +1357,12 @@ impl ObjectSource {
         };
         let reporter = inner.config.identity.clone();
         if !forged.is_empty() && pass.holds() && state.marks.first_notice(&key, rv) {
-            note_forgery(&inner.client, &regarding, &forged, &reporter).await;
+            while_held(
+                &pass,
+                &key,
+                note_forgery(&inner.client, &regarding, &forged, &reporter),
+            )
+            .await;
         }
         if let Some(r) = &refusal {
             let mark = (key.clone(), r.reason.as_str().to_string(), generation);
@@ -1367,13 +1371,17 @@ impl ObjectSource {
                     true => EventType::Normal,
                     false => EventType::Warning,
                 };
-                record(
-                    &inner.client,
-                    &regarding,
-                    type_,
-                    r.reason.as_str(),
-                    &r.message,
-                    &reporter,
+                while_held(
+                    &pass,
+                    &key,
+                    record(
+                        &inner.client,
+                        &regarding,
+                        type_,
+                        r.reason.as_str(),
+                        &r.message,
+                        &reporter,
+                    ),
                 )
                 .await;
                 state.evented.insert(mark);
@@ -1400,13 +1408,17 @@ impl ObjectSource {
                         "dry-run"
                     }
                 );
-                record(
-                    &inner.client,
-                    &regarding,
-                    EventType::Normal,
-                    "Loaded",
-                    &message,
-                    &reporter,
+                while_held(
+                    &pass,
+                    &key,
+                    record(
+                        &inner.client,
+                        &regarding,
+                        EventType::Normal,
+                        "Loaded",
+                        &message,
+                        &reporter,
+                    ),
                 )
                 .await;
                 state.evented.insert(mark);
@@ -1425,13 +1437,17 @@ impl ObjectSource {
         };
         for (_, what) in unreported {
             if pass.holds() {
-                record(
-                    &inner.client,
-                    &regarding,
-                    EventType::Warning,
-                    "ActionDenied",
-                    &what,
-                    &reporter,
+                while_held(
+                    &pass,
+                    &key,
+                    record(
+                        &inner.client,
+                        &regarding,
+                        EventType::Warning,
+                        "ActionDenied",
+                        &what,
+                        &reporter,
+                    ),
                 )
                 .await;
             }
@@ -1494,5 +1510,27 @@ async fn served(client: &kube::Client) -> bool {
             has("plugins") && has("pluginpolicies")
         }
         Err(_) => false,
+    }
+}
+
+/// `write`, sent only while `pass` holds the Plugin's key (asked again on every poll, as an
+/// action's write is), so a replica frozen and woken after its lease lapsed writes nothing
+/// about a Plugin another replica now answers for. `None` when it was dropped.
+async fn while_held<F: std::future::Future>(
+    pass: &Pass,
+    plugin: &str,
+    write: F,
+) -> Option<F::Output> {
+    let hold = || pass.hold();
+    match WhileHeld::new(write, &hold).await {
+        Ok(out) => Some(out),
+        Err(_) => {
+            count_withheld(Withheld::Transport);
+            tracing::warn!(
+                plugin,
+                "a Plugin's status, record or Event dropped: this replica stopped holding the Plugin before the request was answered"
+            );
+            None
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! A write leaves only while this replica holds its key. The pipeline asks the gate once
-//! after the write budget released the write; [`WhileHeld`] then asks again on every poll
+//! A write leaves only while this replica holds its key: a plugin's action, and the status,
+//! record and Events of a Plugin object. The pipeline asks the gate once after the write
+//! budget released the write; [`WhileHeld`] then asks again on every poll
 //! of the request, before polling it, and wakes at the deadline that answer gave (the renew
 //! deadline after the last renewal was sent, on the monotonic clock, which keeps running
 //! through a `SIGSTOP`). A request that has not been answered by then is dropped.
@@ -15,7 +16,7 @@
 //!   writing the bytes still sends them when it wakes, and a request already written may
 //!   arrive late. Those are covered by the margin between the renew deadline and the lease
 //!   duration (no other replica takes the key before the lease expired on its own clock)
-//!   and by the resourceVersion [fence](super::fence) the write carries.
+//!   and by the resourceVersion fence an action's write carries (`actions/fence.rs`).
 //! - A request dropped at the deadline after it was written may still have been applied:
 //!   the call ends as not held either way, and whoever holds the key now reconciles it.
 
@@ -27,7 +28,7 @@ use tokio::time::{Instant, Sleep};
 
 /// The key was no longer held when the request was polled: it was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Withheld {
+pub(crate) struct LostHold {
     /// Whether it had been polled before (it may have been handed to the connection).
     pub polled: bool,
 }
@@ -53,13 +54,13 @@ impl<'a, F: Future> WhileHeld<'a, F> {
 }
 
 impl<F: Future> Future for WhileHeld<'_, F> {
-    type Output = Result<F::Output, Withheld>;
+    type Output = Result<F::Output, LostHold>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let hold = (this.hold)();
         if !hold.at(Instant::now()) {
-            return Poll::Ready(Err(Withheld {
+            return Poll::Ready(Err(LostHold {
                 polled: this.polled,
             }));
         }
@@ -72,7 +73,7 @@ impl<F: Future> Future for WhileHeld<'_, F> {
                 sleep.as_mut().reset(until);
             }
             if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Err(Withheld {
+                return Poll::Ready(Err(LostHold {
                     polled: this.polled,
                 }));
             }
@@ -98,7 +99,7 @@ mod tests {
             *sent.lock().unwrap() = true;
         };
         let result = WhileHeld::new(request, &hold).await;
-        assert_eq!(result, Err(Withheld { polled: true }));
+        assert_eq!(result, Err(LostHold { polled: true }));
         assert_eq!(Instant::now(), until, "dropped at the deadline, not later");
         assert!(!*sent.lock().unwrap());
     }
@@ -121,7 +122,7 @@ mod tests {
             *lost.lock().unwrap() = true;
         };
         let (result, ()) = tokio::join!(guarded, lose);
-        assert_eq!(result, Err(Withheld { polled: true }));
+        assert_eq!(result, Err(LostHold { polled: true }));
         assert!(
             !*sent.lock().unwrap(),
             "checked before the poll that would send"
@@ -133,6 +134,6 @@ mod tests {
         // Never held: never polled.
         let never = || Hold::Lost;
         let result = WhileHeld::new(async { unreachable!("polled") }, &never).await;
-        assert_eq!(result, Err::<(), _>(Withheld { polled: false }));
+        assert_eq!(result, Err::<(), _>(LostHold { polled: false }));
     }
 }
