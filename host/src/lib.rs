@@ -20,7 +20,8 @@
 //!
 //! Imports point down this order: `cli` → `app` → `server` → `reload` → `controller` →
 //! `router` → `worker` → `actions` → `policy` → `plugin` → `queue`, `coordination` →
-//! `cluster` → `contract` (`stream`, `telemetry`, `metrics` beside). Where it differs from the
+//! `cluster` → `contract` (`stream`, `telemetry`, `metrics` and `ledger`, the decision ledger
+//! workers write and the server reads, beside). Where it differs from the
 //! data flow above, a later stage defines what an earlier one uses: the worker pulls from its
 //! queue, the actions pipeline runs policy checks, a policy carries call limits.
 //!
@@ -60,6 +61,7 @@ pub mod contract;
 pub mod controller;
 pub mod coordination;
 mod fixtures;
+pub mod ledger;
 mod manifest;
 pub mod metrics;
 pub mod oci;

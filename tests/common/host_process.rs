@@ -34,6 +34,7 @@ impl HostProcess {
             .arg(tmp.path().join("kc"))
             .args(args)
             .env("KUBEPLUG_CACHE_DIR", tmp.path().join("cache"))
+            .env("KUBEPLUG_STATE_DIR", tmp.path().join("state"))
             .env("KUBEPLUG_LOG", "info")
             .env_remove("KUBECONFIG")
             .stderr(Stdio::piped())

@@ -26,6 +26,7 @@ mod sandbox_memory;
 mod sdk_packages;
 mod stream;
 mod test_faults;
+mod why;
 
 /// The log capture keeps the tests of this binary apart: the lines written on another test's
 /// runtime (by its tasks and its blocking calls) are that test's, and not this one's.

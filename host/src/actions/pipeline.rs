@@ -96,6 +96,8 @@ pub struct CallOutcome {
     /// What the API server's answers to the call's writes said (round trips, push-back),
     /// for the plugin's [limit of writes in flight](super::inflight).
     pub answers: Answers,
+    /// Every action's audit record, in order (the decision ledger keeps them).
+    pub decisions: Vec<AuditRecord>,
 }
 
 impl CallOutcome {
@@ -131,6 +133,17 @@ pub enum Change {
     Created,
     /// Deleted.
     Deleted,
+}
+
+impl Change {
+    /// `patched`, `created` or `deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::Patched => "patched",
+            Change::Created => "created",
+            Change::Deleted => "deleted",
+        }
+    }
 }
 
 /// One object a call changed.
@@ -294,8 +307,9 @@ impl Pipeline {
                     message,
                 );
             }
-            self.audit
-                .record(AuditRecord::new(call.identity, call.key, action, decision));
+            let record = AuditRecord::new(call.identity, call.key, action, decision);
+            outcome.decisions.push(record.clone());
+            self.audit.record(record);
         }
         self.audit.record_call(call.identity, call.key, actions);
         if let Some(dropped) = call.logs.report_dropped(dropped_logs) {

@@ -73,6 +73,7 @@ impl Host {
             .coordination
             .as_ref()
             .map_or(config.controller.host_name.clone(), |c| c.identity.clone());
+        let ledger = config.controller.ledger.clone();
         let controller = Controller::new(client.clone(), config.controller);
         // Without a plugins directory the reloader stays empty: never scanned, never watched.
         let files = config.plugins.clone();
@@ -122,6 +123,7 @@ impl Host {
                     hub,
                     coordination: coordinator.clone(),
                     plugin_statuses: plugin_statuses.clone(),
+                    ledger: ledger.clone(),
                 };
                 let server = Server::start(addr, state)
                     .await

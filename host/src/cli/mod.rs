@@ -12,6 +12,7 @@ pub mod run_settings;
 pub mod sign;
 pub mod sim;
 pub mod test_dir;
+pub mod why;
 
 #[cfg(test)]
 mod deploy_manifests;
@@ -65,6 +66,8 @@ pub enum Command {
     Sign(sign::SignArgs),
     /// Check a module's signatures against a public key or a verification config.
     Verify(sign::VerifyArgs),
+    /// Why an object is as it is: its recent reconciles from the decision ledger.
+    Why(why::WhyArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
@@ -84,6 +87,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Keygen(args) => sign::keygen(args),
             Command::Sign(args) => rt.block_on(sign::sign(args)),
             Command::Verify(args) => rt.block_on(sign::verify(args)),
+            Command::Why(args) => rt.block_on(why::run(args)),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call
         // abandoned at the shutdown deadline must not hold the exit.

@@ -152,6 +152,20 @@ pub struct RunArgs {
     /// Where precompiled plugins are cached (default: ~/.cache/kubeplug).
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub compile_cache: Option<PathBuf>,
+    /// Where the decision ledger (every reconcile: why, what, the verdicts, the writes) is
+    /// kept (default: $XDG_STATE_HOME/kubeplug, else ~/.local/state/kubeplug). `kubeplug
+    /// why` reads it.
+    #[arg(long, env = "KUBEPLUG_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Keep no decision ledger.
+    #[arg(long, env = "KUBEPLUG_NO_LEDGER")]
+    pub no_ledger: bool,
+    /// The most the ledger keeps, in MiB: the oldest entries go first.
+    #[arg(long, env = "KUBEPLUG_LEDGER_MAX_MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub ledger_max_mib: u64,
+    /// How long the ledger keeps an entry, in hours.
+    #[arg(long, env = "KUBEPLUG_LEDGER_MAX_AGE_HOURS", default_value_t = 168, value_parser = clap::value_parser!(u64).range(1..=87_600))]
+    pub ledger_max_age_hours: u64,
     /// Several replicas: only the one holding the Lease (--lease-name) reconciles; the
     /// others keep their caches warm and take over when it goes.
     #[arg(long, env = "KUBEPLUG_LEADER_ELECT", conflicts_with = "sharding")]
@@ -265,6 +279,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(objects) = config.objects.as_mut() {
         objects.registries = Some(registries);
         objects.verification = crate::oci::verification::config_of(&args.registry)?;
+    }
+    if let Some(ledger) = super::run_settings::ledger_config(&args) {
+        match crate::ledger::Ledger::open(&ledger) {
+            Ok(ledger) => {
+                ledger.register_metrics(&config.controller.metrics);
+                config.controller.ledger = Some(ledger);
+            }
+            // Reconciles never wait on the ledger, nor does the host's start.
+            Err(err) => tracing::warn!("{err}: running without the decision ledger"),
+        }
     }
     let mut signals = ShutdownSignals::install()?;
     let (client, _embedded) = if args.embedded {

@@ -204,6 +204,35 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
     })
 }
 
+/// Where and how much the decision ledger keeps (`None`: `--no-ledger`, or no state
+/// directory given and no home to put one in).
+pub fn ledger_config(args: &RunArgs) -> Option<crate::ledger::LedgerConfig> {
+    if args.no_ledger {
+        return None;
+    }
+    let dir = args.state_dir.clone().or_else(default_state_dir)?;
+    Some(crate::ledger::LedgerConfig {
+        retention: crate::ledger::Retention {
+            max_bytes: args.ledger_max_mib << 20,
+            max_age: Duration::from_secs(args.ledger_max_age_hours * 3600),
+        },
+        ..crate::ledger::LedgerConfig::in_dir(dir)
+    })
+}
+
+/// `$XDG_STATE_HOME/kubeplug`, else `~/.local/state/kubeplug` (the XDG base directories'
+/// place for state that should outlive a restart).
+pub fn default_state_dir() -> Option<std::path::PathBuf> {
+    let home = |v: &str| {
+        std::env::var_os(v)
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    home("XDG_STATE_HOME")
+        .or_else(|| home("HOME").map(|h| h.join(".local/state")))
+        .map(|d| d.join("kubeplug"))
+}
+
 /// Leader election or sharding as the flags ask, checked: timings by client-go's rules,
 /// names that fit a Lease.
 fn coordination(args: &RunArgs) -> Result<Option<CoordinationConfig>, SettingsError> {

@@ -22,6 +22,20 @@ pub enum Reason {
     Requeue,
 }
 
+impl Reason {
+    /// Its name in the contract and the ledger (`added`, `changed`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Added => "added",
+            Reason::Changed => "changed",
+            Reason::Deleted => "deleted",
+            Reason::Resync => "resync",
+            Reason::Retry => "retry",
+            Reason::Requeue => "requeue",
+        }
+    }
+}
+
 impl std::str::FromStr for Reason {
     type Err = String;
 

@@ -3,6 +3,7 @@
 use crate::actions::DEFAULT_MAX_WRITES_IN_FLIGHT;
 use crate::cluster::DEFAULT_WATCH_TIMEOUT;
 use crate::coordination::Gate;
+use crate::ledger::Ledger;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::Limits;
 use crate::policy::AuditSink;
@@ -50,6 +51,8 @@ pub struct ControllerConfig {
     pub metrics: MetricsRegistry,
     /// Which keys this replica may reconcile (every key unless replicas coordinate).
     pub gate: Gate,
+    /// Where every reconcile is recorded (`None`: nowhere).
+    pub ledger: Option<Ledger>,
 }
 
 /// How long a key waits for the objects it created to show in the caches unless configured.
@@ -75,6 +78,7 @@ impl Default for ControllerConfig {
             audit: AuditSink::default(),
             metrics: MetricsRegistry::default(),
             gate: Gate::default(),
+            ledger: None,
         }
     }
 }

@@ -104,6 +104,7 @@ impl Controller {
             expectation_wait: config.expectation_wait,
             host_writes: HostWrites::new(config.max_writes_in_flight),
             calls: FairSlots::new(config.max_calls, config.max_calls),
+            ledger: config.ledger.clone(),
         };
         Controller {
             inner: Arc::new(Inner {

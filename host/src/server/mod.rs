@@ -14,6 +14,9 @@ mod plugins;
 mod series;
 mod stall;
 mod stream;
+mod why;
+
+pub use why::WhyReport;
 
 pub use access::{Access, AccessError, DEFAULT_SEND_TIMEOUT, is_host_pattern};
 
@@ -41,6 +44,8 @@ pub struct ServerState {
     pub coordination: Option<crate::coordination::Coordinator>,
     /// The status of each Plugin object's instance, when the host follows them.
     pub plugin_statuses: Option<crate::plugin_objects::PluginStatuses>,
+    /// The decision ledger `/api/why` reads, when the host keeps one.
+    pub ledger: Option<crate::ledger::Ledger>,
 }
 
 /// The running server; dropping it stops serving.
@@ -67,6 +72,7 @@ impl Server {
         let private = Router::new()
             .route("/", get(dashboard::page))
             .route("/plugins", get(plugins::list))
+            .route("/api/why", get(why::why))
             .with_state(state.clone())
             .merge(
                 Router::new()

@@ -10,6 +10,7 @@ use super::running::RunningPlugin;
 use crate::actions::{HostWrites, Pipeline};
 use crate::contract::Reason;
 use crate::coordination::Gate;
+use crate::ledger::Ledger;
 use crate::queue::{FairSlots, QueueConfig, QueueMetrics, WorkQueue};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,6 +38,8 @@ pub(crate) struct Shared {
     pub host_writes: HostWrites,
     /// The plugin calls running at once host-wide, shared fairly among tenants.
     pub calls: FairSlots,
+    /// Where every reconcile is recorded, if anywhere.
+    pub ledger: Option<Ledger>,
 }
 
 /// The tasks of one running plugin.

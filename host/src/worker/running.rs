@@ -12,6 +12,7 @@ use crate::actions::{
 use crate::cluster::{CachedObject, CallObjects, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
+use crate::ledger::{Entry, Ledger, ObjectId, Verdict, Written};
 use crate::plugin::CallContext;
 use crate::policy::{Mode, Policy, is_write};
 use crate::queue::{TenantSlots, WorkQueue};
@@ -53,6 +54,8 @@ pub(crate) struct RunningPlugin {
     writes: Arc<InFlightLimit>,
     /// Its tenant's share of the plugin calls the host runs at once.
     calls: TenantSlots,
+    /// Where its reconciles are recorded, if anywhere.
+    ledger: Option<Ledger>,
 }
 
 /// How soon a key whose write was refused looks at the cache again (see
@@ -96,6 +99,7 @@ impl RunningPlugin {
             gate,
             writes,
             calls,
+            ledger: shared.ledger.clone(),
         }
     }
 
@@ -268,6 +272,61 @@ impl RunningPlugin {
         self.queue.done(key);
     }
 
+    /// Records one reconcile in the ledger, if there is one: what the plugin saw, and either
+    /// its actions and what became of them or why the call failed.
+    fn record(
+        &self,
+        revision: &Revision,
+        request: &ReconcileRequest,
+        cached: Option<&CachedObject>,
+        acted: Option<(&[Action], &CallOutcome)>,
+        error: Option<String>,
+    ) {
+        let Some(ledger) = &self.ledger else {
+            return;
+        };
+        let target = &request.target;
+        let (actions, writes, count) = match acted {
+            Some((actions, outcome)) => (
+                outcome
+                    .decisions
+                    .iter()
+                    .take(crate::ledger::MAX_ACTIONS)
+                    .map(Verdict::of)
+                    .collect(),
+                outcome
+                    .writes
+                    .iter()
+                    .take(crate::ledger::MAX_ACTIONS)
+                    .map(|w| Written {
+                        change: w.change.as_str().to_string(),
+                        object: w.object.to_string(),
+                        resource_version: w.resource_version.clone(),
+                    })
+                    .collect(),
+                actions.len(),
+            ),
+            None => (Vec::new(), Vec::new(), 0),
+        };
+        ledger.offer(Entry {
+            time: jiff::Timestamp::now(),
+            object: ObjectId {
+                kind: target.kind.clone(),
+                namespace: target.namespace.clone().unwrap_or_default(),
+                name: target.name.clone(),
+            },
+            plugin: self.name.to_string(),
+            digest: revision.identity.digest.clone(),
+            reason: request.reason.as_str().to_string(),
+            attempt: request.attempt,
+            resource_version: cached.map(|o| o.resource_version.to_string()),
+            actions,
+            action_count: count,
+            writes,
+            error,
+        });
+    }
+
     fn request(
         &self,
         revision: &Revision,
@@ -348,6 +407,13 @@ impl RunningPlugin {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");
+                self.record(
+                    &revision,
+                    &request,
+                    cached.as_deref(),
+                    None,
+                    Some(format!("plugin call task failed: {err}")),
+                );
                 self.metrics.count(name, ReconcileResult::HostError);
                 self.queue.add_rate_limited(key.clone());
                 return None;
@@ -356,6 +422,15 @@ impl RunningPlugin {
         self.metrics.observe_call(name, report.elapsed);
         if let Err(err) = &report.outcome {
             self.metrics.count(name, ReconcileResult::of_call(err));
+        }
+        if let Err(err) = &report.outcome {
+            self.record(
+                &revision,
+                &request,
+                cached.as_deref(),
+                None,
+                Some(err.to_string()),
+            );
         }
         let actions = match report.outcome {
             Ok(actions) => actions,
@@ -409,6 +484,14 @@ impl RunningPlugin {
             ),
         };
         let outcome = self.pipeline.run(call, &actions).await;
+        let failure = outcome.failure.as_ref().map(ToString::to_string);
+        self.record(
+            &revision,
+            &request,
+            cached.as_deref(),
+            Some((&actions, &outcome)),
+            failure,
+        );
         self.metrics
             .count(name, ReconcileResult::of_actions(outcome.failure.as_ref()));
         // Wait for our own writes to show before reconciling it again, whatever became of

@@ -1,0 +1,151 @@
+//! The decision ledger end to end: `kubeplug run` records every reconcile under its state
+//! directory; `/api/why` and `kubeplug why --server` answer from the running host, and
+//! `kubeplug why --state-dir` reads the same history once the host has stopped.
+
+use crate::common::host_process::HostProcess;
+use crate::common::{http, plugin};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn why(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+        .arg("why")
+        .args(args)
+        .env_remove("KUBEPLUG_STATE_DIR")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(plugin("image-pinner"), dir.path().join("image-pinner.wasm")).unwrap();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/samples/policies/image-pinner.policy.yaml"
+        ),
+        dir.path().join("image-pinner.policy.yaml"),
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let mut host = HostProcess::start(
+        dir.path(),
+        &["--listen", "127.0.0.1:0", "--state-dir", state_dir],
+    );
+    assert!(
+        host.saw_within("dashboard: http://", Duration::from_secs(120)),
+        "{}",
+        host.seen
+    );
+    let addr = host
+        .logged("dashboard: http://", "http://")
+        .trim_end_matches('/')
+        .to_string();
+
+    // The embedded cluster's demo/web runs nginx:latest: the pinner patches it.
+    let path = "/api/why?kind=Deployment&namespace=demo&name=web";
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let report = loop {
+        let (code, body) = http(&addr, "GET", path, &[], "");
+        assert_eq!(code, 200, "{body}");
+        let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let patched = report["entries"].as_array().unwrap().iter().any(|e| {
+            e["plugin"] == "image-pinner"
+                && e["actions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["action"] == "patch" && a["decision"] == "executed")
+        });
+        if patched {
+            break report;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no executed patch recorded: {body}"
+        );
+    };
+    let entry = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["writes"].as_array().is_some_and(|w| !w.is_empty()))
+        .expect("the patch's write is recorded");
+    assert_eq!(entry["object"]["kind"], "Deployment");
+    assert_eq!(entry["digest"].as_str().unwrap().len(), 64, "{entry}");
+    assert!(entry["resourceVersion"].is_string(), "{entry}");
+    assert_eq!(entry["writes"][0]["change"], "patched", "{entry}");
+    assert!(entry["writes"][0]["resourceVersion"].is_string(), "{entry}");
+
+    // Names are checked before they reach the index.
+    let (code, body) = http(
+        &addr,
+        "GET",
+        "/api/why?kind=Deployment&namespace=demo&name=a/b",
+        &[],
+        "",
+    );
+    assert_eq!(code, 400, "{body}");
+
+    // kubectl's spelling, asked of the running host.
+    let server = format!("http://{addr}");
+    let (ok, out, err) = why(&["-n", "demo", "deploy/web", "--server", &server]);
+    assert!(ok, "{err}");
+    assert!(out.contains(" image-pinner ("), "{out}");
+    assert!(
+        out.contains("patch Deployment demo/web → executed"),
+        "{out}"
+    );
+    let (ok, json, err) = why(&[
+        "-n",
+        "demo",
+        "deploy/web",
+        "--server",
+        &server,
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let asked: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(!asked["entries"].as_array().unwrap().is_empty(), "{json}");
+
+    // The running host holds its ledger: reading the file says to ask the host.
+    let (ok, _, err) = why(&["-n", "demo", "deploy/web", "--state-dir", state_dir]);
+    assert!(!ok && err.contains("--server"), "{err}");
+
+    host.stop();
+    let (ok, out, err) = why(&[
+        "-n",
+        "demo",
+        "deployments/web",
+        "--state-dir",
+        state_dir,
+        "--plugin",
+        "image-pinner",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("patch Deployment demo/web → executed"),
+        "{out}"
+    );
+    let (ok, out, _) = why(&[
+        "-n",
+        "demo",
+        "deploy/web",
+        "--state-dir",
+        state_dir,
+        "--plugin",
+        "someone-else",
+    ]);
+    assert!(
+        ok && out.starts_with("no reconcile of Deployment demo/web is recorded"),
+        "{out}"
+    );
+}
