@@ -2,8 +2,8 @@
 //! package, installed by `make test-deps`) scrapes a running host every second with
 //! `host/deploy/prometheus/rules.yaml` loaded; a plugin file is overwritten with bytes that do
 //! not load, and `KubeplugPluginFailing` must go pending (or firing) in Prometheus's
-//! `/api/v1/alerts`, and every shipped rule must evaluate without error against the host's
-//! real series. Where Prometheus is absent the test says so and skips, except under
+//! `/api/v1/alerts`, every shipped rule must evaluate without error against the host's
+//! real series, and every query of the Grafana dashboard must be PromQL it accepts. Where Prometheus is absent the test says so and skips, except under
 //! `CI=true`, where it fails. Without Prometheus, every metric name the rules and the Grafana
 //! dashboard (`host/deploy/grafana/kubeplug.json`) use is checked against what the `/metrics`
 //! of running hosts (one leader-elected, one sharded) declare.
@@ -277,13 +277,23 @@ fn a_broken_plugin_fires_its_alert_in_a_real_prometheus() {
             assert_eq!(rule["health"], "ok", "{rule}");
         }
     }
+    // Every dashboard query is PromQL Prometheus accepts (with Grafana's variables filled in).
+    let mut queries = Vec::new();
+    dashboard_exprs(&read_dashboard(), &mut queries);
+    let mut answered = 0;
+    for expr in queries.iter().filter(|e| !e.contains("label_values")) {
+        let promql = expr.replace("$__rate_interval", "1m").replace("$job", ".+");
+        answered += usize::from(!prometheus.query(&promql).is_empty());
+    }
+    assert!(answered > 0, "no dashboard query had data");
     drop(prometheus);
     host.stop();
     println!(
         "host running after {host_up:?}, prometheus ready after {prometheus_up:?}, the \
          plugin's reconciles scraped after {healthy:?}; KubeplugPluginFailing {} {seen:?} \
-         after the file broke; whole test {:?}",
+         after the file broke; {answered} of {} dashboard queries had data; whole test {:?}",
         alert["state"],
+        queries.len(),
         started.elapsed()
     );
 }
@@ -325,6 +335,11 @@ fn exported_names(text: &str) -> BTreeSet<String> {
 fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+fn read_dashboard() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(deploy("grafana/kubeplug.json")).unwrap())
+        .unwrap()
 }
 
 /// Every `expr` (and templating `query`) in a Grafana dashboard.
@@ -405,11 +420,8 @@ fn the_rules_and_the_dashboard_use_only_metrics_a_host_exports() {
             ));
         }
     }
-    let dashboard: Value =
-        serde_json::from_str(&std::fs::read_to_string(deploy("grafana/kubeplug.json")).unwrap())
-            .unwrap();
     let mut panel_exprs = Vec::new();
-    dashboard_exprs(&dashboard, &mut panel_exprs);
+    dashboard_exprs(&read_dashboard(), &mut panel_exprs);
     assert!(panel_exprs.len() >= 15, "{panel_exprs:?}");
 
     let mut used = BTreeSet::new();
