@@ -23,18 +23,36 @@ plugins: setup
 	for p in $(REFERENCE_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(KUBEPLUG_PLUGIN_DIR)/$$p.wasm; done
 	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(KUBEPLUG_TEST_PLUGIN_DIR)/$$p.wasm; done
 
-## test-deps: what the tests need besides Rust, when missing: Chromium for the dashboard test
-## and docker-registry (CNCF distribution) for the OCI tests (Debian's packages; where one
-## cannot be installed, its tests skip and say why, except under CI=true, where a missing
-## dependency fails)
+# Installs Debian packages without starting their services (a policy-rc.d refusal while
+# apt-get runs, as in Docker images; kept if one is already there): nothing is left running.
+APT_INSTALL_QUIET = apt-get update -qq && if [ -e /usr/sbin/policy-rc.d ]; then \
+	apt-get install -y -qq --no-install-recommends $(1) >/dev/null; else \
+	trap 'rm -f /usr/sbin/policy-rc.d' EXIT; printf '\043!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && \
+	chmod +x /usr/sbin/policy-rc.d && apt-get install -y -qq --no-install-recommends $(1) >/dev/null; fi
+
+## test-deps: what the tests need besides Rust, when missing: Chromium for the dashboard test,
+## docker-registry (CNCF distribution) for the OCI tests and Prometheus (with promtool) for
+## the alert rules' tests (Debian's packages; where one cannot be installed, its tests skip
+## and say why, except under CI=true, where a missing dependency fails)
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
 		{ echo "chromium could not be installed: the dashboard test will skip (and fail under CI=true)"; [ "$$CI" != true ]; }
 	@command -v docker-registry >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq docker-registry >/dev/null) || \
 		{ echo "docker-registry could not be installed: the OCI tests will skip (and fail under CI=true)"; [ "$$CI" != true ]; }
+	@(command -v prometheus && command -v promtool) >/dev/null 2>&1 || ($(call APT_INSTALL_QUIET,prometheus)) || \
+		{ echo "prometheus could not be installed: the alert rules' tests will skip (and fail under CI=true)"; [ "$$CI" != true ]; }
 
-## test: build the plugins, then run every test of the workspace
-test: plugins test-deps
+## prometheus-rules: check host/deploy/prometheus/rules.yaml and run its unit tests
+## (promtool test rules host/deploy/prometheus/tests/*.yaml)
+.PHONY: prometheus-rules
+prometheus-rules: test-deps
+	@if command -v promtool >/dev/null 2>&1; then \
+		promtool check rules host/deploy/prometheus/rules.yaml && \
+		promtool test rules host/deploy/prometheus/tests/*.yaml; \
+	else echo "no promtool: the alert rules' unit tests are skipped (they fail under CI=true)"; [ "$$CI" != true ]; fi
+
+## test: build the plugins, then run the alert rules' unit tests and every test of the workspace
+test: plugins test-deps prometheus-rules
 	$(CARGO) test --workspace
 
 ## demo: the reference plugins reconciling sample Deployments on the embedded API server

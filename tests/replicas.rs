@@ -579,19 +579,23 @@ async fn three_shards_split_300_keys_hand_them_over_and_never_overlap() -> Resul
         assert_eq!(r.metric("kubeplug_ring_members").await, Some(3.0));
     }
     // The owned-keys gauge is counted at each ring change and recounted every 5 s (keys come
-    // with the caches, after the ring may have settled): within a recount it adds up.
+    // with the caches, after the ring may have settled): within a recount it adds up. Each
+    // replica caches all 300 (`kubeplug_ring_keys`): nothing is unowned.
     let deadline = Instant::now() + Duration::from_secs(15);
-    let owned = loop {
-        let mut owned = 0.0;
+    let (owned, cached) = loop {
+        let (mut owned, mut cached) = (0.0, Vec::new());
         for r in &replicas {
             owned += r.metric("kubeplug_ring_keys_owned").await.unwrap_or(0.0);
+            cached.push(r.metric("kubeplug_ring_keys").await);
         }
-        if owned == 300.0 || Instant::now() > deadline {
-            break owned;
+        let done = owned == 300.0 && cached.iter().all(|c| *c == Some(300.0));
+        if done || Instant::now() > deadline {
+            break (owned, cached);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert_eq!(owned, 300.0, "keys owned over the three replicas");
+    assert_eq!(cached, vec![Some(300.0); 3], "keys each replica caches");
     let mut owner: HashMap<&str, &str> = HashMap::new();
     for s in spans.iter().filter(|s| s.start >= settled) {
         let first = owner.entry(&s.key).or_insert(&s.replica);

@@ -19,6 +19,7 @@ mod oci;
 mod oci_sign;
 mod plugin_objects;
 mod policy;
+mod prometheus;
 mod registry;
 mod registry_hostile;
 mod reload;

@@ -619,7 +619,8 @@ async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration)
 
 /// Clients that send their request and never read, one over Server-Sent Events and one over
 /// a WebSocket, while many records flow: both are disconnected once they accepted nothing
-/// for the send timeout (here 2 s), and `kubeplug_stream_clients` drops back; an SSE client
+/// for the send timeout (here 2 s), `kubeplug_stream_clients` drops back and
+/// `kubeplug_server_clients_disconnected_total` counts them; an SSE client
 /// that reads, but slowly, falls behind, gets a `lagged` record like a WebSocket client,
 /// and is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -729,6 +730,13 @@ async fn clients_that_accept_nothing_are_disconnected_after_the_send_timeout() -
     let sse_left = read_until_closed(&mut sse, WAIT).await;
     let ws_left = read_until_closed(&mut ws, WAIT).await;
     assert_eq!(stream_clients(&host), before + 1);
+    let metrics = host.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "kubeplug_server_clients_disconnected_total 2"),
+        "the two clients that read nothing are counted as disconnected: {metrics}"
+    );
     println!(
         "flood of 100,000 records took {flooded:?}; the clients that read nothing were gone \
          {gone:?} after it started (send timeout {SEND_TIMEOUT:?}; {sse_left} SSE and {ws_left} \

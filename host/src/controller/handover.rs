@@ -34,10 +34,12 @@ pub(super) async fn follow(gate: Gate, running: RunningPlugins) {
     }
 }
 
-/// The distinct keys `scope` lets this replica reconcile, over every running plugin's cache
-/// (read at scrape time for `kubeplug_ring_keys_owned`).
-pub(super) fn owned_keys(running: &RunningPlugins, scope: &Arc<Scope>) -> u64 {
-    tally(running, scope, scope, false).owned
+/// The distinct keys `scope` lets this replica reconcile, and the distinct keys cached, over
+/// every running plugin's cache (read at scrape time for `kubeplug_ring_keys_owned` and
+/// `kubeplug_ring_keys`: over all replicas, a key cached but owned by none is unowned).
+pub(super) fn owned_keys(running: &RunningPlugins, scope: &Arc<Scope>) -> (u64, u64) {
+    let counted = tally(running, scope, scope, false);
+    (counted.owned, counted.cached)
 }
 
 /// What a scope change did to this replica's keys.
@@ -46,6 +48,7 @@ struct Moved {
     gained: u64,
     lost: u64,
     owned: u64,
+    cached: u64,
 }
 
 /// Queues every cached key `after` allows (as added when `before` did not allow it, as a
@@ -57,8 +60,10 @@ fn hand_over(running: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>) 
 fn tally(running: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>, queue: bool) -> Moved {
     let mut moved = Moved::default();
     let mut owned = HashSet::new();
+    let mut cached = HashSet::new();
     for plugin in running.snapshot().iter() {
         for key in plugin.current().primary.keys() {
+            cached.insert(key.clone());
             let (was, is) = (before.allows(&key), after.allows(&key));
             if is && !was {
                 moved.gained += 1;
@@ -75,5 +80,6 @@ fn tally(running: &RunningPlugins, before: &Arc<Scope>, after: &Arc<Scope>, queu
         }
     }
     moved.owned = owned.len() as u64;
+    moved.cached = cached.len() as u64;
     moved
 }

@@ -217,6 +217,7 @@ impl Controller {
     ) -> Result<(), StartError> {
         let running = RunningPlugin::start(name.clone(), revision, &self.inner.shared)?;
         self.inner.running.insert(running.clone());
+        self.inner.shared.metrics.start_plugin(name.as_str());
         running.prime();
         let meta = instance.plugin.metadata();
         tracing::info!(record = "reload", result = "started", plugin = name.as_str(), declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(instance), "plugin started");
@@ -328,8 +329,9 @@ impl Controller {
     pub fn metrics_text(&self) -> String {
         let gate = &self.inner.config.gate;
         if gate.is_coordinated() {
-            let owned = super::handover::owned_keys(&self.inner.running, &gate.scope());
+            let (owned, cached) = super::handover::owned_keys(&self.inner.running, &gate.scope());
             gate.metrics().keys_owned.set(owned as i64);
+            gate.metrics().keys.set(cached as i64);
         }
         let running = self.inner.running.snapshot();
         self.inner

@@ -1,5 +1,5 @@
 //! The coordination metrics: whether this replica leads, how often that changed, the ring
-//! it sees, and the keys it owns and moved.
+//! it sees, the keys it caches, owns and moved.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -54,6 +54,10 @@ pub struct CoordinationMetrics {
     /// Keys this replica may reconcile now, over every running plugin's cache: set by the
     /// controller each time the metrics are read, so it is exact at every scrape.
     pub keys_owned: Gauge,
+    /// Keys in this replica's caches, owned or not (counted with `keys_owned`): every
+    /// replica caches every key, so where the replicas' `keys_owned` add up to less, some
+    /// keys are owned by none.
+    pub keys: Gauge,
     /// Keys this replica gained or gave up on ring or leadership changes.
     pub keys_moved: Counter,
 }
@@ -85,6 +89,17 @@ impl CoordinationMetrics {
             self.keys_owned.clone(),
         );
         registry.register(
+            "kubeplug_ring_keys",
+            "Keys in this replica's caches, owned by it or not",
+            self.keys.clone(),
+        );
+        // Both stages from the start, at 0: the series exist before the first write withheld.
+        for stage in [Withheld::Budget, Withheld::Transport] {
+            drop(WITHHELD.get_or_create(&StageLabels {
+                stage: stage.as_str().to_string(),
+            }));
+        }
+        registry.register(
             "kubeplug_writes_withheld",
             "Writes not sent because this replica no longer held their key (stage: when the budget released them, or while their request was sent)",
             WITHHELD.clone(),
@@ -94,5 +109,52 @@ impl CoordinationMetrics {
             "Keys this replica gained or gave up",
             self.keys_moved.clone(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn leader_mode_exports_the_key_counts_and_both_withheld_stages_from_the_start() {
+        let mut registry = Registry::default();
+        let metrics = CoordinationMetrics::default();
+        metrics.register(&mut registry, false);
+        metrics.keys.set(7);
+        metrics.keys_owned.set(5);
+        let text = encode(&registry);
+        for line in [
+            "kubeplug_leader 0",
+            "kubeplug_ring_keys 7",
+            "kubeplug_ring_keys_owned 5",
+            "kubeplug_writes_withheld_total{stage=\"budget\"}",
+            "kubeplug_writes_withheld_total{stage=\"transport\"}",
+        ] {
+            assert!(
+                text.lines().any(|l| l.starts_with(line)),
+                "{line} in {text}"
+            );
+        }
+        assert!(!text.contains("kubeplug_ring_members"), "{text}");
+    }
+
+    #[test]
+    fn sharding_exports_the_ring_and_the_key_counts() {
+        let mut registry = Registry::default();
+        let metrics = CoordinationMetrics::default();
+        metrics.register(&mut registry, true);
+        metrics.members.set(3);
+        metrics.keys.set(300);
+        let text = encode(&registry);
+        assert!(text.contains("kubeplug_ring_members 3"), "{text}");
+        assert!(text.contains("kubeplug_ring_keys 300"), "{text}");
+        assert!(!text.contains("kubeplug_leader "), "{text}");
     }
 }

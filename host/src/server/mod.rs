@@ -26,6 +26,7 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use prometheus_client::metrics::counter::Counter;
 use std::net::SocketAddr;
 use tokio::task::JoinHandle;
 
@@ -100,7 +101,16 @@ impl Server {
                 state.access.clone(),
                 access::require_host,
             ));
-        let listener = stall::GuardedListener::new(listener, state.access.send_timeout());
+        let disconnected = Counter::default();
+        state.controller.register_metrics(|r| {
+            r.register(
+                "kubeplug_server_clients_disconnected",
+                "Status server clients disconnected because they accepted nothing for the send timeout (in practice live-stream clients that stopped reading)",
+                disconnected.clone(),
+            )
+        });
+        let listener =
+            stall::GuardedListener::new(listener, state.access.send_timeout(), disconnected);
         let app = Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(|| async { "ok" }))

@@ -2,9 +2,11 @@
 //! the timeout while the server has bytes for it gets its connection closed. It works
 //! below HTTP, so the live stream's WebSocket and Server-Sent Events clients share it (an
 //! SSE body is pulled by hyper only while the socket takes bytes, so no code above the
-//! socket would ever run for a stalled SSE client), and so does any other response.
+//! socket would ever run for a stalled SSE client), and so does any other response. Each
+//! connection closed so counts in `kubeplug_server_clients_disconnected_total`.
 
 use axum::serve::Listener;
+use prometheus_client::metrics::counter::Counter;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -19,15 +21,21 @@ use tokio::time::Sleep;
 pub(super) struct GuardedListener {
     inner: TcpListener,
     send_timeout: Duration,
+    disconnected: Counter,
 }
 
 impl GuardedListener {
     /// Connections accepted from `inner` fail their writes once no byte went out for
-    /// `send_timeout`.
-    pub(super) fn new(inner: TcpListener, send_timeout: Duration) -> GuardedListener {
+    /// `send_timeout`; `disconnected` counts the connections closed so.
+    pub(super) fn new(
+        inner: TcpListener,
+        send_timeout: Duration,
+        disconnected: Counter,
+    ) -> GuardedListener {
         GuardedListener {
             inner,
             send_timeout,
+            disconnected,
         }
     }
 }
@@ -44,6 +52,7 @@ impl Listener for GuardedListener {
                 tcp,
                 send_timeout: self.send_timeout,
                 stalled: None,
+                disconnected: self.disconnected.clone(),
             },
             addr,
         )
@@ -62,6 +71,8 @@ pub(super) struct GuardedStream {
     send_timeout: Duration,
     /// Running from the first write the socket could not take, until one goes through.
     stalled: Option<Pin<Box<Sleep>>>,
+    /// Counts this connection once if the send timeout closes it.
+    disconnected: Counter,
 }
 
 impl GuardedStream {
@@ -78,6 +89,7 @@ impl GuardedStream {
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         ready!(clock.as_mut().poll(cx));
         self.stalled = None;
+        self.disconnected.inc();
         tracing::debug!(
             timeout_ms = timeout.as_millis() as u64,
             peer = ?self.tcp.peer_addr().ok(),
@@ -139,10 +151,10 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A connected pair: the guarded server side, and a client that reads only when told.
-    async fn pair(send_timeout: Duration) -> (GuardedStream, TcpStream) {
+    async fn pair(send_timeout: Duration, disconnected: Counter) -> (GuardedStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut guarded = GuardedListener::new(listener, send_timeout);
+        let mut guarded = GuardedListener::new(listener, send_timeout, disconnected);
         let client = tokio::spawn(TcpStream::connect(addr));
         let (server, _) = Listener::accept(&mut guarded).await;
         (server, client.await.unwrap().unwrap())
@@ -150,7 +162,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_peer_that_accepts_nothing_fails_the_writes_after_the_timeout() {
-        let (mut server, _client) = pair(Duration::from_millis(300)).await;
+        let disconnected = Counter::default();
+        let (mut server, _client) = pair(Duration::from_millis(300), disconnected.clone()).await;
         let chunk = vec![b'x'; 64 * 1024];
         let start = std::time::Instant::now();
         let err = loop {
@@ -161,11 +174,13 @@ mod tests {
         };
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert!(start.elapsed() >= Duration::from_millis(300));
+        assert_eq!(disconnected.get(), 1, "the disconnection is counted once");
     }
 
     #[tokio::test]
     async fn a_peer_that_reads_slowly_is_kept() {
-        let (mut server, mut client) = pair(Duration::from_millis(500)).await;
+        let disconnected = Counter::default();
+        let (mut server, mut client) = pair(Duration::from_millis(500), disconnected.clone()).await;
         let reader = tokio::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             let mut total = 0;
@@ -179,5 +194,6 @@ mod tests {
             server.write_all(&chunk).await.unwrap();
         }
         reader.await.unwrap();
+        assert_eq!(disconnected.get(), 0);
     }
 }

@@ -217,6 +217,15 @@ impl ReconcileMetrics {
             .inc();
     }
 
+    /// Creates the counters of a plugin that just started at 0 (its write conflicts), so
+    /// the series is there before its first conflict: dashboards and rules see 0, and
+    /// `rate()` sees the first increment.
+    pub fn start_plugin(&self, plugin: &str) {
+        drop(self.conflicts.get_or_create(&PluginLabels {
+            plugin: plugin.to_owned(),
+        }));
+    }
+
     /// Counts one fenced write of `plugin` refused with 409 Conflict.
     pub fn count_conflict(&self, plugin: &str) {
         self.conflicts
@@ -339,6 +348,26 @@ mod tests {
         assert!(!text.contains("plugin=\"a\""), "{text}");
         assert!(text.contains("plugin=\"b\""), "{text}");
         assert_eq!(m.counts("a"), ReconcileCounts::default());
+    }
+
+    #[test]
+    fn a_started_plugin_has_its_conflicts_at_zero_until_removed() {
+        let (registry, m) = setup();
+        m.start_plugin("a");
+        let text = registry.encode();
+        assert!(
+            text.contains("kubeplug_write_conflicts_total{plugin=\"a\"} 0"),
+            "{text}"
+        );
+        m.count_conflict("a");
+        m.start_plugin("a");
+        let text = registry.encode();
+        assert!(
+            text.contains("kubeplug_write_conflicts_total{plugin=\"a\"} 1"),
+            "starting again does not reset it: {text}"
+        );
+        m.remove_plugin("a");
+        assert!(!registry.encode().contains("plugin=\"a\""));
     }
 
     #[test]
