@@ -71,6 +71,11 @@ impl Ledger {
         let (queue, entries) = std::sync::mpsc::sync_channel(config.queue.max(1));
         let written = Counter::default();
         let dropped: Family<DropLabels, Counter> = Family::default();
+        // Every reason at 0 from the start: a family with no series is not exported, and an
+        // alert on it would have nothing to watch.
+        for reason in ["full", "error", "stopped"] {
+            count(&dropped, reason, 0);
+        }
         let writer = Writer {
             store: store.clone(),
             entries,
