@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::cluster::capture_logs;
-use kubeplug::chaos::{ChaosConfig, Report};
+use kubeplug::chaos::{ChaosConfig, PluginChoice, PluginSet, Report};
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ fn config(seed: u64, schedules: u64) -> ChaosConfig {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
         ),
         settle: Duration::from_secs(20),
+        plugin_sets: PluginChoice::Rust,
         ..ChaosConfig::default()
     }
 }
@@ -59,7 +60,7 @@ async fn chaos_runs_schedules_with_faults_and_restarts_and_reports_each_violatio
         let index = v.schedule.expect("only schedules have violations");
         assert!(
             text.contains(&format!(
-                "violation: seed 1, schedule {index} (kubeplug chaos --seed 1 --only {index}): {}",
+                "violation: seed 1, schedule {index} (kubeplug chaos --seed 1 --only {index} --plugin-set rust): {}",
                 v.what
             )),
             "{text}"
@@ -67,7 +68,27 @@ async fn chaos_runs_schedules_with_faults_and_restarts_and_reports_each_violatio
     }
 }
 
-/// A longer run for exploring (`KUBEPLUG_CHAOS_SEED`, `KUBEPLUG_CHAOS_SCHEDULES`), printing
+/// The ports (image-pinner-py, sample-controller-ts, customcluster-py, with the Rust
+/// change-logger) under one fault schedule and a restart end with the objects the Rust
+/// plugins end with in the fault-free run, every write inside the port's policy. Slow the
+/// first time (the ports compile for minutes; the compile cache keeps them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_ports_end_where_the_rust_plugins_end() {
+    capture_logs();
+    let mut config = config(1, 1);
+    config.plugin_sets = PluginChoice::Ports;
+    let report = kubeplug::chaos::run(&config).await.unwrap();
+    let text = report.to_string();
+    println!("{text}");
+    assert_eq!(report.baseline.plugins, PluginSet::Rust);
+    assert_eq!(report.schedules[0].plugins, PluginSet::Ports, "{text}");
+    assert!(report.schedules[0].writes.total > 0, "{text}");
+    assert!(report.faults() > 0, "faults were injected:\n{text}");
+    assert_eq!(report.violations(), vec![], "{text}");
+}
+
+/// A longer run for exploring (`KUBEPLUG_CHAOS_SEED`, `KUBEPLUG_CHAOS_SCHEDULES`,
+/// `KUBEPLUG_CHAOS_PLUGINS`: rust, ports or alternate), printing
 /// its report: `cargo test -p kubeplug --test it -- chaos::explore --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "minutes long; for exploring seeds"]
@@ -86,6 +107,9 @@ async fn explore() {
     config.only = std::env::var("KUBEPLUG_CHAOS_ONLY")
         .ok()
         .and_then(|v| v.parse().ok());
+    if let Ok(set) = std::env::var("KUBEPLUG_CHAOS_PLUGINS") {
+        config.plugin_sets = clap::ValueEnum::from_str(&set, false).unwrap();
+    }
     let report = kubeplug::chaos::run(&config).await.unwrap();
     println!("{report}");
 }

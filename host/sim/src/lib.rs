@@ -135,6 +135,7 @@ pub struct SimBuilder {
     status_delay: Duration,
     bookmark_interval: Duration,
     auto_create_namespaces: bool,
+    record_write_bodies: bool,
     kinds: Vec<ResourceKind>,
     crd_files: Vec<PathBuf>,
     load_dirs: Vec<PathBuf>,
@@ -154,6 +155,7 @@ impl Default for SimBuilder {
             status_delay: Duration::from_millis(200),
             bookmark_interval: Duration::from_secs(10),
             auto_create_namespaces: false,
+            record_write_bodies: false,
             kinds: Vec::new(),
             crd_files: Vec::new(),
             load_dirs: Vec::new(),
@@ -205,6 +207,13 @@ impl SimBuilder {
     /// Create missing namespaces on first write instead of answering 404 (default off).
     pub fn auto_create_namespaces(mut self, on: bool) -> Self {
         self.auto_create_namespaces = on;
+        self
+    }
+
+    /// Keep each write's JSON body in the request log ([`RequestRecord::body`]), so a test
+    /// can check what a client wrote, not only where (default off: bodies cost memory).
+    pub fn record_write_bodies(mut self, on: bool) -> Self {
+        self.record_write_bodies = on;
         self
     }
 
@@ -302,6 +311,7 @@ impl SimBuilder {
                 bookmark_interval: self.bookmark_interval,
                 status_delay: self.status_delay,
                 rbac: self.rbac,
+                record_write_bodies: self.record_write_bodies,
             },
             shutdown: shutdown_rx.clone(),
             tokens: authn::Tokens::new(),

@@ -48,6 +48,10 @@ pub struct RequestRecord {
     pub user: String,
     /// The authenticated user who impersonated [`RequestRecord::user`], if any.
     pub impersonator: Option<String>,
+    /// A write's JSON body (a patch, a created or updated object, DeleteOptions), kept
+    /// only when the sim was built with `record_write_bodies`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
 }
 
 /// A bounded log of served requests.

@@ -397,6 +397,14 @@ async fn dispatch(
     record.name = req.name.clone();
     record.subresource = req.subresource.clone();
     record.field_manager = query.get("fieldManager").cloned();
+    if shared.config.record_write_bodies
+        && matches!(
+            verb,
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    {
+        record.body = serde_json::from_slice(&body).ok();
+    }
     let patch_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

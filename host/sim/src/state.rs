@@ -19,6 +19,8 @@ pub struct Config {
     pub status_delay: Duration,
     /// Authentication (bearer tokens) and RBAC authorization on.
     pub rbac: bool,
+    /// Keep the JSON body of every write in the request log.
+    pub record_write_bodies: bool,
 }
 
 /// Everything a request handler needs.

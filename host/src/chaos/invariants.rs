@@ -1,10 +1,15 @@
 //! The invariants a run must end with: every key reconciled (demo Deployments pinned, each
 //! Foo's one Deployment with its replicas, each Customcluster with `count` Pods of its
-//! message and its status), no duplicated child and no orphan, no plugin left failed, and
-//! the same final objects as the fault-free run of the same workload.
+//! message and its status), no duplicated child and no orphan, no plugin left failed, the
+//! same final objects as the fault-free run of the same workload, and every write the hosts
+//! sent inside the policy of the loaded plugin that sent it.
 
+use super::schedule::HOST_AGENT;
 use super::snapshot::{Child, Snapshot};
 use super::workload::{CRD_NS, Expected, PINNED_IMAGE, PINNED_NS};
+use super::write_action::{self, WriteAction};
+use crate::policy::{Mode, Policy};
+use kubeplug_sim::RequestRecord;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -38,6 +43,66 @@ pub fn check(
         }
     }
     wrong
+}
+
+/// The hosts' writes in `requests` that no loaded plugin's policy allows, one sentence each
+/// naming the request. A write is judged by the host's own checker against the policy of
+/// the plugin its field manager (an Event's `reportingController`) names; a delete names
+/// none (DeleteOptions has no field manager), so it must be allowed by some loaded plugin's
+/// policy. `policies` are the loaded plugins' by name; only enforced ones may write.
+pub fn writes_in_policy(
+    requests: &[RequestRecord],
+    policies: &BTreeMap<String, Policy>,
+) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let host_writes = requests
+        .iter()
+        .filter(|r| r.user_agent.contains(HOST_AGENT) && super::WRITES.contains(&r.verb.as_str()));
+    for r in host_writes {
+        let request = format!("{} {} (answered {})", r.verb, r.path, r.status);
+        let denied = match write_action::from_record(r) {
+            Err(why) => Some(why),
+            Ok(w) => out_of_policy(&w, policies),
+        };
+        if let Some(why) = denied {
+            wrong.push(format!("a write outside its policy: {request}: {why}"));
+        }
+    }
+    wrong
+}
+
+/// Why `write` is outside every policy it could be sent under (`None`: it is inside one).
+fn out_of_policy(write: &WriteAction, policies: &BTreeMap<String, Policy>) -> Option<String> {
+    let judge = |name: &str, policy: &Policy| match policy.mode {
+        Mode::DryRun => Err(format!("{name} runs in dry-run and sends nothing")),
+        Mode::Enforce => policy
+            .grants
+            .check(&write.action, write.scope)
+            .map_err(|denial| format!("{name}'s policy: {denial}")),
+    };
+    match &write.plugin {
+        Some(name) => match policies.get(name) {
+            None => Some(format!("sent as plugin {name}, which is not loaded")),
+            Some(policy) => judge(name, policy).err(),
+        },
+        None => {
+            let judged: Vec<Result<(), String>> = policies
+                .iter()
+                .map(|(name, policy)| judge(name, policy))
+                .collect();
+            if judged.iter().any(Result::is_ok) {
+                return None;
+            }
+            let denials: Vec<String> = judged.into_iter().filter_map(Result::err).collect();
+            Some(format!(
+                "it names no plugin and no loaded plugin's policy allows it ({})",
+                match denials.is_empty() {
+                    true => "no plugin loaded".to_string(),
+                    false => denials.join("; "),
+                }
+            ))
+        }
+    }
 }
 
 fn pinned(snapshot: &Snapshot, expected: &Expected, wrong: &mut Vec<String>) {
@@ -279,6 +344,101 @@ mod tests {
         );
         assert!(has("orphan Pod crd-demo/cc-9-zzzzz"), "{wrong:?}");
         assert!(has("differs from the fault-free run"), "{wrong:?}");
+    }
+
+    /// The Rust seed plugins' policies, as a run loads them.
+    fn rust_policies() -> BTreeMap<String, Policy> {
+        let file = std::path::Path::new("x.policy.yaml");
+        super::super::PluginSet::Rust
+            .policies()
+            .into_iter()
+            .map(|(name, text)| {
+                let doc = crate::policy::PolicyDocument::parse(&text, file).unwrap();
+                (
+                    name.to_string(),
+                    Policy::from_document(&doc, name, file).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// A host's write (user agent of a chaos host) of a Deployment in `ns`.
+    fn write(verb: &str, ns: &str, manager: Option<&str>, body: Value) -> RequestRecord {
+        RequestRecord {
+            verb: verb.into(),
+            path: format!("/apis/apps/v1/namespaces/{ns}/deployments/web"),
+            group: "apps".into(),
+            resource: "deployments".into(),
+            namespace: Some(ns.into()),
+            name: Some("web".into()),
+            patch_type: (verb == "patch").then(|| "strategic".into()),
+            field_manager: manager.map(|m| format!("kubeplug/{m}")),
+            user_agent: format!("kubeplug/chaos ({HOST_AGENT}-0)"),
+            status: 200,
+            body: Some(body),
+            ..RequestRecord::default()
+        }
+    }
+
+    #[test]
+    fn writes_inside_their_plugins_policies_pass() {
+        let image = json!({"metadata": {"resourceVersion": "9"},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.13"}]}}}});
+        let requests = [
+            write("patch", PINNED_NS, Some("image-pinner"), image),
+            // sample-controller may delete Deployments in crd-demo; a delete names no plugin.
+            write("delete", CRD_NS, None, json!({})),
+            // The workload's own writes are not the hosts'.
+            RequestRecord {
+                user_agent: "kubeplug-sim/client".into(),
+                ..write("delete", PINNED_NS, None, json!({}))
+            },
+        ];
+        assert_eq!(
+            writes_in_policy(&requests, &rust_policies()),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn writes_outside_their_plugins_policies_are_reported_with_the_request() {
+        let replicas = json!({"spec": {"replicas": 5}});
+        let requests = [
+            // image-pinner may set images, not replicas.
+            write("patch", PINNED_NS, Some("image-pinner"), replicas.clone()),
+            // sample-controller may patch Deployments of crd-demo only.
+            write(
+                "patch",
+                PINNED_NS,
+                Some("sample-controller"),
+                replicas.clone(),
+            ),
+            // A plugin that is not loaded.
+            write("patch", PINNED_NS, Some("intruder"), replicas),
+            // No policy lets anyone delete a Deployment in demo.
+            write("delete", PINNED_NS, None, json!({})),
+        ];
+        let wrong = writes_in_policy(&requests, &rust_policies());
+        assert_eq!(wrong.len(), 4, "{wrong:?}");
+        let request = "patch /apis/apps/v1/namespaces/demo/deployments/web (answered 200)";
+        assert!(wrong[0].contains(request), "{wrong:?}");
+        assert!(
+            wrong[0].contains("image-pinner's policy: denied by fields"),
+            "{wrong:?}"
+        );
+        assert!(
+            wrong[1].contains("sample-controller's policy: denied by namespaces"),
+            "{wrong:?}"
+        );
+        assert!(
+            wrong[2].contains("plugin intruder, which is not loaded"),
+            "{wrong:?}"
+        );
+        assert!(
+            wrong[3].contains("delete /apis/apps/v1/namespaces/demo/deployments/web")
+                && wrong[3].contains("no loaded plugin's policy allows it"),
+            "{wrong:?}"
+        );
     }
 
     #[test]

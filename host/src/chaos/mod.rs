@@ -6,12 +6,15 @@
 
 mod host_process;
 pub mod invariants;
+mod plugin_set;
 pub mod report;
 mod rng;
 pub mod schedule;
 pub mod snapshot;
 pub mod workload;
+mod write_action;
 
+pub use plugin_set::{PluginChoice, PluginSet};
 pub use report::{Outcome, Report, Violation, Writes};
 pub use schedule::FaultPlan;
 pub use workload::{Expected, Workload};
@@ -26,19 +29,13 @@ use snapshot::Snapshot;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The seed plugins every run loads, from the plugins directory, under their sample policies.
+/// The Rust seed plugins, from the plugins directory, under their sample policies (the
+/// fault-free run's set; schedules run them or their ports, see [`PluginChoice`]).
 pub const SEED_PLUGINS: [&str; 4] = [
     "image-pinner",
     "change-logger",
     "sample-controller",
     "customcluster",
-];
-
-const POLICIES: [&str; 4] = [
-    include_str!("../../samples/policies/image-pinner.policy.yaml"),
-    include_str!("../../samples/policies/change-logger.policy.yaml"),
-    include_str!("../../samples/policies/sample-controller.policy.yaml"),
-    include_str!("../../samples/policies/customcluster.policy.yaml"),
 ];
 
 const CRDS: [&str; 2] = [
@@ -71,6 +68,9 @@ pub struct ChaosConfig {
     /// The hosts' watch timeout (`kubeplug run --watch-timeout-seconds`): a stalled watch is
     /// abandoned after it plus 5 s, so it must leave room within `settle`.
     pub watch_timeout: Duration,
+    /// Which plugins each schedule loads: the Rust seed plugins, their ports, or both
+    /// alternately.
+    pub plugin_sets: PluginChoice,
 }
 
 impl Default for ChaosConfig {
@@ -85,13 +85,15 @@ impl Default for ChaosConfig {
             quiet: Duration::from_millis(1500),
             settle: Duration::from_secs(20),
             watch_timeout: Duration::from_secs(5),
+            plugin_sets: PluginChoice::default(),
         }
     }
 }
 
 /// Runs the fault-free run and every schedule; the report says what went wrong where.
 pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
-    let dir = plugin_dir(&config.plugins)?;
+    let dir = plugin_dir(&config.plugins, PluginSet::Rust)?;
+    let mut ports_dir = None;
     let workload = Workload::generate(config.seed, config.window);
     let expected = workload.expected();
     tracing::info!(
@@ -110,8 +112,17 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
     for index in indexes {
         let plan = FaultPlan::generate(config.seed, index, config.window);
         tracing::info!(seed = config.seed, schedule = index, faults = %plan.describe(), "chaos: a schedule");
+        let set = config.plugin_sets.for_schedule(index);
+        let dir = match set {
+            PluginSet::Rust => &dir,
+            PluginSet::Ports => match &mut ports_dir {
+                Some(d) => &*d,
+                None => ports_dir.insert(plugin_dir(&config.plugins, set)?),
+            },
+        };
         let (mut outcome, snapshot, problems) =
             run_one(config, dir.path(), &workload, Some((index, &plan))).await?;
+        outcome.plugins = set;
         outcome.violations = invariants::check(&snapshot, &expected, Some(&reference), &problems);
         tracing::info!(
             seed = config.seed,
@@ -129,22 +140,13 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
     })
 }
 
-/// A private plugins directory with the four seed plugins and their sample policies (the
-/// directory may hold other plugins, such as the slow-loading TypeScript and Python ports).
-fn plugin_dir(plugins: &Path) -> anyhow::Result<tempfile::TempDir> {
+/// A private plugins directory with `set`'s plugins and their policies (the plugins
+/// directory holds others too).
+fn plugin_dir(plugins: &Path, set: PluginSet) -> anyhow::Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new()
         .prefix("kubeplug-chaos-")
         .tempdir()?;
-    for (name, policy) in SEED_PLUGINS.iter().zip(POLICIES) {
-        let file = plugins.join(format!("{name}.wasm"));
-        std::fs::copy(&file, dir.path().join(format!("{name}.wasm"))).with_context(|| {
-            format!(
-                "{} is missing: build the plugins first (`make plugins`)",
-                file.display()
-            )
-        })?;
-        std::fs::write(dir.path().join(format!("{name}.policy.yaml")), policy)?;
-    }
+    set.install(plugins, dir.path())?;
     Ok(dir)
 }
 
@@ -245,6 +247,7 @@ async fn run_one(
         .auto_create_namespaces(true)
         .status_delay(Duration::from_millis(100))
         .request_log_capacity(200_000)
+        .record_write_bodies(true)
         .start()
         .await
         .context("cannot start the embedded API server")?;
@@ -291,13 +294,18 @@ async fn run_one(
     let (snapshot, problems) = loop {
         quiet(&sim, config.quiet, deadline).await;
         let snapshot = Snapshot::read(&sim);
-        let problems = host.plugin_problems(&SEED_PLUGINS);
+        let problems = host.plugin_problems(&plugin_set::installed(dir)?);
         let holds = invariants::check(&snapshot, &expected, None, &problems).is_empty();
         if holds || Instant::now() >= deadline {
             break (snapshot, problems);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let mut problems = problems;
+    problems.extend(invariants::writes_in_policy(
+        &sim.requests().records(),
+        &plugin_set::policies_in(dir)?,
+    ));
     let outcome = Outcome {
         index: plan.map(|(i, _)| i),
         plan: plan.map(|(_, p)| p.describe()).unwrap_or_default(),
@@ -305,7 +313,7 @@ async fn run_one(
         restarts,
         writes: host_writes(&sim),
         settle_ms: settled_from.elapsed().as_millis() as u64,
-        violations: Vec::new(),
+        ..Outcome::default()
     };
     tokio::task::spawn_blocking(move || host.kill()).await?;
     Ok((outcome, snapshot, problems))

@@ -1,6 +1,7 @@
 //! The report of a chaos run: one outcome per schedule (and the fault-free run), every
 //! violation with the seed and schedule that reproduce it, and the summary line.
 
+use super::PluginSet;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -31,6 +32,8 @@ pub struct Outcome {
     pub index: Option<u64>,
     /// The fault rules (empty for the fault-free run).
     pub plan: String,
+    /// The plugins it ran (the fault-free run: the Rust ones).
+    pub plugins: PluginSet,
     /// Faults the sim injected.
     pub faults: u64,
     /// Host restarts.
@@ -50,6 +53,8 @@ pub struct Violation {
     pub seed: u64,
     /// The schedule index (`None`: the fault-free run).
     pub schedule: Option<u64>,
+    /// The plugins that run ran.
+    pub plugins: PluginSet,
     /// What was wrong.
     pub what: String,
 }
@@ -74,6 +79,7 @@ impl Report {
                 o.violations.iter().map(|what| Violation {
                     seed: self.seed,
                     schedule: o.index,
+                    plugins: o.plugins,
                     what: what.clone(),
                 })
             })
@@ -116,8 +122,8 @@ impl fmt::Display for Outcome {
             ),
             Some(i) => write!(
                 f,
-                "schedule {i}: {} faults injected [{}], {} restarts, {} writes, settled in {} ms: {verdict}",
-                self.faults, self.plan, self.restarts, self.writes, self.settle_ms
+                "schedule {i} ({} plugins): {} faults injected [{}], {} restarts, {} writes, settled in {} ms: {verdict}",
+                self.plugins, self.faults, self.plan, self.restarts, self.writes, self.settle_ms
             ),
         }
     }
@@ -134,7 +140,10 @@ impl fmt::Display for Report {
         }
         for v in self.violations() {
             let run = match v.schedule {
-                Some(i) => format!("schedule {i} (kubeplug chaos --seed {} --only {i})", v.seed),
+                Some(i) => format!(
+                    "schedule {i} (kubeplug chaos --seed {} --only {i} --plugin-set {})",
+                    v.seed, v.plugins
+                ),
                 None => "the fault-free run".to_string(),
             };
             writeln!(f, "violation: seed {}, {run}: {}", v.seed, v.what)?;
@@ -163,13 +172,14 @@ mod tests {
                     index: Some(1),
                     faults: 4,
                     restarts: 1,
+                    plugins: PluginSet::Ports,
                     violations: vec!["Customcluster crd-demo/cc-0 has 5 Pods".into()],
                     ..Outcome::default()
                 },
             ],
         };
         let text = report.to_string();
-        assert!(text.contains("violation: seed 7, schedule 1 (kubeplug chaos --seed 7 --only 1): Customcluster crd-demo/cc-0 has 5 Pods"), "{text}");
+        assert!(text.contains("violation: seed 7, schedule 1 (kubeplug chaos --seed 7 --only 1 --plugin-set ports): Customcluster crd-demo/cc-0 has 5 Pods"), "{text}");
         assert_eq!(
             text.lines().last(),
             Some("chaos: 2 schedules, 1 violations, 7 faults injected, 2 restarts")

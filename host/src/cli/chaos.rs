@@ -35,6 +35,12 @@ pub struct ChaosArgs {
     /// there): a stalled watch is abandoned after it plus 5 s, within the settle time.
     #[arg(long, default_value_t = 5)]
     pub watch_timeout_seconds: u64,
+    /// Which plugins the schedules run: `rust` (the four seed plugins), `ports`
+    /// (image-pinner-py, sample-controller-ts, customcluster-py and the Rust change-logger)
+    /// or `alternate` (Rust on even schedules, the ports on odd ones). The fault-free run
+    /// is always the Rust one.
+    #[arg(long, value_parser = ["rust", "ports", "alternate"], default_value = "alternate")]
+    pub plugin_set: String,
 }
 
 /// Runs the schedules and prints the report; exits 1 when an invariant was broken.
@@ -50,6 +56,8 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         window: Duration::from_millis(args.window_ms.max(150)),
         settle: Duration::from_secs(args.settle_seconds.max(1)),
         watch_timeout: Duration::from_secs(args.watch_timeout_seconds.max(1)),
+        plugin_sets: clap::ValueEnum::from_str(&args.plugin_set, false)
+            .map_err(|e| anyhow::anyhow!("--plugin-set: {e}"))?,
         ..defaults
     };
     let report = crate::chaos::run(&config).await?;

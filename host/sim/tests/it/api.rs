@@ -1489,6 +1489,34 @@ async fn request_log_records_what_the_client_did() -> Result {
     Ok(())
 }
 
+/// Write bodies are kept only when asked for, and only for writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_log_keeps_write_bodies_when_asked() -> Result {
+    for keep in [false, true] {
+        let sim = Sim::builder().record_write_bodies(keep).start().await?;
+        let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+        api.create(&PostParams::default(), &deployment("web", 1, "i"))
+            .await?;
+        api.get("web").await?;
+        let patch = json!({"spec": {"replicas": 2}});
+        api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let log = sim.requests().records();
+        let bodies: Vec<(&str, Option<&Value>)> = log
+            .iter()
+            .map(|r| (r.verb.as_str(), r.body.as_ref()))
+            .collect();
+        if keep {
+            assert_eq!(bodies[1], ("get", None));
+            assert_eq!(bodies[2], ("patch", Some(&patch)));
+            assert_eq!(bodies[0].1.unwrap()["metadata"]["name"], "web");
+        } else {
+            assert!(bodies.iter().all(|(_, b)| b.is_none()), "{bodies:?}");
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_status_objects_and_do_not_corrupt_state() -> Result {
     let sim = sim().await?;
