@@ -147,6 +147,42 @@ async fn kubectl_at(kc: &Path, args: &[&str], stdin: &str) -> Result<String> {
     .await?
 }
 
+/// `kubectl kubeplug ARGS` with kubeconfig `kc`: the kubeplug binary copied onto PATH as
+/// `kubectl-kubeplug`, as a user installs the kubectl plugin.
+async fn kubectl_kubeplug(kc: &Path, args: &[&str]) -> Result<String> {
+    let bin = tempfile::tempdir()?;
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_kubeplug"),
+        bin.path().join("kubectl-kubeplug"),
+    )?;
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (kc, args) = (
+        kc.to_path_buf(),
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new("kubectl")
+            .arg("kubeplug")
+            .args(&args)
+            .env("PATH", path)
+            .env("KUBECONFIG", &kc)
+            .output()?;
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        anyhow::ensure!(
+            out.status.success(),
+            "kubectl kubeplug {args:?} failed: {}{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        drop(bin);
+        Ok(stdout)
+    })
+    .await?
+}
+
 impl Tenancy {
     /// Runs kubectl against this API server (in a blocking thread), with `stdin` piped in.
     async fn kubectl_in(&self, args: &[&str], stdin: &str) -> Result<String> {
@@ -327,6 +363,23 @@ async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result
         t.sim.get("deployments", Some("team-a"), "web").unwrap()["metadata"]["managedFields"]
             .to_string();
     assert!(managers.contains("kubeplug/team-a/pinner"), "{managers}");
+
+    // The kubectl plugin is the binary under another name: `kubectl kubeplug status`.
+    let status = kubectl_kubeplug(&t.kubeconfig, &["status", "-n", "team-a"]).await?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("team-a") && l.contains("pinner"))
+        .unwrap_or_else(|| panic!("no line for team-a/pinner: {status}"));
+    for shown in [
+        "True",
+        "Running",
+        "enforce",
+        &digest[..12],
+        "replica-1",
+        "team-a; apps/v1 Deployment: patch",
+    ] {
+        assert!(line.contains(shown), "{shown} not in {line}");
+    }
 
     // The dashboard's per-plugin view shows the status the host computed.
     let addr = t.host.server_addr().unwrap().to_string();

@@ -11,6 +11,7 @@ pub mod run;
 pub mod run_settings;
 pub mod sign;
 pub mod sim;
+pub mod status;
 pub mod test_dir;
 pub mod why;
 
@@ -68,6 +69,8 @@ pub enum Command {
     Verify(sign::VerifyArgs),
     /// Why an object is as it is: its recent reconciles from the decision ledger.
     Why(why::WhyArgs),
+    /// The Plugins of a namespace: conditions, mode, digest, grant, counts, last error.
+    Status(status::StatusArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
@@ -88,6 +91,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Sign(args) => rt.block_on(sign::sign(args)),
             Command::Verify(args) => rt.block_on(sign::verify(args)),
             Command::Why(args) => rt.block_on(why::run(args)),
+            Command::Status(args) => rt.block_on(status::run(args)),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call
         // abandoned at the shutdown deadline must not hold the exit.
