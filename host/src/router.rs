@@ -2,7 +2,7 @@
 
 use crate::cluster::{Change, ChangeType, ObjKey};
 use crate::contract::{PluginMetadata, Reason};
-use crate::worker::RunningPlugins;
+use crate::worker::{RunningPlugins, Trigger};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The key and reason a change means for a plugin described by `meta`, if anything: its own
@@ -39,7 +39,20 @@ pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: Running
         }
         for plugin in running.iter() {
             if let Some((key, reason)) = route(plugin.current().plugin.metadata(), &change) {
-                plugin.enqueue(key, reason);
+                let own = change.object.key == key
+                    && change.kind == plugin.current().plugin.metadata().reconciles;
+                let deleted = change.change == ChangeType::Deleted;
+                let trigger = Trigger {
+                    reason,
+                    via: (!own).then(|| format!("{} {}", change.kind.kind, change.object.key)),
+                    before: if deleted {
+                        Some(change.object.clone())
+                    } else {
+                        change.previous.clone()
+                    },
+                    after: (!deleted).then(|| change.object.clone()),
+                };
+                plugin.enqueue_with(key, trigger);
             }
         }
     }
@@ -73,6 +86,7 @@ mod tests {
                 labels: Default::default(),
                 controller: owner,
             }),
+            previous: None,
         }
     }
 

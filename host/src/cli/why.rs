@@ -249,6 +249,31 @@ pub fn text(report: &WhyReport) -> String {
     }
     for e in &report.entries {
         let _ = writeln!(out, "{}", headline(e));
+        for t in &e.triggers {
+            let via = t
+                .via
+                .as_deref()
+                .map(|v| format!("{} ", safe(v)))
+                .unwrap_or_default();
+            let rv = match (&t.rv_before, &t.rv_after) {
+                (Some(a), Some(b)) => format!(" (rv {}→{})", safe(a), safe(b)),
+                (Some(v), None) | (None, Some(v)) => format!(" (rv {})", safe(v)),
+                (None, None) => String::new(),
+            };
+            let changed: Vec<String> = t.changed.iter().map(|p| safe(p)).collect();
+            let changed = match changed.is_empty() {
+                true => String::new(),
+                false => format!(": {}", changed.join(", ")),
+            };
+            let _ = writeln!(out, "    ← {via}{}{rv}{changed}", safe(&t.reason));
+        }
+        if e.queued as usize > e.triggers.len() {
+            let _ = writeln!(
+                out,
+                "    ← and {} earlier, merged by the queue",
+                e.queued as usize - e.triggers.len()
+            );
+        }
         if e.actions.is_empty() && e.error.is_none() {
             let _ = writeln!(out, "    no action");
         }
@@ -256,12 +281,14 @@ pub fn text(report: &WhyReport) -> String {
             let detail = a
                 .detail
                 .as_deref()
-                .map(|d| format!(": {d}"))
+                .map(|d| format!(": {}", safe(d)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "    {} {} → {}{detail}",
-                a.action, a.target, a.decision
+                safe(&a.action),
+                safe(&a.target),
+                safe(&a.decision)
             );
         }
         if e.action_count > e.actions.len() {
@@ -273,20 +300,34 @@ pub fn text(report: &WhyReport) -> String {
         }
         for w in &e.writes {
             if let Some(rv) = &w.resource_version {
-                let _ = writeln!(out, "    {} {} (now rv {rv})", w.change, w.object);
+                let _ = writeln!(
+                    out,
+                    "    {} {} (now rv {})",
+                    safe(&w.change),
+                    safe(&w.object),
+                    safe(rv)
+                );
             }
         }
         if let Some(err) = &e.error {
-            let _ = writeln!(out, "    failed: {err}");
+            let _ = writeln!(out, "    failed: {}", safe(err));
         }
     }
     out
 }
 
+/// Text from the ledger (plugin and tenant text among it) as a terminal shows it safely:
+/// control characters, newlines included, become `?`.
+fn safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 fn headline(e: &Entry) -> String {
     let at = e.time.strftime("%Y-%m-%d %H:%M:%S%.3f");
     let seen = match &e.resource_version {
-        Some(rv) => format!("rv {rv}"),
+        Some(rv) => format!("rv {}", safe(rv)),
         None => "gone".to_string(),
     };
     let attempt = if e.attempt > 1 {
@@ -297,9 +338,9 @@ fn headline(e: &Entry) -> String {
     let digest = e.digest.strip_prefix("sha256:").unwrap_or(&e.digest);
     format!(
         "{at}  {} ({}) ran: {} ({seen}{attempt})",
-        e.plugin,
-        &digest[..12.min(digest.len())],
-        e.reason
+        safe(&e.plugin),
+        safe(digest.get(..12).unwrap_or(digest)),
+        safe(&e.reason)
     )
 }
 
@@ -355,6 +396,17 @@ mod tests {
                 reason: "changed".into(),
                 attempt: 1,
                 resource_version: Some("4230".into()),
+                triggers: vec![crate::ledger::TriggerRecord {
+                    reason: "changed".into(),
+                    via: None,
+                    rv_before: Some("4211".into()),
+                    rv_after: Some("4230".into()),
+                    changed: vec![
+                        "/spec/replicas".into(),
+                        "/metadata/labels/evil\u{1b}[2J".into(),
+                    ],
+                }],
+                queued: 3,
                 actions: vec![Verdict {
                     action: "patch".into(),
                     target: "Deployment demo/web".into(),
@@ -384,6 +436,16 @@ mod tests {
         );
         assert!(
             shown.contains("    patched Deployment demo/web (now rv 4231)\n"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(
+                "    ← changed (rv 4211→4230): /spec/replicas, /metadata/labels/evil?[2J\n"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("    ← and 2 earlier, merged by the queue\n"),
             "{shown}"
         );
     }

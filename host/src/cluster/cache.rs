@@ -116,6 +116,8 @@ pub struct Change {
     pub change: ChangeType,
     /// The object after the change (before it, for a deletion).
     pub object: Arc<CachedObject>,
+    /// The object before a change (`None` for an addition or a deletion).
+    pub previous: Option<Arc<CachedObject>>,
 }
 
 /// All cached objects of one kind, read-only: changes go through its [`CacheWriter`]s, one
@@ -186,13 +188,14 @@ impl CacheWriter {
             None => ChangeType::Added,
         };
         let object = Arc::new(object);
-        objects.insert(object.key.clone(), object.clone());
+        let previous = objects.insert(object.key.clone(), object.clone());
         drop(objects);
         self.observed(&object.resource_version);
         Some(Change {
             kind: cache.kind.clone(),
             change,
             object,
+            previous,
         })
     }
 
@@ -203,6 +206,7 @@ impl CacheWriter {
             kind: self.cache.kind.clone(),
             change: ChangeType::Deleted,
             object: old,
+            previous: None,
         })
     }
 
@@ -220,23 +224,25 @@ impl CacheWriter {
         for object in fresh {
             next.insert(object.key.clone(), Arc::new(object));
         }
-        let change = |change, object: &Arc<CachedObject>| Change {
-            kind: cache.kind.clone(),
-            change,
-            object: object.clone(),
-        };
+        let change =
+            |change, object: &Arc<CachedObject>, previous: Option<&Arc<CachedObject>>| Change {
+                kind: cache.kind.clone(),
+                change,
+                object: object.clone(),
+                previous: previous.cloned(),
+            };
         let mut changes = Vec::new();
         let mut objects = cache.write();
         for (key, old) in objects.iter() {
             if self.in_scope(key) && !next.contains_key(key) {
-                changes.push(change(ChangeType::Deleted, old));
+                changes.push(change(ChangeType::Deleted, old, None));
             }
         }
         for (key, new) in &next {
             match objects.get(key) {
                 Some(old) if old.resource_version == new.resource_version => {}
-                Some(_) => changes.push(change(ChangeType::Changed, new)),
-                None => changes.push(change(ChangeType::Added, new)),
+                Some(old) => changes.push(change(ChangeType::Changed, new, Some(old))),
+                None => changes.push(change(ChangeType::Added, new, None)),
             }
         }
         match &self.scope {

@@ -87,6 +87,27 @@ pub struct Written {
     pub resource_version: Option<String>,
 }
 
+/// One thing that queued the key: a watch event (with the versions before and after and the
+/// fields it changed), a child's change, a resync, a retry or a requeue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggerRecord {
+    /// `added`, `changed`, `deleted`, `resync`, `retry`, `requeue`.
+    pub reason: String,
+    /// The other object whose change it was (an owned child: `Pod ns/name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// The object's resourceVersion before the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rv_before: Option<String>,
+    /// Its resourceVersion after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rv_after: Option<String>,
+    /// The fields it changed (JSON pointers, bounded; see `diff.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+}
+
 /// One reconcile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -106,6 +127,12 @@ pub struct Entry {
     /// The object's resourceVersion the plugin saw (absent: it was gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
+    /// What queued the key since its last call, oldest first (the newest few).
+    #[serde(default)]
+    pub triggers: Vec<TriggerRecord>,
+    /// How many triggers the queue merged into this call (kept or not).
+    #[serde(default)]
+    pub queued: u32,
     /// Each action and its verdict, in order (at most [`MAX_ACTIONS`]).
     #[serde(default)]
     pub actions: Vec<Verdict>,

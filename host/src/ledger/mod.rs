@@ -4,10 +4,12 @@
 //! Workers offer entries without waiting; one thread writes them in batches. When the
 //! queue is full or the disk fails, entries are dropped and counted, never waited for.
 
+mod diff;
 mod entry;
 mod store;
 
-pub use entry::{Entry, MAX_ACTIONS, ObjectId, Verdict, Written, capped};
+pub use diff::{MAX_PATHS, changed_paths};
+pub use entry::{Entry, MAX_ACTIONS, ObjectId, TriggerRecord, Verdict, Written, capped};
 pub use store::{FILE_NAME, Query, Retention, Store, StoreError};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -203,6 +205,8 @@ mod tests {
             reason: "changed".into(),
             attempt: 1,
             resource_version: None,
+            triggers: Vec::new(),
+            queued: 1,
             actions: Vec::new(),
             action_count: 0,
             writes: Vec::new(),

@@ -13,6 +13,7 @@ mod metrics;
 mod revision;
 mod running;
 mod set;
+mod trigger;
 
 pub use error::StartError;
 pub use instance::{InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance};
@@ -22,3 +23,4 @@ pub use metrics::{ReconcileCounts, ReconcileMetrics};
 pub(crate) use revision::Revision;
 pub(crate) use running::RunningPlugin;
 pub(crate) use set::RunningPlugins;
+pub(crate) use trigger::Trigger;

@@ -5,6 +5,7 @@ use super::instance::InstanceName;
 use super::lifecycle::{Shared, Tasks};
 use super::metrics::{ReconcileMetrics, ReconcileResult};
 use super::revision::Revision;
+use super::trigger::{Queued, Trigger};
 use crate::actions::{
     Answers, Call, CallFailure, CallOutcome, Change, Fence, INITIAL_WRITES_IN_FLIGHT,
     InFlightLimit, Pipeline,
@@ -12,7 +13,7 @@ use crate::actions::{
 use crate::cluster::{CachedObject, CallObjects, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
-use crate::ledger::{Entry, Ledger, ObjectId, Verdict, Written};
+use crate::ledger::{Entry, Ledger, ObjectId, TriggerRecord, Verdict, Written};
 use crate::plugin::CallContext;
 use crate::policy::{Mode, Policy, is_write};
 use crate::queue::{TenantSlots, WorkQueue};
@@ -38,8 +39,9 @@ pub(crate) struct RunningPlugin {
     /// Set when the plugin is removed: queued keys are dropped, not processed, and writes
     /// still waiting for the write budget are skipped.
     stopped: tokio::sync::watch::Sender<bool>,
-    /// Why each queued key was queued (advisory, for the request).
-    reasons: Mutex<HashMap<ObjKey, Reason>>,
+    /// What queued each queued key since its last call (the latest reason goes to the
+    /// plugin; the ledger records them all).
+    reasons: Mutex<HashMap<ObjKey, Queued>>,
     /// The object version each key was last reconciled successfully at (when the plugin
     /// asks for it).
     last_ok: Mutex<HashMap<ObjKey, Arc<str>>>,
@@ -153,6 +155,12 @@ impl RunningPlugin {
     /// Queues `key`, remembering why (the latest reason wins). Keys outside the namespaces
     /// the policy grants are never queued.
     pub(crate) fn enqueue(&self, key: ObjKey, reason: Reason) {
+        self.enqueue_with(key, Trigger::only(reason));
+    }
+
+    /// [`Self::enqueue`], with the change that queued it (kept for the ledger only while a
+    /// ledger records the calls).
+    pub(crate) fn enqueue_with(&self, key: ObjKey, mut trigger: Trigger) {
         if !self
             .current()
             .policy
@@ -162,7 +170,15 @@ impl RunningPlugin {
         {
             return;
         }
-        lock(&self.reasons).insert(key.clone(), reason);
+        if self.ledger.is_none() {
+            // Nobody reads the objects: do not keep them alive.
+            trigger.before = None;
+            trigger.after = None;
+        }
+        lock(&self.reasons)
+            .entry(key.clone())
+            .or_default()
+            .add(trigger);
         self.queue.add(key);
     }
 
@@ -278,6 +294,7 @@ impl RunningPlugin {
         &self,
         revision: &Revision,
         request: &ReconcileRequest,
+        queued: &Queued,
         cached: Option<&CachedObject>,
         acted: Option<(&[Action], &CallOutcome)>,
         error: Option<String>,
@@ -320,6 +337,8 @@ impl RunningPlugin {
             reason: request.reason.as_str().to_string(),
             attempt: request.attempt,
             resource_version: cached.map(|o| o.resource_version.to_string()),
+            triggers: queued.triggers.iter().map(trigger_record).collect(),
+            queued: queued.count,
             actions,
             action_count: count,
             writes,
@@ -332,20 +351,25 @@ impl RunningPlugin {
         revision: &Revision,
         key: &ObjKey,
         cached: Option<&CachedObject>,
-    ) -> ReconcileRequest {
+    ) -> (ReconcileRequest, Queued) {
         let requeues = self.queue.num_requeues(key);
-        let reason = lock(&self.reasons).remove(key).unwrap_or(if requeues > 0 {
-            Reason::Retry
-        } else {
-            Reason::Requeue
-        });
+        let mut queued = lock(&self.reasons).remove(key).unwrap_or_default();
+        if queued.triggers.is_empty() {
+            // Queued by the queue itself: a retry's backoff, or a requeue-after.
+            queued.add(Trigger::only(if requeues > 0 {
+                Reason::Retry
+            } else {
+                Reason::Requeue
+            }));
+        }
+        let reason = queued.reason().unwrap_or(Reason::Requeue);
         let kind = &revision.plugin.metadata().reconciles;
         let previous = if revision.plugin.metadata().wants_previous {
             lock(&self.last_ok).get(key).cloned()
         } else {
             None
         };
-        ReconcileRequest {
+        let request = ReconcileRequest {
             target: ObjectRef {
                 api_version: kind.api_version.clone(),
                 kind: kind.kind.clone(),
@@ -357,7 +381,8 @@ impl RunningPlugin {
             reason,
             attempt: requeues + 1,
             config: revision.config.clone(),
-        }
+        };
+        (request, queued)
     }
 
     /// The plugin's half of one reconcile: waits for the caches and the key's expectations,
@@ -389,7 +414,7 @@ impl RunningPlugin {
         // refused as conflicts).
         let slot = self.calls.acquire().await;
         let cached = revision.primary.get(key);
-        let request = self.request(&revision, key, cached.as_deref());
+        let (request, queued) = self.request(&revision, key, cached.as_deref());
         // The call reads through a record of its own: its writes to what it read are fenced
         // with the versions it saw.
         let reads = Arc::new(CallObjects::new(revision.objects.clone()));
@@ -410,6 +435,7 @@ impl RunningPlugin {
                 self.record(
                     &revision,
                     &request,
+                    &queued,
                     cached.as_deref(),
                     None,
                     Some(format!("plugin call task failed: {err}")),
@@ -427,6 +453,7 @@ impl RunningPlugin {
             self.record(
                 &revision,
                 &request,
+                &queued,
                 cached.as_deref(),
                 None,
                 Some(err.to_string()),
@@ -448,6 +475,7 @@ impl RunningPlugin {
         Some(Decided {
             revision,
             request,
+            queued,
             cached,
             reads,
             actions,
@@ -462,6 +490,7 @@ impl RunningPlugin {
         let Decided {
             revision,
             request,
+            queued,
             cached,
             reads,
             actions,
@@ -488,6 +517,7 @@ impl RunningPlugin {
         self.record(
             &revision,
             &request,
+            &queued,
             cached.as_deref(),
             Some((&actions, &outcome)),
             failure,
@@ -531,6 +561,25 @@ impl RunningPlugin {
     }
 }
 
+/// A trigger as the ledger keeps it: the change's versions and the fields it changed.
+fn trigger_record(t: &Trigger) -> TriggerRecord {
+    let parse = |o: &Option<Arc<CachedObject>>| {
+        o.as_ref()
+            .and_then(|o| serde_json::from_str::<serde_json::Value>(&o.json).ok())
+    };
+    let changed = match (parse(&t.before), parse(&t.after)) {
+        (Some(before), Some(after)) => crate::ledger::changed_paths(&before, &after),
+        _ => Vec::new(),
+    };
+    TriggerRecord {
+        reason: t.reason.as_str().to_string(),
+        via: t.via.clone(),
+        rv_before: t.before.as_ref().map(|o| o.resource_version.to_string()),
+        rv_after: t.after.as_ref().map(|o| o.resource_version.to_string()),
+        changed,
+    }
+}
+
 /// What a worker's turn came to.
 enum Taken {
     /// The queue is shut down and empty.
@@ -547,6 +596,8 @@ struct Decided {
     /// The revision the call ran on (its policy, budget and identity act on it).
     revision: Arc<Revision>,
     request: ReconcileRequest,
+    /// What queued the key.
+    queued: Queued,
     /// The object handed to the plugin.
     cached: Option<Arc<CachedObject>>,
     /// What the call read, whose versions fence its writes.
@@ -609,7 +660,10 @@ impl RunningPlugin {
         self.queue.forget(key);
         self.expectations
             .expect(key, Expected::passed(object, fenced_at), Instant::now());
-        lock(&self.reasons).insert(key.clone(), Reason::Changed);
+        lock(&self.reasons)
+            .entry(key.clone())
+            .or_default()
+            .add(Trigger::only(Reason::Changed));
         self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
         tracing::info!(record = "reconcile", result = "conflict", plugin = name, %key, object = %crate::contract::text::shown(&object.to_string()), fenced_at, "a write was refused: the object changed after the version the plugin decided on; reconciling again once the cache shows the newer one");
     }
