@@ -136,19 +136,10 @@ async fn a_tenant_hostile_in_every_way_leaves_another_its_bounds() -> Result<()>
     )
     .await?;
     t.apply(
-        "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {name: looper, namespace: team-a}
-spec:
-  module: {configMap: {name: looper}}
-  config: {mode: loop}
-  permissions:
-    rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/image]
-",
+        &PluginYaml::config_map("team-a", "looper", "looper")
+            .config("{mode: loop}")
+            .patching(IMAGE_FIELD)
+            .yaml(),
     )
     .await?;
     // Three 12 MiB TypeScript modules to compile.
@@ -171,15 +162,8 @@ spec:
     // Five Plugins on the trickling registry (more than the host's pull slots).
     for i in 0..5 {
         let tag = format!("oci://{slow}/team-a/slow-{i}:v1");
-        t.apply(&format!(
-            "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {{name: slow-{i}, namespace: team-a}}
-spec:
-  module: {{image: \"{tag}\"}}
-"
-        ))
-        .await?;
+        t.apply(&PluginYaml::image("team-a", &format!("slow-{i}"), tag).yaml())
+            .await?;
     }
     // A flood of Plugins whose module does not even compile.
     let junk = t.file("junk.wasm", b"\0asm\x0d\0\x01\0\xff\xfe\xfd no component");
