@@ -772,7 +772,10 @@ rules:
             verb: "watch",
             ..get("pods")
         };
-        assert!(active.decide(&get("pods")).is_none(), "a get is not a watch");
+        assert!(
+            active.decide(&get("pods")).is_none(),
+            "a get is not a watch"
+        );
         let hits: Vec<bool> = (0..4).map(|_| active.decide(&watch).is_some()).collect();
         assert_eq!(hits, [true, true, false, false]);
     }

@@ -117,27 +117,16 @@ impl HoldFault {
         }
     }
 
+    /// Whether a request passes the filters (an empty filter passes everything).
     fn matches(&self, verb: &str, resource: &str, user_agent: &str) -> bool {
-        matches_filters(
-            (&self.verbs, &self.resources, &self.user_agents),
-            verb,
-            resource,
-            user_agent,
-        )
+        (self.verbs.is_empty() || self.verbs.iter().any(|v| v == verb))
+            && (self.resources.is_empty() || self.resources.iter().any(|r| r == resource))
+            && (self.user_agents.is_empty()
+                || self
+                    .user_agents
+                    .iter()
+                    .any(|a| user_agent.contains(a.as_str())))
     }
-}
-
-/// Whether a request passes the verb, resource and user-agent filters of a fault (an empty
-/// filter passes everything).
-fn matches_filters(
-    (verbs, resources, agents): (&[String], &[String], &[String]),
-    verb: &str,
-    resource: &str,
-    user_agent: &str,
-) -> bool {
-    (verbs.is_empty() || verbs.iter().any(|v| v == verb))
-        && (resources.is_empty() || resources.iter().any(|r| r == resource))
-        && (agents.is_empty() || agents.iter().any(|a| user_agent.contains(a.as_str())))
 }
 
 /// The current switches (also the JSON of `GET /sim/faults`).

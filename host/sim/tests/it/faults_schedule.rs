@@ -156,7 +156,7 @@ async fn a_watch_answered_with_a_410_error_event_in_its_stream() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_continuation_answered_410_expired() -> Result {
-    let (sim, api) = leases_with("rules: [{match: {resources: [leases.coordination.k8s.io]}, maxFaults: 1, fault: goneContinue}]").await?;
+    let (_sim, api) = leases_with("rules: [{match: {resources: [leases.coordination.k8s.io]}, maxFaults: 1, fault: goneContinue}]").await?;
     for name in ["a", "b", "c"] {
         api.create(&PostParams::default(), &lease(name, json!({})))
             .await?;
@@ -372,7 +372,7 @@ rules:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_closes_the_connection_without_an_answer() -> Result {
-    let (sim, api) =
+    let (_sim, api) =
         leases_with("rules: [{match: {verbs: [get]}, maxFaults: 1, fault: {timeout: {ms: 50}}}]")
             .await?;
     let err = api.get_opt("x").await.unwrap_err();
@@ -395,7 +395,7 @@ async fn a_slow_response() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_would_succeed_answered_409() -> Result {
-    let (sim, api) = leases_with(
+    let (_sim, api) = leases_with(
         "rules: [{match: {verbs: [patch], kinds: [lease]}, maxFaults: 1, fault: conflict}]",
     )
     .await?;
