@@ -11,18 +11,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::support::{api_code, lease, sim};
+
 type Result<T = ()> = anyhow::Result<T>;
 
 const WAIT: Duration = Duration::from_secs(10);
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
-
-async fn sim() -> Result<Sim> {
-    Ok(Sim::builder()
-        .status_delay(Duration::from_millis(50))
-        .bookmark_interval(Duration::from_millis(200))
-        .start()
-        .await?)
-}
 
 /// A sim serving `yaml` as its fault schedule (set over `POST /sim/faults`, as a user would),
 /// and a client of its Leases in `default`.
@@ -38,20 +32,6 @@ async fn leases() -> Result<(Sim, Api<Lease>)> {
     let sim = sim().await?;
     let api = Api::default_namespaced(sim.client()?);
     Ok((sim, api))
-}
-
-fn lease(name: &str, labels: Value) -> Lease {
-    serde_json::from_value(
-        json!({"metadata": {"name": name, "labels": labels}, "spec": {"holderIdentity": name}}),
-    )
-    .expect("valid lease")
-}
-
-fn api_code(err: &kube::Error) -> Option<u16> {
-    match err {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
 }
 
 /// Polls `check` until it holds or the deadline passes.
