@@ -80,6 +80,42 @@ impl Cluster {
         Replica::start(self, identity, mode)
     }
 
+    /// Starts `leader` with `--leader-elect` and waits until it leads, then `follower`, and
+    /// waits until it follows and `namespace` has converged.
+    async fn leader_and_follower(
+        &self,
+        namespace: &str,
+        leader: &str,
+        follower: &str,
+    ) -> (Replica, Replica) {
+        let leader = self.replica(leader, "--leader-elect");
+        leader.wait_for("became the leader", WAIT).await;
+        let follower = self.replica(follower, "--leader-elect");
+        follower
+            .wait_for("coordinating with other replicas", WAIT)
+            .await;
+        self.converged(namespace, WAIT).await;
+        (leader, follower)
+    }
+
+    /// Starts two `--sharding` members and waits until each has applied a ring.
+    async fn sharded_pair(&self, identities: [&str; 2]) -> [Replica; 2] {
+        let members = identities.map(|identity| self.replica(identity, "--sharding"));
+        for m in &members {
+            m.wait_for("applied a new ring", WAIT).await;
+        }
+        members
+    }
+
+    /// Waits until at least `n` requests are held by the sim's hold fault.
+    async fn held(&self, n: u64, log: impl Fn() -> String) {
+        let start = Instant::now();
+        while self.sim.faults().held() < n {
+            assert!(start.elapsed() < WAIT, "{}", log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Deployments of `namespace` not running the pinned image yet.
     fn unpinned(&self, namespace: &str) -> Vec<String> {
         self.sim
@@ -311,7 +347,17 @@ impl Replica {
         self.signal("-TERM");
     }
 
-    /// Sends `kill SIGNAL` (`-STOP` pauses the process, `-CONT` wakes it).
+    /// Pauses the process (SIGSTOP): it does nothing, renews nothing, until [`Self::thaw`].
+    fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Wakes a frozen process (SIGCONT).
+    fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    /// Sends `kill SIGNAL`.
     fn signal(&self, signal: &str) {
         let sent = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
@@ -402,6 +448,11 @@ fn assert_stopped_before(old: &Replica, new: &str, took_over: u64) {
     );
 }
 
+/// The names `Cluster::start` gives its first `n` Deployments.
+fn deployment_names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("d{i:03}")).collect()
+}
+
 fn lease_secs() -> Duration {
     Duration::from_secs_f64(LEASE_S)
 }
@@ -413,11 +464,7 @@ fn retry() -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced_in_time() -> Result {
     let cluster = Cluster::start("ha", 20).await?;
-    let mut r1 = cluster.replica("r1", "--leader-elect");
-    r1.wait_for("became the leader", WAIT).await;
-    let r2 = cluster.replica("r2", "--leader-elect");
-    r2.wait_for("coordinating with other replicas", WAIT).await;
-    cluster.converged("ha", WAIT).await;
+    let (mut r1, r2) = cluster.leader_and_follower("ha", "r1", "r2").await;
     // The follower's caches are warm, and it wrote nothing.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(cluster.deployment_writes_by("r1") >= 20);
@@ -471,11 +518,7 @@ async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced_in_time() ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_leader_releases_the_lease_and_the_follower_takes_over_promptly() -> Result {
     let cluster = Cluster::start("ha", 5).await?;
-    let mut r1 = cluster.replica("t1", "--leader-elect");
-    r1.wait_for("became the leader", WAIT).await;
-    let r2 = cluster.replica("t2", "--leader-elect");
-    r2.wait_for("coordinating with other replicas", WAIT).await;
-    cluster.converged("ha", WAIT).await;
+    let (mut r1, r2) = cluster.leader_and_follower("ha", "t1", "t2").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     r1.sigterm();
     let sent = now_us();
@@ -497,11 +540,7 @@ async fn a_terminated_leader_releases_the_lease_and_the_follower_takes_over_prom
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_the_api_server_stops_within_the_renew_deadline() -> Result {
     let cluster = Cluster::start("ha", 5).await?;
-    let r1 = cluster.replica("c1", "--leader-elect");
-    r1.wait_for("became the leader", WAIT).await;
-    let r2 = cluster.replica("c2", "--leader-elect");
-    r2.wait_for("coordinating with other replicas", WAIT).await;
-    cluster.converged("ha", WAIT).await;
+    let (r1, r2) = cluster.leader_and_follower("ha", "c1", "c2").await;
     // Every request of c1 now fails (as if its network to the API server were down).
     cluster
         .sim
@@ -552,7 +591,7 @@ async fn three_shards_split_300_keys_hand_them_over_and_never_overlap() -> Resul
         cluster.replica("s3", "--sharding"),
     ];
     cluster.converged("shard", WAIT).await;
-    let all: Vec<String> = (0..300).map(|i| format!("d{i:03}")).collect();
+    let all = deployment_names(300);
     // Once the ring settled, each key belongs to exactly one replica: unpin everything and
     // see who reconciles what.
     for r in &replicas {
@@ -657,7 +696,7 @@ async fn a_minute_of_replicas_killed_and_restarted_converges_without_overlap() -
     cluster.converged("churn", WAIT).await;
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let until = Instant::now() + Duration::from_secs(60);
-    let all: Vec<String> = (0..100).map(|i| format!("d{i:03}")).collect();
+    let all = deployment_names(100);
     while Instant::now() < until {
         // Change a few Deployments...
         let changed: Vec<String> = (0..5)
@@ -712,13 +751,9 @@ const SLOW_POLICY: &str = "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_leader_sends_nothing_after_waking() -> Result {
     let cluster = Cluster::start_with("pause", 3, SLOW_POLICY).await?;
-    let p1 = cluster.replica("p1", "--leader-elect");
-    p1.wait_for("became the leader", WAIT).await;
-    let p2 = cluster.replica("p2", "--leader-elect");
-    p2.wait_for("coordinating with other replicas", WAIT).await;
-    cluster.converged("pause", WAIT).await;
+    let (p1, p2) = cluster.leader_and_follower("pause", "p1", "p2").await;
     // Thirty changes: at two writes a second, p1's workers wait in the write budget.
-    let names: Vec<String> = (0..3).map(|i| format!("d{i:03}")).collect();
+    let names = deployment_names(3);
     for round in 0..10 {
         let api: Api<Deployment> = Api::namespaced(cluster.client.clone(), "pause");
         let d = common::cluster::deployment(&format!("e{round:03}"), 1, "alpine");
@@ -726,11 +761,11 @@ async fn a_paused_leader_sends_nothing_after_waking() -> Result {
     }
     cluster.unpin("pause", &names).await?;
     tokio::time::sleep(Duration::from_millis(600)).await;
-    p1.signal("-STOP");
+    p1.freeze();
     // p2 takes over once p1's lease expired, then p1 wakes with writes waiting.
     p2.wait_for("became the leader", WAIT).await;
     let took_over = p2.logged_at("became the leader").unwrap();
-    p1.signal("-CONT");
+    p1.thaw();
     cluster.converged("pause", WAIT).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let late = cluster.deployment_writes_since("p1", took_over);
@@ -771,12 +806,8 @@ async fn foreign_writes_to_the_leader_lease_never_make_two_leaders() -> Result {
     ];
     for (case, edit) in cases {
         let cluster = Cluster::start("lease", 10).await?;
-        let f1 = cluster.replica("f1", "--leader-elect");
-        f1.wait_for("became the leader", WAIT).await;
-        let f2 = cluster.replica("f2", "--leader-elect");
-        f2.wait_for("coordinating with other replicas", WAIT).await;
-        cluster.converged("lease", WAIT).await;
-        let all: Vec<String> = (0..10).map(|i| format!("d{i:03}")).collect();
+        let (f1, f2) = cluster.leader_and_follower("lease", "f1", "f2").await;
+        let all = deployment_names(10);
         let written = now_us();
         match edit {
             Some(edit) => cluster.tamper("kubeplug", edit).await?,
@@ -845,15 +876,9 @@ async fn foreign_writes_to_the_leader_lease_never_make_two_leaders() -> Result {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_writes_to_member_leases_never_overlap_and_fakes_expire() -> Result {
     let cluster = Cluster::start("ring", 60).await?;
-    let members = [
-        cluster.replica("m1", "--sharding"),
-        cluster.replica("m2", "--sharding"),
-    ];
+    let members = cluster.sharded_pair(["m1", "m2"]).await;
     cluster.converged("ring", WAIT).await;
-    for m in &members {
-        m.wait_for("applied a new ring", WAIT).await;
-    }
-    let all: Vec<String> = (0..60).map(|i| format!("d{i:03}")).collect();
+    let all = deployment_names(60);
     let churn = |cluster: &Cluster| {
         let all = all.clone();
         let client = cluster.client.clone();
@@ -926,25 +951,19 @@ async fn foreign_writes_to_member_leases_never_overlap_and_fakes_expire() -> Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_paused_past_its_renew_deadline_loses_no_key() -> Result {
     let cluster = Cluster::start("stall", 40).await?;
-    let members = [
-        cluster.replica("n1", "--sharding"),
-        cluster.replica("n2", "--sharding"),
-    ];
+    let members = cluster.sharded_pair(["n1", "n2"]).await;
     cluster.converged("stall", WAIT).await;
-    for m in &members {
-        m.wait_for("applied a new ring", WAIT).await;
-    }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let all: Vec<String> = (0..40).map(|i| format!("d{i:03}")).collect();
+    let all = deployment_names(40);
     // Paused 3 s: past the renew deadline (2.5 s), within the lease (4 s). The changes
     // made meanwhile wait in its watch; it wakes to a slow API server, so its workers see
     // them before it could renew.
-    members[0].signal("-STOP");
+    members[0].freeze();
     let paused = Instant::now();
     cluster.unpin("stall", &all).await?;
     cluster.sim.faults().set_latency(Duration::from_millis(150));
     tokio::time::sleep(Duration::from_secs(3).saturating_sub(paused.elapsed())).await;
-    members[0].signal("-CONT");
+    members[0].thaw();
     let took = cluster.converged("stall", WAIT).await;
     eprintln!("paused member: converged {took:?} after waking");
     assert!(took <= Duration::from_secs(20), "{took:?}");
@@ -960,19 +979,13 @@ async fn a_member_paused_past_its_renew_deadline_loses_no_key() -> Result {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_frozen_past_its_lease_acts_on_no_key_until_it_read_the_new_ring() -> Result {
     let cluster = Cluster::start_with("frozen", 20, SLOW_POLICY).await?;
-    let members = [
-        cluster.replica("z1", "--sharding"),
-        cluster.replica("z2", "--sharding"),
-    ];
-    for m in &members {
-        m.wait_for("applied a new ring", WAIT).await;
-    }
+    let members = cluster.sharded_pair(["z1", "z2"]).await;
     cluster.converged("frozen", WAIT).await;
-    let all: Vec<String> = (0..20).map(|i| format!("d{i:03}")).collect();
+    let all = deployment_names(20);
     // Changes for both: at two writes a second, z1's writes wait in its budget.
     cluster.unpin("frozen", &all).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    members[0].signal("-STOP");
+    members[0].freeze();
     let stopped = now_us();
     let took_over = members[1]
         .wait_for_after("applied a new ring", stopped, WAIT)
@@ -985,14 +998,10 @@ async fn a_member_frozen_past_its_lease_acts_on_no_key_until_it_read_the_new_rin
         resources: vec!["leases".into()],
         user_agents: vec!["(z1)".into()],
     });
-    members[0].signal("-CONT");
+    members[0].thaw();
     let woke = now_us();
     // Two reads held: z1 renewed and went round its loop at least once since it woke.
-    let start = Instant::now();
-    while cluster.sim.faults().held() < 2 {
-        assert!(start.elapsed() < WAIT, "{}", members[0].log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cluster.held(2, || members[0].log()).await;
     let released = now_us();
     cluster.sim.faults().release();
     let late = cluster

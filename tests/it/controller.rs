@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
 use kubeplug::plugin::Limits;
 use kubeplug::policy::{Decision, Policy};
-use kubeplug_sim::{ErrorFault, Sim};
+use kubeplug_sim::{ErrorFault, FaultState, Faults, Sim};
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -1201,33 +1201,71 @@ fn host_requests(sim: &Sim, cursor: u64, resource: &str) -> Vec<kubeplug_sim::Re
         .collect()
 }
 
+/// A host running image-pinner with `config` over Deployment `web` of a fresh namespace
+/// `ns`, once it has pinned it.
+async fn pinning_web(
+    ns: &str,
+    config: ControllerConfig,
+) -> Result<(Sim, Api<Deployment>, Controller)> {
+    let (sim, client, api) = alpine_deployments(ns, ["web"]).await?;
+    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
+        .with_policy(Policy::trusted());
+    let controller = Controller::start(client, config, vec![pinner]).await?;
+    eventually(Duration::from_secs(20), "web pinned", || {
+        image_of(&sim, ns, "web").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    Ok((sim, api, controller))
+}
+
+/// Arms a fault for the next watch (`arm`), drops every open watch so the host watches again
+/// into it, and waits until the fault fired (`left` reads how many are still armed).
+async fn rewatch_into(
+    sim: &Sim,
+    what: &str,
+    arm: impl FnOnce(&Faults),
+    left: impl Fn(&FaultState) -> u64,
+) {
+    arm(sim.faults());
+    sim.faults().drop_watches();
+    eventually(Duration::from_secs(20), what, || {
+        left(&sim.faults().state()) == 0
+    })
+    .await;
+}
+
+/// Sets `web` of `ns` back to alpine and waits up to `limit` until the host pins it again.
+async fn web_corrected_again(
+    sim: &Sim,
+    api: &Api<Deployment>,
+    ns: &str,
+    limit: Duration,
+) -> Result {
+    let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back))
+        .await?;
+    eventually(limit, "web corrected again", || {
+        image_of(sim, ns, "web").as_deref() == Some("nginx:1.13")
+    })
+    .await;
+    Ok(())
+}
+
 /// Issue 36: a watch answered with an HTTP 410 Gone status (a real API server's answer to a
 /// watch from a compacted resourceVersion) relists. kube-runtime's watcher alone retries the
 /// watch with the same expired version forever; the host starts a fresh watcher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_answered_with_a_410_status_relists() -> Result {
-    let (sim, client, api) = alpine_deployments("gone", ["web"]).await?;
-    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
-        .with_policy(Policy::trusted());
-    let controller = Controller::start(client.clone(), fast_config(), vec![pinner]).await?;
-    eventually(Duration::from_secs(20), "web pinned", || {
-        image_of(&sim, "gone", "web").as_deref() == Some("nginx:1.13")
-    })
-    .await;
+    let (sim, api, controller) = pinning_web("gone", fast_config()).await?;
     let cursor = sim.requests().cursor();
-    sim.faults().gone_status_next_watches(1);
-    sim.faults().drop_watches();
-    eventually(Duration::from_secs(20), "a watch answered 410", || {
-        sim.faults().state().gone_status_watches == 0
-    })
+    rewatch_into(
+        &sim,
+        "a watch answered 410",
+        |f| f.gone_status_next_watches(1),
+        |s| s.gone_status_watches,
+    )
     .await;
-    let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
-    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back))
-        .await?;
-    eventually(Duration::from_secs(30), "web corrected again", || {
-        image_of(&sim, "gone", "web").as_deref() == Some("nginx:1.13")
-    })
-    .await;
+    web_corrected_again(&sim, &api, "gone", Duration::from_secs(30)).await?;
     let requests = host_requests(&sim, cursor, "deployments");
     let gone = requests
         .iter()
@@ -1251,33 +1289,21 @@ async fn a_watch_answered_with_a_410_status_relists() -> Result {
 /// watcher's default 295 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_watch_is_abandoned_and_a_change_made_meanwhile_arrives() -> Result {
-    let (sim, client, api) = alpine_deployments("stall", ["web"]).await?;
     let config = ControllerConfig {
         watch_timeout: Duration::from_secs(1),
         ..fast_config()
     };
-    let pinner = PluginInstance::named(load(&plugin("image-pinner")).await, "image-pinner", None)
-        .with_policy(Policy::trusted());
-    let controller = Controller::start(client.clone(), config, vec![pinner]).await?;
-    eventually(Duration::from_secs(20), "web pinned", || {
-        image_of(&sim, "stall", "web").as_deref() == Some("nginx:1.13")
-    })
-    .await;
+    let (sim, api, controller) = pinning_web("stall", config).await?;
     let cursor = sim.requests().cursor();
-    sim.faults().stall_next_watches(1);
-    sim.faults().drop_watches();
-    eventually(Duration::from_secs(20), "a watch stalled", || {
-        sim.faults().state().stall_watches == 0
-    })
+    rewatch_into(
+        &sim,
+        "a watch stalled",
+        |f| f.stall_next_watches(1),
+        |s| s.stall_watches,
+    )
     .await;
     let stalled = Instant::now();
-    let back = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "alpine"}]}}}});
-    api.patch("web", &PatchParams::default(), &Patch::Strategic(&back))
-        .await?;
-    eventually(Duration::from_secs(60), "web corrected again", || {
-        image_of(&sim, "stall", "web").as_deref() == Some("nginx:1.13")
-    })
-    .await;
+    web_corrected_again(&sim, &api, "stall", Duration::from_secs(60)).await?;
     eprintln!(
         "a change made during a stalled watch was corrected {:?} after the stall began (bound: watch timeout 1 s + 5 s)",
         stalled.elapsed()

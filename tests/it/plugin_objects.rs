@@ -19,8 +19,11 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Hostile registries, seen through a Plugin's status and Events (issue 35).
 mod hostile_registry;
+/// Plugin manifests built up field by field.
+mod manifest;
 /// One tenant hostile in every way at once, another measured beside it (issue 35).
 mod noisy_tenant;
+use manifest::{IMAGE_FIELD, PluginYaml};
 
 /// A host running `Plugin` objects only (no plugins directory) on its own API server.
 struct Tenancy {
@@ -274,21 +277,10 @@ const PLUGIN: &str = include_str!("../../host/samples/tenant/plugin.yaml");
 
 /// A Plugin running image-pinner from ConfigMap `module` (key plugin.wasm), pinning to `image`.
 fn pinner(ns: &str, name: &str, module: &str, image: &str, extra_rule: &str) -> String {
-    format!(
-        "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  module: {{configMap: {{name: {module}}}}}
-  config: {{image: \"{image}\"}}
-  permissions:
-    rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
-{extra_rule}"
-    )
+    let yaml = PluginYaml::config_map(ns, name, module)
+        .pinning(image)
+        .yaml();
+    format!("{yaml}{extra_rule}")
 }
 
 fn sha256_of(path: &Path) -> String {
@@ -1120,21 +1112,9 @@ async fn a_policy_requiring_signatures_runs_only_signed_images() -> Result<()> {
     .await?;
     t.deployment("team-a", "web", "alpine").await?;
     let plugin = |image: &str| {
-        format!(
-            "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {{name: pinner, namespace: team-a}}
-spec:
-  module: {{image: \"{tag}\"}}
-  config: {{image: \"{image}\"}}
-  permissions:
-    rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
-"
-        )
+        PluginYaml::image("team-a", "pinner", &tag)
+            .pinning(image)
+            .yaml()
     };
     t.apply(&plugin("nginx:1.25")).await?;
     let why = t
@@ -1567,21 +1547,9 @@ async fn plugins_that_cannot_load_hold_no_slot_another_namespace_needs() -> Resu
 
 /// A Plugin running image-pinner's module from image `tag`, pinning to nginx:1.25.
 fn image_pinner(ns: &str, name: &str, tag: &kubeplug::oci::OciRef) -> String {
-    format!(
-        "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  module: {{image: \"{tag}\"}}
-  config: {{image: \"nginx:1.25\"}}
-  permissions:
-    rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/name, /spec/template/spec/containers/*/image]
-"
-    )
+    PluginYaml::image(ns, name, tag)
+        .pinning("nginx:1.25")
+        .yaml()
 }
 
 /// Issue 35, finding 4 (compiles): one namespace's three 12 MiB TypeScript modules (images:

@@ -11,6 +11,13 @@ use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+#[allow(
+    dead_code,
+    reason = "its connection counts serve the host's unit tests"
+)]
+mod trickling;
+pub use trickling::trickling_registry;
+
 /// One request as a fake server saw it: its path and its headers (lowercase names).
 #[derive(Debug, Clone)]
 pub struct Seen {

@@ -66,7 +66,8 @@ pub struct Rule {
     /// The window stays open for this many matching requests; absent = for ever.
     #[serde(rename = "for", default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u64>,
-    /// Inject at most this many faults.
+    /// Inject at most this many faults. With no rate, the rule fires on the first N requests
+    /// it matches (in its window): "the next N watches" (the sim's counter switches are such).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_faults: Option<u64>,
     /// What goes wrong.
@@ -756,6 +757,27 @@ rules:
         );
         assert_eq!(active.report().injected, 2);
         assert_eq!(active.report().rules[0].matched, 12);
+    }
+
+    #[test]
+    fn max_faults_without_a_rate_is_the_next_n_matching_requests() {
+        let mut active = Active::new(Schedule {
+            seed: 0,
+            rules: vec![Rule {
+                max_faults: Some(2),
+                ..Rule::new(Fault::GoneWatch {})
+            }],
+        });
+        let watch = RequestInfo {
+            verb: "watch",
+            ..get("pods")
+        };
+        assert!(
+            active.decide(&get("pods")).is_none(),
+            "a get is not a watch"
+        );
+        let hits: Vec<bool> = (0..4).map(|_| active.decide(&watch).is_some()).collect();
+        assert_eq!(hits, [true, true, false, false]);
     }
 
     #[test]

@@ -1,15 +1,18 @@
-//! Fault injection: switches set from embedding code ([`Faults`]) or over HTTP
-//! (`POST /sim/faults`, `GET /sim/faults`, `DELETE /sim/faults`) to make the sim misbehave the
-//! way real API servers do: dropped or stalled watches, 410 Gone (as an ERROR event or an HTTP status), 5xx/429 answers, 409 conflicts, latency,
-//! and requests held at the door until released (to put another client's write between a
-//! controller's decision and its own write, deterministically). A [`Schedule`] (see
-//! `fault_schedule`) adds seeded, per-rule faults on chosen requests.
+//! Fault injection, set from embedding code ([`Faults`]) or over HTTP (`POST /sim/faults`,
+//! `GET /sim/faults`, `DELETE /sim/faults`), to make the sim misbehave the way real API
+//! servers do. One mechanism decides every injected fault: a [`Schedule`] of rules (see
+//! `fault_schedule`). The convenience switches (`gone_next_watches`, `conflict_next_writes`,
+//! `inject_errors`, ... and their JSON fields) each set a one-rule schedule of their own,
+//! tried before the main schedule. Beside them: latency on every request, dropping every open
+//! watch now, and requests held at the door until released (to put another client's write
+//! between a controller's decision and its own write, deterministically).
 
 use super::errors::ApiError;
 use super::fault_schedule::{
-    Active, Injection, RequestInfo, Schedule, ScheduleError, ScheduleReport,
+    Active, Fault, Match, RequestInfo, Rule, Schedule, ScheduleError, ScheduleReport,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -114,27 +117,16 @@ impl HoldFault {
         }
     }
 
+    /// Whether a request passes the filters (an empty filter passes everything).
     fn matches(&self, verb: &str, resource: &str, user_agent: &str) -> bool {
-        matches_filters(
-            (&self.verbs, &self.resources, &self.user_agents),
-            verb,
-            resource,
-            user_agent,
-        )
+        (self.verbs.is_empty() || self.verbs.iter().any(|v| v == verb))
+            && (self.resources.is_empty() || self.resources.iter().any(|r| r == resource))
+            && (self.user_agents.is_empty()
+                || self
+                    .user_agents
+                    .iter()
+                    .any(|a| user_agent.contains(a.as_str())))
     }
-}
-
-/// Whether a request passes the verb, resource and user-agent filters of a fault (an empty
-/// filter passes everything).
-fn matches_filters(
-    (verbs, resources, agents): (&[String], &[String], &[String]),
-    verb: &str,
-    resource: &str,
-    user_agent: &str,
-) -> bool {
-    (verbs.is_empty() || verbs.iter().any(|v| v == verb))
-        && (resources.is_empty() || resources.iter().any(|r| r == resource))
-        && (agents.is_empty() || agents.iter().any(|a| user_agent.contains(a.as_str())))
 }
 
 /// The current switches (also the JSON of `GET /sim/faults`).
@@ -143,17 +135,17 @@ fn matches_filters(
 pub struct FaultState {
     /// Added to every API request.
     pub latency_ms: u64,
-    /// The next N watch requests get a 410 Gone ERROR event.
+    /// Of the next watch requests, how many more get a 410 Gone ERROR event.
     pub gone_watches: u64,
-    /// The next N watch requests get an HTTP 410 Gone status (the form a real API server
-    /// answers a watch from a compacted resourceVersion with).
+    /// Of the next watch requests, how many more get an HTTP 410 Gone status (the form a real
+    /// API server answers a watch from a compacted resourceVersion with).
     pub gone_status_watches: u64,
-    /// The next N watch requests get a stream that stays open and sends nothing (no event,
-    /// no bookmark, no end at `timeoutSeconds`) until the client leaves.
+    /// Of the next watch requests, how many more get a stream that stays open and sends
+    /// nothing (no event, no bookmark, no end at `timeoutSeconds`) until the client leaves.
     pub stall_watches: u64,
-    /// The next N updates/patches get 409 Conflict.
+    /// Of the next updates/patches, how many more get 409 Conflict.
     pub conflicts: u64,
-    /// Error answers.
+    /// Error answers (`remaining` counting down as they are given).
     pub error: Option<ErrorFault>,
     /// Requests held until released.
     pub hold: Option<HoldFault>,
@@ -194,14 +186,105 @@ pub struct FaultRequest {
     pub reset: bool,
 }
 
+/// A convenience switch: each stands for a one-rule [`Schedule`] of its own, tried (in this
+/// order) before the schedule set with [`Faults::set_schedule`]; setting one again replaces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Switch {
+    /// [`Faults::inject_errors`]: an `error` rule.
+    Error,
+    /// [`Faults::conflict_next_writes`]: `{fault: conflict, maxFaults: N}`.
+    Conflicts,
+    /// [`Faults::gone_status_next_watches`]: `{fault: goneWatch, maxFaults: N}`.
+    GoneStatusWatches,
+    /// [`Faults::stall_next_watches`]: `{fault: stallWatch, maxFaults: N}`.
+    StallWatches,
+    /// [`Faults::gone_next_watches`]: `{fault: goneWatchEvent, maxFaults: N}`.
+    GoneWatches,
+}
+
+impl Switch {
+    /// The name in the request log and in the JSON body.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Conflicts => "conflicts",
+            Self::GoneStatusWatches => "goneStatusWatches",
+            Self::StallWatches => "stallWatches",
+            Self::GoneWatches => "goneWatches",
+        }
+    }
+}
+
+impl ErrorFault {
+    /// The same fault as a one-rule schedule: its filters are the rule's match, its `seed`
+    /// the schedule's, `remaining` the rule's `maxFaults` (`everyNth` wins over `ratio`).
+    fn schedule(&self) -> Schedule {
+        let rule = Rule {
+            matcher: Match {
+                verbs: self.verbs.clone(),
+                resources: self.resources.clone(),
+                user_agents: self.user_agents.clone(),
+                ..Match::default()
+            },
+            every_nth: self.every_nth.map(|n| n.max(1)),
+            ratio: self.ratio.filter(|_| self.every_nth.is_none()),
+            max_faults: self.remaining,
+            ..Rule::new(Fault::Error {
+                status: self.status,
+                retry_after_seconds: self.retry_after_seconds,
+            })
+        };
+        Schedule {
+            seed: self.seed,
+            rules: vec![rule],
+        }
+    }
+}
+
+/// `fault` for the next `n` requests it applies to: a one-rule schedule capped at `n` faults.
+fn next_n(fault: Fault, n: u64) -> Schedule {
+    Schedule {
+        seed: 0,
+        rules: vec![Rule {
+            max_faults: Some(n),
+            ..Rule::new(fault)
+        }],
+    }
+}
+
+#[derive(Default)]
 struct Inner {
-    state: FaultState,
-    counter: u64,
-    rng: u64,
+    latency_ms: u64,
+    hold: Option<HoldFault>,
+    held: u64,
+    /// The switches set now, each a running one-rule schedule.
+    switches: BTreeMap<Switch, Active>,
+    /// The error switch as given, for [`Faults::state`].
+    error: Option<ErrorFault>,
     schedule: Option<Active>,
 }
 
-/// The fault switches of one sim.
+impl Inner {
+    /// Faults a switch's rule may still inject (0 when unset, `u64::MAX` when unbounded).
+    fn left(&self, switch: Switch) -> u64 {
+        self.switches.get(&switch).map_or(0, |active| {
+            let report = active.report();
+            let rule = &report.rules[0];
+            rule.rule
+                .max_faults
+                .map_or(u64::MAX, |max| max.saturating_sub(rule.injected))
+        })
+    }
+
+    fn set_switch(&mut self, switch: Switch, schedule: Option<Schedule>) {
+        match schedule {
+            Some(schedule) => self.switches.insert(switch, Active::new(schedule)),
+            None => self.switches.remove(&switch),
+        };
+    }
+}
+
+/// The fault switches and the fault schedule of one sim.
 pub struct Faults {
     inner: Mutex<Inner>,
     drop_tx: watch::Sender<u64>,
@@ -214,12 +297,7 @@ pub struct Faults {
 impl Default for Faults {
     fn default() -> Self {
         Self {
-            inner: Mutex::new(Inner {
-                state: FaultState::default(),
-                counter: 0,
-                rng: 0,
-                schedule: None,
-            }),
+            inner: Mutex::new(Inner::default()),
             drop_tx: watch::channel(0).0,
             release_tx: watch::channel(0).0,
             stalled: std::sync::Arc::default(),
@@ -246,70 +324,79 @@ impl Faults {
         self.drop_tx.send_modify(|n| *n += 1);
     }
 
-    /// The next `n` watch requests get a 410 Gone ERROR event.
+    /// The next `n` watch requests get a 410 Gone ERROR event (`goneWatchEvent`).
     pub fn gone_next_watches(&self, n: u64) {
-        self.lock().state.gone_watches = n;
+        self.arm(Switch::GoneWatches, Fault::GoneWatchEvent {}, n);
     }
 
-    /// The next `n` watch requests get an HTTP 410 Gone status.
+    /// The next `n` watch requests get an HTTP 410 Gone status (`goneWatch`).
     pub fn gone_status_next_watches(&self, n: u64) {
-        self.lock().state.gone_status_watches = n;
+        self.arm(Switch::GoneStatusWatches, Fault::GoneWatch {}, n);
     }
 
-    /// The next `n` watch requests get a stream that stays open and sends nothing.
+    /// The next `n` watch requests get a stream that stays open and sends nothing
+    /// (`stallWatch`).
     pub fn stall_next_watches(&self, n: u64) {
-        self.lock().state.stall_watches = n;
+        self.arm(
+            Switch::StallWatches,
+            Fault::StallWatch { after_events: 0 },
+            n,
+        );
     }
 
-    /// The next `n` updates or patches get 409 Conflict.
+    /// The next `n` updates or patches get 409 Conflict (`conflict`).
     pub fn conflict_next_writes(&self, n: u64) {
-        self.lock().state.conflicts = n;
+        self.arm(Switch::Conflicts, Fault::Conflict {}, n);
+    }
+
+    /// Sets `switch` to `fault` on the next `n` requests it applies to (0 turns it off).
+    fn arm(&self, switch: Switch, fault: Fault, n: u64) {
+        self.lock()
+            .set_switch(switch, (n > 0).then(|| next_n(fault, n)));
     }
 
     /// Adds `latency` to every API request.
     pub fn set_latency(&self, latency: Duration) {
-        self.lock().state.latency_ms = latency.as_millis() as u64;
+        self.lock().latency_ms = latency.as_millis() as u64;
     }
 
-    /// Answers matching requests with an error.
+    /// Answers matching requests with an error (replacing an earlier error fault).
     pub fn inject_errors(&self, fault: ErrorFault) {
         let mut inner = self.lock();
-        inner.rng = fault.seed;
-        inner.counter = 0;
-        inner.state.error = Some(fault);
+        inner.set_switch(Switch::Error, Some(fault.schedule()));
+        inner.error = Some(fault);
     }
 
     /// Stops answering with errors.
     pub fn clear_errors(&self) {
-        self.lock().state.error = None;
+        let mut inner = self.lock();
+        inner.set_switch(Switch::Error, None);
+        inner.error = None;
     }
 
     /// Holds matching requests before they are served, until [`Self::release`].
     pub fn hold(&self, fault: HoldFault) {
-        self.lock().state.hold = Some(fault);
+        self.lock().hold = Some(fault);
     }
 
     /// Lets every held request through and stops holding.
     pub fn release(&self) {
-        self.lock().state.hold = None;
+        self.lock().hold = None;
         self.release_tx.send_modify(|n| *n += 1);
     }
 
     /// How many requests are held now.
     pub fn held(&self) -> u64 {
-        self.lock().state.held
+        self.lock().held
     }
 
-    /// Turns every switch off (held requests are let through).
+    /// Turns every switch and the schedule off (held requests are let through).
     pub fn reset(&self) {
         let mut inner = self.lock();
-        let held = inner.state.held;
-        inner.state = FaultState {
-            held,
-            ..FaultState::default()
+        *inner = Inner {
+            held: inner.held,
+            ..Inner::default()
         };
-        inner.counter = 0;
-        inner.schedule = None;
         drop(inner);
         self.release_tx.send_modify(|n| *n += 1);
     }
@@ -317,10 +404,25 @@ impl Faults {
     /// The current switches, with the schedule's counters.
     pub fn state(&self) -> FaultState {
         let inner = self.lock();
+        let error = inner.error.clone().map(|mut error| {
+            let injected = inner
+                .switches
+                .get(&Switch::Error)
+                .map_or(0, |a| a.report().injected);
+            error.remaining = error.remaining.map(|r| r.saturating_sub(injected));
+            error
+        });
         FaultState {
+            latency_ms: inner.latency_ms,
+            gone_watches: inner.left(Switch::GoneWatches),
+            gone_status_watches: inner.left(Switch::GoneStatusWatches),
+            stall_watches: inner.left(Switch::StallWatches),
+            conflicts: inner.left(Switch::Conflicts),
+            error,
+            hold: inner.hold.clone(),
+            held: inner.held,
             schedule: inner.schedule.as_ref().map(Active::report),
             stalled_watches: self.stalled.load(Ordering::Relaxed),
-            ..inner.state.clone()
         }
     }
 
@@ -349,12 +451,24 @@ impl Faults {
             .map_or(0, |a| a.report().injected)
     }
 
-    /// The schedule's fault for this request, if a rule fires; logged and counted.
-    pub(crate) fn scheduled(&self, request: &RequestInfo<'_>) -> Option<Injection> {
-        let injection = self.lock().schedule.as_mut()?.decide(request)?;
+    /// The fault for this request, if a switch or else a schedule rule fires; logged, and
+    /// returned with what the request log says of it (`conflicts: ...`, `rule 2: ...`).
+    pub(crate) fn decide(&self, request: &RequestInfo<'_>) -> Option<(String, Fault)> {
+        let mut inner = self.lock();
+        let switched = inner.switches.iter_mut().find_map(|(switch, active)| {
+            Some((switch.name().to_string(), active.decide(request)?))
+        });
+        let (source, injection) = match switched {
+            Some(found) => found,
+            None => {
+                let injection = inner.schedule.as_mut()?.decide(request)?;
+                (format!("rule {}", injection.rule), injection)
+            }
+        };
+        drop(inner);
         tracing::info!(
             seed = injection.seed,
-            rule = injection.rule,
+            source,
             verb = request.verb,
             resource = request.resource,
             namespace = request.namespace.unwrap_or(""),
@@ -362,7 +476,7 @@ impl Faults {
             fault = %injection.fault,
             "fault injected"
         );
-        Some(injection)
+        Some((format!("{source}: {}", injection.fault), injection.fault))
     }
 
     /// The counter of stalled watches, for a watch to hold a [`StallGuard`] on.
@@ -412,9 +526,9 @@ impl Faults {
         // Subscribed under the lock: a release after it is seen, whenever the wait starts.
         let mut released = {
             let mut inner = self.lock();
-            match &inner.state.hold {
+            match &inner.hold {
                 Some(hold) if hold.matches(verb, resource, user_agent) => {
-                    inner.state.held += 1;
+                    inner.held += 1;
                     self.release_tx.subscribe()
                 }
                 _ => return false,
@@ -422,7 +536,7 @@ impl Faults {
         };
         // Only a release (or reset) ends the wait; a dropped sender means the sim is going away.
         let _ = released.changed().await;
-        self.lock().state.held -= 1;
+        self.lock().held -= 1;
         true
     }
 
@@ -431,65 +545,7 @@ impl Faults {
     }
 
     pub(crate) fn latency(&self) -> Duration {
-        Duration::from_millis(self.lock().state.latency_ms)
-    }
-
-    /// Consumes one forced 410 if armed.
-    pub(crate) fn take_gone(&self) -> bool {
-        take(&mut self.lock().state.gone_watches)
-    }
-
-    /// Consumes one forced HTTP 410 status if armed.
-    pub(crate) fn take_gone_status(&self) -> bool {
-        take(&mut self.lock().state.gone_status_watches)
-    }
-
-    /// Consumes one stalled watch if armed.
-    pub(crate) fn take_stall(&self) -> bool {
-        take(&mut self.lock().state.stall_watches)
-    }
-
-    /// Consumes one forced conflict if armed.
-    pub(crate) fn take_conflict(&self) -> bool {
-        take(&mut self.lock().state.conflicts)
-    }
-
-    /// The injected error for this request, if any.
-    pub(crate) fn error_for(
-        &self,
-        verb: &str,
-        resource: &str,
-        user_agent: &str,
-    ) -> Option<ApiError> {
-        let mut guard = self.lock();
-        let inner = &mut *guard;
-        let fault = inner.state.error.as_mut()?;
-        if !matches_filters(
-            (&fault.verbs, &fault.resources, &fault.user_agents),
-            verb,
-            resource,
-            user_agent,
-        ) {
-            return None;
-        }
-        inner.counter += 1;
-        let hit = match (fault.every_nth, fault.ratio) {
-            (Some(n), _) => inner.counter.is_multiple_of(n.max(1)),
-            (None, Some(ratio)) => {
-                (splitmix(&mut inner.rng) >> 11) as f64 / (1u64 << 53) as f64 <= ratio
-            }
-            (None, None) => true,
-        };
-        if !hit {
-            return None;
-        }
-        if let Some(left) = fault.remaining.as_mut() {
-            if *left == 0 {
-                return None;
-            }
-            *left -= 1;
-        }
-        Some(injected_error(fault.status, fault.retry_after_seconds))
+        Duration::from_millis(self.lock().latency_ms)
     }
 }
 
@@ -548,43 +604,56 @@ pub(crate) fn injected_error(status: u16, retry: Option<u64>) -> ApiError {
     err
 }
 
-fn take(counter: &mut u64) -> bool {
-    if *counter > 0 {
-        *counter -= 1;
-        true
-    } else {
-        false
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request<'a>(verb: &'a str, resource: &'a str, user_agent: &'a str) -> RequestInfo<'a> {
+        RequestInfo {
+            verb,
+            resource,
+            group: "",
+            kind: "",
+            namespace: Some("default"),
+            user_agent,
+            continued: false,
+        }
+    }
+
+    /// The fault decided for a request of `verb` on pods.
+    fn fault_for(f: &Faults, verb: &str) -> Option<Fault> {
+        f.decide(&request(verb, "pods", "")).map(|(_, fault)| fault)
+    }
+
+    /// The error answer decided for this request, as the server gives it.
+    fn error_for(f: &Faults, verb: &str, resource: &str, user_agent: &str) -> Option<ApiError> {
+        match f.decide(&request(verb, resource, user_agent))?.1 {
+            Fault::Error {
+                status,
+                retry_after_seconds,
+            } => Some(injected_error(status, retry_after_seconds)),
+            other => panic!("not an error: {other}"),
+        }
+    }
 
     #[test]
     fn every_nth_and_filters() {
         let f = Faults::default();
         f.inject_errors(ErrorFault::every_nth(503, 3).verbs(["list"]));
         let hits: Vec<bool> = (0..6)
-            .map(|_| f.error_for("list", "pods", "").is_some())
+            .map(|_| error_for(&f, "list", "pods", "").is_some())
             .collect();
         assert_eq!(hits, vec![false, false, true, false, false, true]);
-        assert!(f.error_for("get", "pods", "").is_none());
+        assert!(error_for(&f, "get", "pods", "").is_none());
     }
 
     #[test]
     fn a_fault_can_target_one_client_by_user_agent() {
         let f = Faults::default();
         f.inject_errors(ErrorFault::every_nth(503, 1).user_agents(["(replica-a)"]));
-        assert!(
-            f.error_for("get", "leases", "kubeplug/0.1 (replica-a)")
-                .is_some()
-        );
-        assert!(
-            f.error_for("get", "leases", "kubeplug/0.1 (replica-b)")
-                .is_none()
-        );
-        assert!(f.error_for("get", "leases", "").is_none());
+        assert!(error_for(&f, "get", "leases", "kubeplug/0.1 (replica-a)").is_some());
+        assert!(error_for(&f, "get", "leases", "kubeplug/0.1 (replica-b)").is_none());
+        assert!(error_for(&f, "get", "leases", "").is_none());
     }
 
     #[test]
@@ -593,7 +662,7 @@ mod tests {
             let f = Faults::default();
             f.inject_errors(ErrorFault::ratio(500, 0.3, 42));
             (0..1000)
-                .map(|_| f.error_for("get", "pods", "").is_some())
+                .map(|_| error_for(&f, "get", "pods", "").is_some())
                 .collect::<Vec<_>>()
         };
         let a = run();
@@ -606,9 +675,9 @@ mod tests {
     fn remaining_and_retry_after() {
         let f = Faults::default();
         f.inject_errors(ErrorFault::every_nth(429, 1).times(1));
-        let err = f.error_for("get", "pods", "").unwrap();
+        let err = error_for(&f, "get", "pods", "").unwrap();
         assert_eq!(err.retry_after, Some(1));
-        assert!(f.error_for("get", "pods", "").is_none());
+        assert!(error_for(&f, "get", "pods", "").is_none());
     }
 
     #[tokio::test]
@@ -666,19 +735,66 @@ mod tests {
     }
 
     #[test]
-    fn counters() {
+    fn switches_are_one_rule_schedules_that_count_down() {
         let f = Faults::default();
         f.apply(FaultRequest {
             conflicts: Some(1),
             gone_watches: Some(2),
-            gone_status_watches: Some(1),
             stall_watches: Some(1),
             ..Default::default()
         });
-        assert!(f.take_conflict());
-        assert!(!f.take_conflict());
-        assert!(f.take_gone() && f.take_gone() && !f.take_gone());
-        assert!(f.take_gone_status() && !f.take_gone_status());
-        assert!(f.take_stall() && !f.take_stall());
+        assert_eq!(fault_for(&f, "get"), None, "no switch applies to a get");
+        assert_eq!(fault_for(&f, "patch"), Some(Fault::Conflict {}));
+        assert_eq!(fault_for(&f, "update"), None, "one conflict only");
+        assert_eq!(f.state().conflicts, 0);
+        // Tried in a fixed order: the stall first, then the two 410 events.
+        assert_eq!(
+            fault_for(&f, "watch"),
+            Some(Fault::StallWatch { after_events: 0 })
+        );
+        assert_eq!(f.state().gone_watches, 2);
+        assert_eq!(fault_for(&f, "watch"), Some(Fault::GoneWatchEvent {}));
+        assert_eq!(fault_for(&f, "watch"), Some(Fault::GoneWatchEvent {}));
+        assert_eq!(fault_for(&f, "watch"), None);
+        // Setting a switch again replaces it; 0 turns it off.
+        f.gone_status_next_watches(5);
+        f.gone_status_next_watches(1);
+        assert_eq!(f.state().gone_status_watches, 1);
+        f.conflict_next_writes(3);
+        f.conflict_next_writes(0);
+        assert_eq!(fault_for(&f, "watch"), Some(Fault::GoneWatch {}));
+        assert_eq!(fault_for(&f, "watch"), None);
+        assert_eq!(fault_for(&f, "patch"), None);
+        assert_eq!(f.state(), FaultState::default());
+    }
+
+    #[test]
+    fn switches_come_before_the_schedule_and_leave_its_counters_alone() {
+        let f = Faults::default();
+        f.set_schedule(Schedule {
+            seed: 0,
+            rules: vec![Rule::new(Fault::CloseWatch { after_events: 1 })],
+        })
+        .unwrap();
+        f.gone_status_next_watches(1);
+        let (said, fault) = f.decide(&request("watch", "pods", "")).unwrap();
+        assert_eq!(
+            (said.as_str(), fault),
+            ("goneStatusWatches: {\"goneWatch\":{}}", Fault::GoneWatch {})
+        );
+        let (said, _) = f.decide(&request("watch", "pods", "")).unwrap();
+        assert!(said.starts_with("rule 0: "), "{said}");
+        assert_eq!(f.injected(), 1, "only the schedule's own fault counts");
+    }
+
+    #[test]
+    fn the_error_switch_reports_what_remains() {
+        let f = Faults::default();
+        f.inject_errors(ErrorFault::every_nth(503, 1).times(2));
+        assert!(error_for(&f, "get", "pods", "").is_some());
+        assert_eq!(f.state().error.unwrap().remaining, Some(1));
+        f.clear_errors();
+        assert!(error_for(&f, "get", "pods", "").is_none());
+        assert_eq!(f.state().error, None);
     }
 }

@@ -426,22 +426,7 @@ async fn dispatch(
         .faults
         .wait_if_held(verb, &kind.plural, &record.user_agent)
         .await;
-    if let Some(err) = shared
-        .faults
-        .error_for(verb, &kind.plural, &record.user_agent)
-    {
-        record.fault = Some(format!("error {}", err.code));
-        return Err(err);
-    }
-    if matches!(verb, "update" | "patch") && shared.faults.take_conflict() {
-        record.fault = Some("conflict".into());
-        return Err(ApiError::conflict(
-            &kind.resource_name(),
-            req.name.as_deref().unwrap_or_default(),
-        ));
-    }
-
-    let scheduled = shared.faults.scheduled(&RequestInfo {
+    let decided = shared.faults.decide(&RequestInfo {
         verb,
         resource: &kind.plural,
         group: &kind.group,
@@ -451,9 +436,9 @@ async fn dispatch(
         continued: verb == "list" && query.get("continue").is_some_and(|c| !c.is_empty()),
     });
     let mut injected = Injected::default();
-    if let Some(injection) = scheduled {
-        record.fault = Some(format!("rule {}: {}", injection.rule, injection.fault));
-        match injection.fault {
+    if let Some((said, fault)) = decided {
+        record.fault = Some(said);
+        match fault {
             Fault::Error {
                 status,
                 retry_after_seconds,

@@ -12,7 +12,7 @@ use super::store::{Event, EventType};
 use super::watch_faults::{Chunk, Next, Outlet, WatchFault};
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -170,20 +170,7 @@ pub(crate) fn start(
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Chunk>(1024);
     let resource = kind.storage_name();
-    if shared.faults.take_gone_status() {
-        return ApiError::gone("too old resource version (injected fault)").into_response();
-    }
-    if shared.faults.take_stall() {
-        let mut shutdown = shared.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = tx.closed() => {}
-                _ = shutdown.changed() => {}
-            }
-        });
-        return stream_response(rx);
-    }
-    if shared.faults.take_gone() || fault == Some(Injected::GoneEvent) {
+    if fault == Some(Injected::GoneEvent) {
         let _ = tx.try_send(Ok(gone_line(
             "too old resource version (injected fault)".into(),
         )));

@@ -416,8 +416,14 @@ fn backoff(failures: u32, transient: bool) -> Duration {
         .min(MAX_BACKOFF)
 }
 
+/// The hostile registry the integration tests use too.
+#[cfg(test)]
+#[path = "../../../tests/it/registry_hostile/trickling.rs"]
+mod trickling;
+
 #[cfg(test)]
 mod tests {
+    use super::trickling::{Trickling, trickling_registry};
     use super::*;
 
     /// Ten Plugins naming ten images of a registry that never answers: at most
@@ -505,47 +511,6 @@ mod tests {
         let err = pulls.get(&image, Vec::new()).unwrap_err();
         assert_eq!(err.reason, Reason::PullFailed);
         assert!(err.message.contains("took longer than"), "{}", err.message);
-    }
-
-    /// A registry that answers every request with a manifest of a million bytes, sent a
-    /// byte a second (each byte keeps the client's read timeout from firing: only the pull's
-    /// deadline stops it); its count of connections accepted, and of those the client closed.
-    async fn trickling_registry() -> (
-        String,
-        tokio::sync::watch::Receiver<usize>,
-        tokio::sync::watch::Receiver<usize>,
-    ) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let (accepted_tx, accepted) = tokio::sync::watch::channel(0usize);
-        let (closed_tx, closed) = tokio::sync::watch::channel(0usize);
-        let closed_tx = Arc::new(closed_tx);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                accepted_tx.send_modify(|n| *n += 1);
-                let closed_tx = closed_tx.clone();
-                tokio::spawn(async move {
-                    let (mut read, mut write) = stream.into_split();
-                    let mut buf = [0u8; 4096];
-                    let _ = read.read(&mut buf).await;
-                    let trickle = tokio::spawn(async move {
-                        let head = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 1000000\r\n\r\n";
-                        if write.write_all(head.as_bytes()).await.is_err() {
-                            return;
-                        }
-                        while write.write_all(b" ").await.is_ok() {
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                        }
-                    });
-                    // A read of 0 (or an error) is the client leaving.
-                    while matches!(read.read(&mut buf).await, Ok(n) if n > 0) {}
-                    trickle.abort();
-                    closed_tx.send_modify(|n| *n += 1);
-                });
-            }
-        });
-        (addr, accepted, closed)
     }
 
     /// A registry holding one module under any repository and tag; its count of manifest
@@ -637,7 +602,11 @@ mod tests {
     /// deadline of team-a's pulls.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_tenant_whose_registry_hangs_cannot_hold_another_tenants_pull() {
-        let (slow, mut accepted, _) = trickling_registry().await;
+        let Trickling {
+            addr: slow,
+            mut accepted,
+            ..
+        } = trickling_registry(Duration::from_secs(1)).await;
         let (good, mut asked) = healthy_registry().await;
         let cache = tempfile::tempdir().unwrap();
         let (pulls, wake) = pulls_of(vec![slow.clone(), good.clone()], cache.path());
@@ -683,7 +652,11 @@ mod tests {
     /// the abandoned pulls is still far off, and their connections are closed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn images_no_plugin_names_free_their_slots_at_once() {
-        let (slow, mut accepted, mut closed) = trickling_registry().await;
+        let Trickling {
+            addr: slow,
+            mut accepted,
+            mut closed,
+        } = trickling_registry(Duration::from_secs(1)).await;
         let (good, mut asked) = healthy_registry().await;
         let cache = tempfile::tempdir().unwrap();
         let (pulls, _wake) = pulls_of(vec![slow.clone(), good.clone()], cache.path());

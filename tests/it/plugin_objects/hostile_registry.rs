@@ -54,21 +54,10 @@ async fn a_registry_cannot_read_back_or_redirect_through_a_plugin() -> Result<()
     ))
     .await?;
     let plugin = |name: &str| {
-        format!(
-            "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {{name: {name}, namespace: team-a}}
-spec:
-  module: {{image: \"oci://{reg}/team-a/{name}/m:v1\"}}
-  config: {{image: \"nginx:1.25\"}}
-  permissions:
-    rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/image]
-"
-        )
+        PluginYaml::image("team-a", name, format!("oci://{reg}/team-a/{name}/m:v1"))
+            .config("{image: \"nginx:1.25\"}")
+            .patching(IMAGE_FIELD)
+            .yaml()
     };
     t.apply(&plugin("forbidden")).await?;
     t.apply(&plugin("realm")).await?;

@@ -6,35 +6,7 @@
 //! the figures are printed and the README quotes them.
 
 use super::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A registry that answers every request with headers and then one byte of body every 5 s,
-/// as long as the client stays: a pull from it never ends by itself. Its address.
-async fn trickling_registry() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 16384];
-                if stream.read(&mut buf).await.unwrap_or(0) == 0 {
-                    return;
-                }
-                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 100000\r\n\r\n";
-                if stream.write_all(head.as_bytes()).await.is_err() {
-                    return;
-                }
-                loop {
-                    if stream.write_all(b" ").await.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                }
-            });
-        }
-    });
-    addr
-}
+use crate::registry_hostile::trickling_registry;
 
 /// The quiet tenant's figures: its Plugin's time to Ready, and change→patch latencies.
 struct Quiet {
@@ -111,7 +83,7 @@ async fn a_tenant_hostile_in_every_way_leaves_another_its_bounds() -> Result<()>
     let Some(reg) = crate::registry::Registry::start() else {
         return Ok(());
     };
-    let slow = trickling_registry().await;
+    let slow = trickling_registry(Duration::from_secs(5)).await.addr;
     let modules = tempfile::tempdir()?;
     let mut args = reg.args(modules.path());
     args.insecure_registry.push(slow.clone());
@@ -164,19 +136,10 @@ async fn a_tenant_hostile_in_every_way_leaves_another_its_bounds() -> Result<()>
     )
     .await?;
     t.apply(
-        "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {name: looper, namespace: team-a}
-spec:
-  module: {configMap: {name: looper}}
-  config: {mode: loop}
-  permissions:
-    rules:
-    - apiVersion: apps/v1
-      kind: Deployment
-      verbs: [patch]
-      fields: [/spec/template/spec/containers/*/image]
-",
+        &PluginYaml::config_map("team-a", "looper", "looper")
+            .config("{mode: loop}")
+            .patching(IMAGE_FIELD)
+            .yaml(),
     )
     .await?;
     // Three 12 MiB TypeScript modules to compile.
@@ -199,15 +162,8 @@ spec:
     // Five Plugins on the trickling registry (more than the host's pull slots).
     for i in 0..5 {
         let tag = format!("oci://{slow}/team-a/slow-{i}:v1");
-        t.apply(&format!(
-            "apiVersion: kubeplug.dev/v1alpha1
-kind: Plugin
-metadata: {{name: slow-{i}, namespace: team-a}}
-spec:
-  module: {{image: \"{tag}\"}}
-"
-        ))
-        .await?;
+        t.apply(&PluginYaml::image("team-a", &format!("slow-{i}"), tag).yaml())
+            .await?;
     }
     // A flood of Plugins whose module does not even compile.
     let junk = t.file("junk.wasm", b"\0asm\x0d\0\x01\0\xff\xfe\xfd no component");

@@ -15,17 +15,11 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::support::{api_code, lease, sim};
+
 type Result<T = ()> = anyhow::Result<T>;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-async fn sim() -> Result<Sim> {
-    Ok(Sim::builder()
-        .status_delay(Duration::from_millis(50))
-        .bookmark_interval(Duration::from_millis(200))
-        .start()
-        .await?)
-}
 
 fn deployment(name: &str, replicas: i32, image: &str) -> Deployment {
     serde_json::from_value(json!({
@@ -38,20 +32,6 @@ fn deployment(name: &str, replicas: i32, image: &str) -> Deployment {
                     {"name": "sidecar", "image": "sidecar:1"}]}}}
     }))
     .expect("valid deployment")
-}
-
-fn lease(name: &str, labels: Value) -> Lease {
-    serde_json::from_value(
-        json!({"metadata": {"name": name, "labels": labels}, "spec": {"holderIdentity": name}}),
-    )
-    .expect("valid lease")
-}
-
-fn api_code(err: &kube::Error) -> Option<u16> {
-    match err {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
 }
 
 fn api_reason(err: &kube::Error) -> String {

@@ -11,39 +11,27 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::support::{api_code, lease, sim};
+
 type Result<T = ()> = anyhow::Result<T>;
 
 const WAIT: Duration = Duration::from_secs(10);
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 
-async fn sim() -> Result<Sim> {
-    Ok(Sim::builder()
-        .status_delay(Duration::from_millis(50))
-        .bookmark_interval(Duration::from_millis(200))
-        .start()
-        .await?)
-}
-
-/// A sim serving `yaml` as its fault schedule, set over `POST /sim/faults`.
-async fn sim_with(yaml: &str) -> Result<Sim> {
-    let sim = sim().await?;
+/// A sim serving `yaml` as its fault schedule (set over `POST /sim/faults`, as a user would),
+/// and a client of its Leases in `default`.
+async fn leases_with(yaml: &str) -> Result<(Sim, Api<Lease>)> {
+    let (sim, api) = leases().await?;
     let (code, _, body) = raw(&sim, "POST", "/sim/faults", yaml).await?;
     anyhow::ensure!(code == 200, "schedule refused: {body}");
-    Ok(sim)
+    Ok((sim, api))
 }
 
-fn lease(name: &str, labels: Value) -> Lease {
-    serde_json::from_value(
-        json!({"metadata": {"name": name, "labels": labels}, "spec": {"holderIdentity": name}}),
-    )
-    .expect("valid lease")
-}
-
-fn api_code(err: &kube::Error) -> Option<u16> {
-    match err {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
+/// A sim without faults, and a client of its Leases in `default`.
+async fn leases() -> Result<(Sim, Api<Lease>)> {
+    let sim = sim().await?;
+    let api = Api::default_namespaced(sim.client()?);
+    Ok((sim, api))
 }
 
 /// Polls `check` until it holds or the deadline passes.
@@ -97,7 +85,7 @@ fn event_types(body: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_answered_410_gone_as_its_http_status() -> Result {
-    let sim = sim_with(
+    let (sim, api) = leases_with(
         "seed: 1\nrules:\n  - {match: {resources: [leases]}, maxFaults: 1, fault: goneWatch}\n",
     )
     .await?;
@@ -114,7 +102,6 @@ async fn a_watch_answered_410_gone_as_its_http_status() -> Result {
     assert_eq!(status["kind"], "Status");
     assert_eq!(status["reason"], "Expired");
     assert_eq!(status["code"], 410);
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
     let err = api
         .watch(&WatchParams::default(), &rv.to_string())
         .await
@@ -136,8 +123,7 @@ async fn a_watch_answered_410_gone_as_its_http_status() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_answered_with_a_410_error_event_in_its_stream() -> Result {
-    let sim = sim_with("rules: [{maxFaults: 1, fault: goneWatchEvent}]").await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let (sim, api) = leases_with("rules: [{maxFaults: 1, fault: goneWatchEvent}]").await?;
     let rv = sim.resource_version().to_string();
     let mut stream = api.watch(&WatchParams::default(), &rv).await?.boxed();
     let first = tokio::time::timeout(WAIT, stream.try_next()).await??;
@@ -150,8 +136,7 @@ async fn a_watch_answered_with_a_410_error_event_in_its_stream() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_continuation_answered_410_expired() -> Result {
-    let sim = sim_with("rules: [{match: {resources: [leases.coordination.k8s.io]}, maxFaults: 1, fault: goneContinue}]").await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let (_sim, api) = leases_with("rules: [{match: {resources: [leases.coordination.k8s.io]}, maxFaults: 1, fault: goneContinue}]").await?;
     for name in ["a", "b", "c"] {
         api.create(&PostParams::default(), &lease(name, json!({})))
             .await?;
@@ -175,9 +160,8 @@ async fn a_list_continuation_answered_410_expired() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_watch_sends_nothing_and_is_held_until_the_client_leaves() -> Result {
-    let sim =
-        sim_with("rules: [{match: {verbs: [watch]}, maxFaults: 1, fault: stallWatch}]").await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let (sim, api) =
+        leases_with("rules: [{match: {verbs: [watch]}, maxFaults: 1, fault: stallWatch}]").await?;
     let rv = sim.resource_version().to_string();
     let mut stalled = api.watch(&WatchParams::default(), &rv).await?.boxed();
     let mut control = api.watch(&WatchParams::default(), &rv).await?.boxed();
@@ -212,8 +196,8 @@ async fn a_stalled_watch_sends_nothing_and_is_held_until_the_client_leaves() -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_closed_after_k_events() -> Result {
-    let sim = sim_with("rules: [{maxFaults: 1, fault: {closeWatch: {afterEvents: 2}}}]").await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let (sim, api) =
+        leases_with("rules: [{maxFaults: 1, fault: {closeWatch: {afterEvents: 2}}}]").await?;
     let rv = sim.resource_version().to_string();
     let mut stream = api
         .watch(&WatchParams::default().disable_bookmarks(), &rv)
@@ -244,11 +228,7 @@ async fn a_watch_closed_after_k_events() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_reset_after_k_events_and_a_list_reset_mid_body() -> Result {
-    let sim = sim_with(
-        "rules:\n  - {match: {verbs: [watch]}, maxFaults: 1, fault: {reset: {afterEvents: 1}}}\n  - {match: {verbs: [list]}, maxFaults: 1, fault: reset}\n",
-    )
-    .await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let (sim, api) = leases_with("rules:\n  - {match: {verbs: [watch]}, maxFaults: 1, fault: {reset: {afterEvents: 1}}}\n  - {match: {verbs: [list]}, maxFaults: 1, fault: reset}\n").await?;
     for i in 0..20 {
         api.create(&PostParams::default(), &lease(&format!("l{i}"), json!({})))
             .await?;
@@ -279,9 +259,8 @@ async fn a_watch_reset_after_k_events_and_a_list_reset_mid_body() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_events_keep_their_order_per_object() -> Result {
-    let sim =
-        sim_with("rules: [{match: {verbs: [watch]}, fault: {delayEvents: {ms: 100}}}]").await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let (sim, api) =
+        leases_with("rules: [{match: {verbs: [watch]}, fault: {delayEvents: {ms: 100}}}]").await?;
     let rv = sim.resource_version().to_string();
     let mut stream = api
         .watch(&WatchParams::default().disable_bookmarks(), &rv)
@@ -332,7 +311,7 @@ async fn delayed_events_keep_their_order_per_object() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_429_with_retry_after_and_5xx() -> Result {
-    let sim = sim_with(
+    let (sim, _) = leases_with(
         r#"
 seed: 3
 rules:
@@ -373,10 +352,9 @@ rules:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_closes_the_connection_without_an_answer() -> Result {
-    let sim =
-        sim_with("rules: [{match: {verbs: [get]}, maxFaults: 1, fault: {timeout: {ms: 50}}}]")
+    let (_sim, api) =
+        leases_with("rules: [{match: {verbs: [get]}, maxFaults: 1, fault: {timeout: {ms: 50}}}]")
             .await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
     let err = api.get_opt("x").await.unwrap_err();
     assert_eq!(api_code(&err), None, "no answer: {err}");
     assert!(api.get_opt("x").await?.is_none(), "then served again");
@@ -385,10 +363,9 @@ async fn a_timeout_closes_the_connection_without_an_answer() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_response() -> Result {
-    let sim =
-        sim_with("rules: [{match: {verbs: [get]}, maxFaults: 1, fault: {latency: {ms: 150}}}]")
+    let (sim, api) =
+        leases_with("rules: [{match: {verbs: [get]}, maxFaults: 1, fault: {latency: {ms: 150}}}]")
             .await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
     let start = Instant::now();
     assert!(api.get_opt("x").await?.is_none(), "served, late");
     assert!(start.elapsed() >= Duration::from_millis(150));
@@ -398,11 +375,10 @@ async fn a_slow_response() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_would_succeed_answered_409() -> Result {
-    let sim = sim_with(
+    let (_sim, api) = leases_with(
         "rules: [{match: {verbs: [patch], kinds: [lease]}, maxFaults: 1, fault: conflict}]",
     )
     .await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
     api.create(&PostParams::default(), &lease("c", json!({"v": "1"})))
         .await?;
     let patch = Patch::Merge(json!({"metadata": {"labels": {"v": "2"}}}));
@@ -423,8 +399,7 @@ async fn a_write_that_would_succeed_answered_409() -> Result {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_list_serves_an_older_resource_version() -> Result {
-    let sim = sim().await?;
-    let api: Api<Lease> = Api::default_namespaced(sim.client()?);
+    let (sim, api) = leases().await?;
     let created = api
         .create(&PostParams::default(), &lease("old", json!({"v": "1"})))
         .await?;
