@@ -20,6 +20,7 @@ use crate::app::HostConfig;
 use crate::controller::ControllerConfig;
 use crate::queue::{QueueConfig, RateLimitConfig};
 use anyhow::Context;
+use futures::{StreamExt, TryStreamExt};
 use host_process::HostProcess;
 use kubeplug_sim::Sim;
 use snapshot::Snapshot;
@@ -71,6 +72,9 @@ pub struct ChaosConfig {
     /// The hosts' watch timeout (`kubeplug run --watch-timeout-seconds`): a stalled watch is
     /// abandoned after it plus 5 s, so it must leave room within `settle`.
     pub watch_timeout: Duration,
+    /// How many schedules run at once (each with its own sim and hosts; the fault-free run
+    /// runs first, alone).
+    pub jobs: usize,
 }
 
 impl Default for ChaosConfig {
@@ -85,6 +89,7 @@ impl Default for ChaosConfig {
             quiet: Duration::from_millis(1500),
             settle: Duration::from_secs(20),
             watch_timeout: Duration::from_secs(5),
+            jobs: 2,
         }
     }
 }
@@ -106,13 +111,13 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
         Some(i) => vec![i],
         None => (0..config.schedules).collect(),
     };
-    let mut schedules = Vec::new();
-    for index in indexes {
+    let (dir, workload, expected, reference) = (dir.path(), &workload, &expected, &reference);
+    let schedule = |index: u64| async move {
         let plan = FaultPlan::generate(config.seed, index, config.window);
         tracing::info!(seed = config.seed, schedule = index, faults = %plan.describe(), "chaos: a schedule");
         let (mut outcome, snapshot, problems) =
-            run_one(config, dir.path(), &workload, Some((index, &plan))).await?;
-        outcome.violations = invariants::check(&snapshot, &expected, Some(&reference), &problems);
+            run_one(config, dir, workload, Some((index, &plan))).await?;
+        outcome.violations = invariants::check(&snapshot, expected, Some(reference), &problems);
         tracing::info!(
             seed = config.seed,
             schedule = index,
@@ -120,8 +125,14 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
             faults = outcome.faults,
             "chaos: schedule done"
         );
-        schedules.push(outcome);
-    }
+        anyhow::Ok(outcome)
+    };
+    // `buffered` runs up to `jobs` schedules at once and yields them in index order.
+    let schedules: Vec<Outcome> = futures::stream::iter(indexes)
+        .map(schedule)
+        .buffered(config.jobs.max(1))
+        .try_collect()
+        .await?;
     Ok(Report {
         seed: config.seed,
         baseline,

@@ -35,6 +35,10 @@ pub struct ChaosArgs {
     /// there): a stalled watch is abandoned after it plus 5 s, within the settle time.
     #[arg(long, default_value_t = 5)]
     pub watch_timeout_seconds: u64,
+    /// How many schedules run at once, each with its own API server and hosts (the
+    /// fault-free run runs first, alone); the report keeps index order.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub jobs: u64,
 }
 
 /// Runs the schedules and prints the report; exits 1 when an invariant was broken.
@@ -50,6 +54,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         window: Duration::from_millis(args.window_ms.max(150)),
         settle: Duration::from_secs(args.settle_seconds.max(1)),
         watch_timeout: Duration::from_secs(args.watch_timeout_seconds.max(1)),
+        jobs: args.jobs as usize,
         ..defaults
     };
     let report = crate::chaos::run(&config).await?;
