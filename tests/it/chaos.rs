@@ -22,6 +22,7 @@ fn config(seed: u64, schedules: u64) -> ChaosConfig {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
         ),
         settle: Duration::from_secs(20),
+        binary: env!("CARGO_BIN_EXE_kubeplug").into(),
         ..ChaosConfig::default()
     }
 }

@@ -6,6 +6,7 @@
 
 mod host_process;
 pub mod invariants;
+mod live;
 pub mod report;
 mod rng;
 pub mod schedule;
@@ -16,12 +17,9 @@ pub use report::{Outcome, Report, Violation, Writes};
 pub use schedule::FaultPlan;
 pub use workload::{Expected, Workload};
 
-use crate::app::HostConfig;
-use crate::controller::ControllerConfig;
-use crate::queue::{QueueConfig, RateLimitConfig};
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
-use host_process::HostProcess;
+use host_process::{HostProcess, HostSpec};
 use kubeplug_sim::Sim;
 use snapshot::Snapshot;
 use std::path::{Path, PathBuf};
@@ -75,6 +73,8 @@ pub struct ChaosConfig {
     /// How many schedules run at once (each with its own sim and hosts; the fault-free run
     /// runs first, alone).
     pub jobs: usize,
+    /// The `kubeplug` binary the hosts run from (`kubeplug run` processes).
+    pub binary: PathBuf,
 }
 
 impl Default for ChaosConfig {
@@ -90,6 +90,7 @@ impl Default for ChaosConfig {
             settle: Duration::from_secs(20),
             watch_timeout: Duration::from_secs(5),
             jobs: 2,
+            binary: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kubeplug")),
         }
     }
 }
@@ -159,45 +160,11 @@ fn plugin_dir(plugins: &Path) -> anyhow::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
-fn host_config(config: &ChaosConfig, dir: &Path, n: u64) -> HostConfig {
-    HostConfig {
-        plugins: Some(dir.to_path_buf()),
-        policies: dir.to_path_buf(),
-        objects: None,
-        watch: false,
-        debounce: Duration::from_millis(50),
-        listen: None,
-        access: crate::server::Access::default(),
-        compile_cache: config.compile_cache.clone(),
-        controller: ControllerConfig {
-            host_name: format!("{}-{n}", schedule::HOST_AGENT),
-            // Retries back off to 1 s at most, so a run settles within seconds of its faults.
-            queue: QueueConfig {
-                rate_limit: RateLimitConfig {
-                    max_delay: Duration::from_secs(1),
-                    qps: 100.0,
-                    ..RateLimitConfig::default()
-                },
-                ..QueueConfig::default()
-            },
-            watch_timeout: config.watch_timeout,
-            ..ControllerConfig::default()
-        },
-        shutdown_timeout: Duration::from_secs(1),
-        coordination: None,
-    }
-}
-
 /// Starts host `n`, starting it again (as a pod would be restarted) while starting fails.
-async fn start_host(
-    config: &ChaosConfig,
-    sim: &Sim,
-    dir: &Path,
-    n: u64,
-) -> anyhow::Result<HostProcess> {
+async fn start_host(spec: &HostSpec, n: u64) -> anyhow::Result<HostProcess> {
     let mut tries = 0;
     loop {
-        match HostProcess::start(n, sim.kube_config()?, host_config(config, dir, n)).await {
+        match HostProcess::start(n, spec).await {
             Ok(host) => return Ok(host),
             Err(err) if tries < 10 => {
                 tracing::warn!(
@@ -212,11 +179,15 @@ async fn start_host(
     }
 }
 
-/// The hosts' writes in the request log.
+/// The hosts' writes in the request log, but for the Lease renewals of sharded replicas
+/// (steady, and no reconcile's doing).
 fn host_writes(sim: &Sim) -> Writes {
     let mut writes = Writes::default();
     for r in sim.requests().records() {
-        if r.user_agent.contains(schedule::HOST_AGENT) && WRITES.contains(&r.verb.as_str()) {
+        if r.user_agent.contains(schedule::HOST_AGENT)
+            && WRITES.contains(&r.verb.as_str())
+            && r.resource != "leases"
+        {
             writes.total += 1;
             let resource = match &r.subresource {
                 Some(sub) => format!("{}/{sub}", r.resource),
@@ -228,22 +199,46 @@ fn host_writes(sim: &Sim) -> Writes {
     writes
 }
 
-/// Waits until the hosts have not written for `quiet` (at most until `deadline`).
-async fn quiet(sim: &Sim, quiet: Duration, deadline: Instant) {
+/// What the hosts say about their plugins: the problems of all, and the keys still queued.
+async fn plugin_state(hosts: &[&HostProcess]) -> (Vec<String>, u64) {
+    let mut problems = Vec::new();
+    let mut queued = 0;
+    for host in hosts {
+        match host.plugins(&SEED_PLUGINS).await {
+            Ok(state) => {
+                problems.extend(state.problems);
+                queued += state.queued;
+            }
+            Err(err) => problems.push(format!("chaos-host-{}: GET /plugins failed: {err}", host.n)),
+        }
+    }
+    (problems, queued)
+}
+
+/// Waits (at most until `deadline`) until the hosts have not written for `quiet` and their
+/// queues are empty: a host slowed by the machine's load still has keys queued, so quiet is
+/// a condition on the hosts, not only an interval.
+async fn quiet(sim: &Sim, hosts: &[&HostProcess], quiet: Duration, deadline: Instant) {
     let mut seen = host_writes(sim).total;
     let mut since = Instant::now();
-    while since.elapsed() < quiet && Instant::now() < deadline {
+    while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = host_writes(sim).total;
         if now != seen {
             seen = now;
+            since = Instant::now();
+        } else if since.elapsed() >= quiet {
+            if plugin_state(hosts).await.1 == 0 {
+                return;
+            }
             since = Instant::now();
         }
     }
 }
 
 /// One run: the fault-free one (`plan` `None`) or schedule `index`. Returns its outcome
-/// (without violations), the final objects and the plugins' problems.
+/// (without violations), the final objects and what is wrong beyond them (plugins left
+/// failed, endpoints that no longer answer).
 async fn run_one(
     config: &ChaosConfig,
     dir: &Path,
@@ -260,9 +255,28 @@ async fn run_one(
         .await
         .context("cannot start the embedded API server")?;
     sim.apply_yaml(&workload.initial)?;
+    let files = tempfile::Builder::new()
+        .prefix("kubeplug-chaos-run-")
+        .tempdir()?;
+    let kubeconfig = files.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)?;
+    let replicas = plan.map_or(1, |(_, p)| p.replicas);
+    let spec = HostSpec {
+        binary: config.binary.clone(),
+        kubeconfig,
+        plugins: dir.to_path_buf(),
+        compile_cache: config.compile_cache.clone(),
+        watch_timeout: config.watch_timeout,
+        sharding: replicas > 1,
+    };
     let writer = sim.client()?;
-    let mut host = start_host(config, &sim, dir, 0).await?;
-    quiet(&sim, config.quiet, Instant::now() + config.settle).await;
+    let first = start_host(&spec, 0).await?;
+    let second = match replicas > 1 {
+        true => Some(start_host(&spec, 1).await?),
+        false => None,
+    };
+    let both: Vec<&HostProcess> = std::iter::once(&first).chain(&second).collect();
+    quiet(&sim, &both, config.quiet, Instant::now() + config.settle).await;
 
     if let Some((_, plan)) = plan {
         sim.faults().set_schedule(plan.schedule.clone())?;
@@ -277,19 +291,36 @@ async fn run_one(
         anyhow::Ok(())
     };
     let mut restarts = 0;
+    // The first host is killed and a new one (the next number) started in its place.
     let restart = async {
         let Some((_, plan)) = plan else {
-            return anyhow::Ok(host);
+            return anyhow::Ok(first);
         };
         tokio::time::sleep_until(start + plan.restart_at).await;
-        tokio::task::spawn_blocking(move || host.kill()).await?;
+        tokio::task::spawn_blocking(move || first.kill()).await?;
         restarts += 1;
         tokio::time::sleep(plan.restart_pause).await;
-        start_host(config, &sim, dir, 1).await
+        start_host(&spec, replicas).await
     };
-    let (written, restarted) = tokio::join!(writes, restart);
+    // The second replica, if any, is frozen and resumed.
+    let pause = async {
+        let (Some((_, plan)), Some(second)) = (plan, &second) else {
+            return anyhow::Ok(());
+        };
+        let Some(pause) = plan.pause else {
+            return Ok(());
+        };
+        tokio::time::sleep_until(start + pause.at).await;
+        second.pause()?;
+        tracing::debug!(host = second.n, length = ?pause.length, "chaos: a replica paused");
+        tokio::time::sleep(pause.length).await;
+        second.resume()
+    };
+    let (written, restarted, paused) = tokio::join!(writes, restart, pause);
     written?;
-    host = restarted?;
+    paused?;
+    let first = restarted?;
+    let hosts: Vec<&HostProcess> = std::iter::once(&first).chain(&second).collect();
     let faults = sim.faults().injected();
     sim.faults().clear_schedule();
     for change in &workload.probes {
@@ -299,25 +330,33 @@ async fn run_one(
     let settled_from = Instant::now();
     let deadline = settled_from + config.settle;
     let expected = workload.expected();
-    let (snapshot, problems) = loop {
-        quiet(&sim, config.quiet, deadline).await;
+    let (snapshot, mut problems) = loop {
+        quiet(&sim, &hosts, config.quiet, deadline).await;
         let snapshot = Snapshot::read(&sim);
-        let problems = host.plugin_problems(&SEED_PLUGINS);
+        let (problems, _) = plugin_state(&hosts).await;
         let holds = invariants::check(&snapshot, &expected, None, &problems).is_empty();
         if holds || Instant::now() >= deadline {
             break (snapshot, problems);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let settle_ms = settled_from.elapsed().as_millis() as u64;
+    let writes = host_writes(&sim);
+    problems.extend(live::check(&hosts, &writer, Instant::now() + config.settle).await);
     let outcome = Outcome {
         index: plan.map(|(i, _)| i),
         plan: plan.map(|(_, p)| p.describe()).unwrap_or_default(),
         faults,
         restarts,
-        writes: host_writes(&sim),
-        settle_ms: settled_from.elapsed().as_millis() as u64,
+        writes,
+        settle_ms,
         violations: Vec::new(),
     };
-    tokio::task::spawn_blocking(move || host.kill()).await?;
+    drop(hosts);
+    tokio::task::spawn_blocking(move || {
+        first.kill();
+        drop(second);
+    })
+    .await?;
     Ok((outcome, snapshot, problems))
 }

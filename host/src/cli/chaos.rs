@@ -1,6 +1,7 @@
 //! `kubeplug chaos`: the seed plugins under random fault schedules and host restarts,
 //! checked against a fault-free run of the same workload (see [`crate::chaos`]).
 
+use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +56,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         settle: Duration::from_secs(args.settle_seconds.max(1)),
         watch_timeout: Duration::from_secs(args.watch_timeout_seconds.max(1)),
         jobs: args.jobs as usize,
+        binary: std::env::current_exe().context("the path of the kubeplug binary")?,
         ..defaults
     };
     let report = crate::chaos::run(&config).await?;
