@@ -181,9 +181,12 @@ impl HostProcess {
         Ok(state)
     }
 
-    /// An HTTP client and the base URL of its endpoints.
-    pub fn http(&self) -> (&reqwest::Client, String) {
-        (&self.http, format!("http://{}", self.addr))
+    /// Its name and the base URL of its endpoints.
+    pub fn endpoint(&self) -> super::live::Endpoint {
+        super::live::Endpoint {
+            name: format!("{HOST_AGENT}-{}", self.n),
+            base: format!("http://{}", self.addr),
+        }
     }
 
     /// Freezes it (SIGSTOP): its threads stop where they are, its sockets stay open.

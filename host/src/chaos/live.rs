@@ -3,52 +3,62 @@
 //! Events of `GET /api/wds/logs`, opened without replay) deliver a record for a change made
 //! after they were opened.
 
-use super::host_process::HostProcess;
 use super::workload::{self, Change};
 use futures::StreamExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The object the stream probe changes (image-pinner sets its image back, so the final
 /// objects stay as they were).
 const PROBE: &str = "web-0";
+/// The most a host may take to answer `/metrics` or open its stream.
+const ANSWER: Duration = Duration::from_secs(10);
 /// A metric every running host exports.
 const METRIC: &str = "kubeplug_reconcile_total";
 
-/// What does not answer, one sentence each; waits at most until `deadline`.
-pub async fn check(
-    hosts: &[&HostProcess],
-    writer: &kube::Client,
-    deadline: Instant,
-) -> Vec<String> {
+/// A host's endpoints: its name and base URL (`http://127.0.0.1:PORT`).
+pub struct Endpoint {
+    /// How violations name it.
+    pub name: String,
+    /// Where its endpoints are.
+    pub base: String,
+}
+
+/// What does not answer, one sentence each; waits at most until `deadline` for the stream.
+pub async fn check(hosts: &[Endpoint], writer: &kube::Client, deadline: Instant) -> Vec<String> {
     let mut wrong = Vec::new();
     let mut streams = Vec::new();
+    let http = match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+    {
+        Ok(http) => http,
+        Err(err) => return vec![format!("no HTTP client for the live check: {err}")],
+    };
     for host in hosts {
-        let (http, base) = host.http();
-        match http.get(format!("{base}/metrics")).send().await {
+        let (name, base) = (&host.name, &host.base);
+        let metrics = http.get(format!("{base}/metrics")).timeout(ANSWER);
+        match metrics.send().await {
             Ok(r) if r.status().is_success() => match r.text().await {
                 Ok(body) if body.contains(METRIC) => {}
-                Ok(_) => wrong.push(format!("chaos-host-{}: /metrics has no {METRIC}", host.n)),
-                Err(err) => wrong.push(format!("chaos-host-{}: /metrics: {err}", host.n)),
+                Ok(_) => wrong.push(format!("{name}: /metrics has no {METRIC}")),
+                Err(err) => wrong.push(format!("{name}: /metrics: {err}")),
             },
-            Ok(r) => wrong.push(format!(
-                "chaos-host-{}: /metrics answered {}",
-                host.n,
-                r.status()
-            )),
-            Err(err) => wrong.push(format!("chaos-host-{}: /metrics: {err}", host.n)),
+            Ok(r) => wrong.push(format!("{name}: /metrics answered {}", r.status())),
+            Err(err) => wrong.push(format!("{name}: /metrics: {err}")),
         }
         // `since=0`: only records from now on; `level=debug`: the reconcile lines too.
         let url =
             format!("{base}/api/wds/logs?since=0&level=debug&plugin=image-pinner&name={PROBE}");
-        let opened = reqwest::Client::new()
-            .get(url)
-            .header("Accept", "text/event-stream")
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status);
-        match opened {
-            Ok(response) => streams.push(response.bytes_stream()),
-            Err(err) => wrong.push(format!("chaos-host-{}: the live stream: {err}", host.n)),
+        let opened = http.get(url).header("Accept", "text/event-stream").send();
+        match tokio::time::timeout(ANSWER, opened).await {
+            Ok(Ok(response)) => match response.error_for_status() {
+                Ok(response) => streams.push(response.bytes_stream()),
+                Err(err) => wrong.push(format!("{name}: the live stream: {err}")),
+            },
+            Ok(Err(err)) => wrong.push(format!("{name}: the live stream: {err}")),
+            Err(_) => wrong.push(format!(
+                "{name}: the live stream did not open within {ANSWER:?}"
+            )),
         }
     }
     if streams.is_empty() {
@@ -83,4 +93,46 @@ pub async fn check(
         ));
     }
     wrong
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host whose `/metrics` lacks the kubeplug metrics and whose stream opens but never
+    /// sends: both are reported.
+    #[tokio::test]
+    async fn a_host_whose_metrics_and_stream_do_not_answer_is_reported() {
+        let sim = kubeplug_sim::Sim::start().await.unwrap();
+        sim.apply_yaml(&format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {PROBE}, namespace: {}}}\nspec: {{selector: {{matchLabels: {{app: a}}}}, template: {{metadata: {{labels: {{app: a}}}}, spec: {{containers: [{{name: app, image: x}}]}}}}}}\n",
+            workload::PINNED_NS
+        ))
+        .unwrap();
+        let silent = || async {
+            let pending = futures::stream::pending::<Result<String, std::convert::Infallible>>();
+            axum::body::Body::from_stream(pending)
+        };
+        let app = axum::Router::new()
+            .route("/metrics", axum::routing::get(|| async { "up 1\n" }))
+            .route("/api/wds/logs", axum::routing::get(silent));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let host = Endpoint {
+            name: "h".into(),
+            base: format!("http://{addr}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let wrong = check(&[host], &sim.client().unwrap(), deadline).await;
+        assert_eq!(
+            wrong,
+            [
+                format!("h: /metrics has no {METRIC}"),
+                format!(
+                    "the live stream delivered no record for a change of Deployment {PROBE} made after the faults"
+                ),
+            ]
+        );
+    }
 }

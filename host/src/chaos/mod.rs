@@ -13,6 +13,7 @@ pub mod schedule;
 pub mod snapshot;
 pub mod workload;
 
+pub use host_process::LEASE;
 pub use report::{Outcome, Report, Violation, Writes};
 pub use schedule::FaultPlan;
 pub use workload::{Expected, Workload};
@@ -342,7 +343,8 @@ async fn run_one(
     };
     let settle_ms = settled_from.elapsed().as_millis() as u64;
     let writes = host_writes(&sim);
-    problems.extend(live::check(&hosts, &writer, Instant::now() + config.settle).await);
+    let endpoints: Vec<live::Endpoint> = hosts.iter().map(|h| h.endpoint()).collect();
+    problems.extend(live::check(&endpoints, &writer, Instant::now() + config.settle).await);
     let outcome = Outcome {
         index: plan.map(|(i, _)| i),
         plan: plan.map(|(_, p)| p.describe()).unwrap_or_default(),
