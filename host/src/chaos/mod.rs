@@ -1,8 +1,9 @@
 //! `kubeplug chaos`: the host against a fault-injecting API server. For each schedule of a
-//! seed: an embedded sim with the seed controllers' kinds, a host running the four seed
-//! plugins, a workload changing specs steadily while a random fault schedule is active and
-//! the host is killed and started again at a random point; then quiet, and the invariants
-//! checked against a fault-free run of the same workload (issue 36).
+//! seed: an embedded sim with the seed controllers' kinds, hosts running the four seed
+//! plugins as `kubeplug run` processes (one, or two sharded replicas), a workload changing
+//! specs steadily while a random fault schedule is active, a host killed (SIGKILL) and
+//! started again and a replica paused (SIGSTOP) and resumed at random points; then quiet,
+//! and the invariants checked against a fault-free run of the same workload (issue 36).
 
 mod host_process;
 pub mod invariants;

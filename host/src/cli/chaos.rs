@@ -59,7 +59,11 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         binary: std::env::current_exe().context("the path of the kubeplug binary")?,
         ..defaults
     };
-    let report = crate::chaos::run(&config).await?;
+    // On Ctrl-C the run is dropped, and with it every host process (killed, not left behind).
+    let report = tokio::select! {
+        report = crate::chaos::run(&config) => report?,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted; the hosts were stopped"),
+    };
     println!("{report}");
     Ok(match report.violations().is_empty() {
         true => ExitCode::SUCCESS,
