@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The most a host may take to serve its endpoints (it is killed and started again after).
+const START: Duration = Duration::from_secs(60);
 /// The log lines of a host kept for a failure's message.
 const KEPT_LINES: usize = 40;
 
@@ -128,9 +130,10 @@ impl HostProcess {
                 .build()
                 .context("an HTTP client")?,
         };
-        match addr_rx.await {
-            Ok(addr) => host.addr = addr,
-            Err(_) => {
+        match tokio::time::timeout(START, addr_rx).await {
+            Ok(Ok(addr)) => host.addr = addr,
+            Err(_) => anyhow::bail!("{name} did not serve within {START:?}: {}", host.log_tail()),
+            Ok(Err(_)) => {
                 let status = host.child.wait().ok();
                 anyhow::bail!(
                     "{name} exited before it served ({status:?}): {}",
