@@ -1,14 +1,14 @@
-//! `kubeplug chaos` end to end: the engine runs the four seed plugins against the embedded
-//! API server under generated fault schedules and host restarts, and reports in its format.
-//! The invariants are not required to hold under faults yet (the host's watch fixes of issue
-//! 36 are in progress); the fault-free run must pass them. The checker's own tests (planted
-//! duplicated children, unpinned Deployments, orphans) are beside it in
-//! host/src/chaos/invariants.rs.
+//! `kubeplug chaos` end to end: the engine runs the four seed plugins, as `kubeplug run`
+//! processes, against the embedded API server under generated fault schedules, host kills
+//! and restarts, and (seed 1's schedules 0 and 1) two sharded replicas one of which is
+//! paused longer, then shorter, than its Lease; it reports in its format. The fault-free run
+//! must pass the invariants. The checker's own tests (planted duplicated children, unpinned
+//! Deployments, orphans, silent metrics and stream) are beside it in host/src/chaos/.
 
 use crate::common;
 
 use common::cluster::capture_logs;
-use kubeplug::chaos::{ChaosConfig, PluginChoice, PluginSet, Report};
+use kubeplug::chaos::{ChaosConfig, FaultPlan, LEASE, PluginChoice, PluginSet, Report};
 use std::path::Path;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ fn config(seed: u64, schedules: u64) -> ChaosConfig {
         ),
         settle: Duration::from_secs(20),
         plugin_sets: PluginChoice::Rust,
+        binary: env!("CARGO_BIN_EXE_kubeplug").into(),
         ..ChaosConfig::default()
     }
 }
@@ -37,9 +38,24 @@ fn summary(report: &Report) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_runs_schedules_with_faults_and_restarts_and_reports_each_violation() {
+async fn chaos_runs_schedules_with_faults_restarts_and_paused_replicas_and_reports_each_violation()
+{
     capture_logs();
-    let report = kubeplug::chaos::run(&config(1, 2)).await.unwrap();
+    let config = config(1, 2);
+    let pauses: Vec<_> = (0..2)
+        .map(|i| FaultPlan::generate(1, i, config.window))
+        .map(|p| {
+            (
+                p.replicas,
+                p.pause.expect("seed 1's first plans pause").length,
+            )
+        })
+        .collect();
+    assert!(
+        matches!(pauses[..], [(2, long), (2, short)] if long > LEASE && short < LEASE),
+        "seed 1's schedule 0 pauses one of two replicas longer than its Lease, 1 shorter: {pauses:?}"
+    );
+    let report = kubeplug::chaos::run(&config).await.unwrap();
     let text = report.to_string();
     println!("{text}");
     assert!(
@@ -48,6 +64,9 @@ async fn chaos_runs_schedules_with_faults_and_restarts_and_reports_each_violatio
     );
     assert!(report.baseline.writes.total > 0, "{text}");
     assert_eq!(report.schedules.len(), 2);
+    for s in &report.schedules {
+        assert!(s.plan.contains("2 replicas, one paused"), "{text}");
+    }
     assert_eq!(report.restarts(), 2, "one restart per schedule:\n{text}");
     assert!(report.faults() > 0, "faults were injected:\n{text}");
     let expected = format!(

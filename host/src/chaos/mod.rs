@@ -1,11 +1,13 @@
 //! `kubeplug chaos`: the host against a fault-injecting API server. For each schedule of a
-//! seed: an embedded sim with the seed controllers' kinds, a host running the four seed
-//! plugins, a workload changing specs steadily while a random fault schedule is active and
-//! the host is killed and started again at a random point; then quiet, and the invariants
-//! checked against a fault-free run of the same workload (issue 36).
+//! seed: an embedded sim with the seed controllers' kinds, hosts running the four seed
+//! plugins as `kubeplug run` processes (one, or two sharded replicas), a workload changing
+//! specs steadily while a random fault schedule is active, a host killed (SIGKILL) and
+//! started again and a replica paused (SIGSTOP) and resumed at random points; then quiet,
+//! and the invariants checked against a fault-free run of the same workload (issue 36).
 
 mod host_process;
 pub mod invariants;
+mod live;
 mod plugin_set;
 pub mod report;
 mod rng;
@@ -14,16 +16,15 @@ pub mod snapshot;
 pub mod workload;
 mod write_action;
 
+pub use host_process::LEASE;
 pub use plugin_set::{PluginChoice, PluginSet};
 pub use report::{Outcome, Report, Violation, Writes};
 pub use schedule::FaultPlan;
 pub use workload::{Expected, Workload};
 
-use crate::app::HostConfig;
-use crate::controller::ControllerConfig;
-use crate::queue::{QueueConfig, RateLimitConfig};
 use anyhow::Context;
-use host_process::HostProcess;
+use futures::{StreamExt, TryStreamExt};
+use host_process::{HostProcess, HostSpec};
 use kubeplug_sim::Sim;
 use snapshot::Snapshot;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,11 @@ pub struct ChaosConfig {
     /// Which plugins each schedule loads: the Rust seed plugins, their ports, or both
     /// alternately.
     pub plugin_sets: PluginChoice,
+    /// How many schedules run at once (each with its own sim and hosts; the fault-free run
+    /// runs first, alone).
+    pub jobs: usize,
+    /// The `kubeplug` binary the hosts run from (`kubeplug run` processes).
+    pub binary: PathBuf,
 }
 
 impl Default for ChaosConfig {
@@ -86,6 +92,8 @@ impl Default for ChaosConfig {
             settle: Duration::from_secs(20),
             watch_timeout: Duration::from_secs(5),
             plugin_sets: PluginChoice::default(),
+            jobs: 2,
+            binary: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kubeplug")),
         }
     }
 }
@@ -93,7 +101,6 @@ impl Default for ChaosConfig {
 /// Runs the fault-free run and every schedule; the report says what went wrong where.
 pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
     let dir = plugin_dir(&config.plugins, PluginSet::Rust)?;
-    let mut ports_dir = None;
     let workload = Workload::generate(config.seed, config.window);
     let expected = workload.expected();
     tracing::info!(
@@ -108,22 +115,28 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
         Some(i) => vec![i],
         None => (0..config.schedules).collect(),
     };
-    let mut schedules = Vec::new();
-    for index in indexes {
+    // The ports' directory, made once before the schedules run concurrently, if any needs it.
+    let ports_dir = match indexes
+        .iter()
+        .any(|i| config.plugin_sets.for_schedule(*i) == PluginSet::Ports)
+    {
+        true => Some(plugin_dir(&config.plugins, PluginSet::Ports)?),
+        false => None,
+    };
+    let (rust_dir, ports_dir) = (dir.path(), ports_dir.as_ref().map(|d| d.path()));
+    let (workload, expected, reference) = (&workload, &expected, &reference);
+    let schedule = |index: u64| async move {
         let plan = FaultPlan::generate(config.seed, index, config.window);
         tracing::info!(seed = config.seed, schedule = index, faults = %plan.describe(), "chaos: a schedule");
         let set = config.plugin_sets.for_schedule(index);
         let dir = match set {
-            PluginSet::Rust => &dir,
-            PluginSet::Ports => match &mut ports_dir {
-                Some(d) => &*d,
-                None => ports_dir.insert(plugin_dir(&config.plugins, set)?),
-            },
+            PluginSet::Rust => rust_dir,
+            PluginSet::Ports => ports_dir.expect("made above for every ports schedule"),
         };
         let (mut outcome, snapshot, problems) =
-            run_one(config, dir.path(), &workload, Some((index, &plan))).await?;
+            run_one(config, dir, workload, Some((index, &plan))).await?;
         outcome.plugins = set;
-        outcome.violations = invariants::check(&snapshot, &expected, Some(&reference), &problems);
+        outcome.violations = invariants::check(&snapshot, expected, Some(reference), &problems);
         tracing::info!(
             seed = config.seed,
             schedule = index,
@@ -131,8 +144,14 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
             faults = outcome.faults,
             "chaos: schedule done"
         );
-        schedules.push(outcome);
-    }
+        anyhow::Ok(outcome)
+    };
+    // `buffered` runs up to `jobs` schedules at once and yields them in index order.
+    let schedules: Vec<Outcome> = futures::stream::iter(indexes)
+        .map(schedule)
+        .buffered(config.jobs.max(1))
+        .try_collect()
+        .await?;
     Ok(Report {
         seed: config.seed,
         baseline,
@@ -150,45 +169,11 @@ fn plugin_dir(plugins: &Path, set: PluginSet) -> anyhow::Result<tempfile::TempDi
     Ok(dir)
 }
 
-fn host_config(config: &ChaosConfig, dir: &Path, n: u64) -> HostConfig {
-    HostConfig {
-        plugins: Some(dir.to_path_buf()),
-        policies: dir.to_path_buf(),
-        objects: None,
-        watch: false,
-        debounce: Duration::from_millis(50),
-        listen: None,
-        access: crate::server::Access::default(),
-        compile_cache: config.compile_cache.clone(),
-        controller: ControllerConfig {
-            host_name: format!("{}-{n}", schedule::HOST_AGENT),
-            // Retries back off to 1 s at most, so a run settles within seconds of its faults.
-            queue: QueueConfig {
-                rate_limit: RateLimitConfig {
-                    max_delay: Duration::from_secs(1),
-                    qps: 100.0,
-                    ..RateLimitConfig::default()
-                },
-                ..QueueConfig::default()
-            },
-            watch_timeout: config.watch_timeout,
-            ..ControllerConfig::default()
-        },
-        shutdown_timeout: Duration::from_secs(1),
-        coordination: None,
-    }
-}
-
 /// Starts host `n`, starting it again (as a pod would be restarted) while starting fails.
-async fn start_host(
-    config: &ChaosConfig,
-    sim: &Sim,
-    dir: &Path,
-    n: u64,
-) -> anyhow::Result<HostProcess> {
+async fn start_host(spec: &HostSpec, n: u64) -> anyhow::Result<HostProcess> {
     let mut tries = 0;
     loop {
-        match HostProcess::start(n, sim.kube_config()?, host_config(config, dir, n)).await {
+        match HostProcess::start(n, spec).await {
             Ok(host) => return Ok(host),
             Err(err) if tries < 10 => {
                 tracing::warn!(
@@ -203,11 +188,15 @@ async fn start_host(
     }
 }
 
-/// The hosts' writes in the request log.
+/// The hosts' writes in the request log, but for the Lease renewals of sharded replicas
+/// (steady, and no reconcile's doing).
 fn host_writes(sim: &Sim) -> Writes {
     let mut writes = Writes::default();
     for r in sim.requests().records() {
-        if r.user_agent.contains(schedule::HOST_AGENT) && WRITES.contains(&r.verb.as_str()) {
+        if r.user_agent.contains(schedule::HOST_AGENT)
+            && WRITES.contains(&r.verb.as_str())
+            && r.resource != "leases"
+        {
             writes.total += 1;
             let resource = match &r.subresource {
                 Some(sub) => format!("{}/{sub}", r.resource),
@@ -219,22 +208,46 @@ fn host_writes(sim: &Sim) -> Writes {
     writes
 }
 
-/// Waits until the hosts have not written for `quiet` (at most until `deadline`).
-async fn quiet(sim: &Sim, quiet: Duration, deadline: Instant) {
+/// What the hosts say about their plugins: the problems of all, and the keys still queued.
+async fn plugin_state(hosts: &[&HostProcess], wanted: &[&str]) -> (Vec<String>, u64) {
+    let mut problems = Vec::new();
+    let mut queued = 0;
+    for host in hosts {
+        match host.plugins(wanted).await {
+            Ok(state) => {
+                problems.extend(state.problems);
+                queued += state.queued;
+            }
+            Err(err) => problems.push(format!("chaos-host-{}: GET /plugins failed: {err}", host.n)),
+        }
+    }
+    (problems, queued)
+}
+
+/// Waits (at most until `deadline`) until the hosts have not written for `quiet` and their
+/// queues are empty: a host slowed by the machine's load still has keys queued, so quiet is
+/// a condition on the hosts, not only an interval.
+async fn quiet(sim: &Sim, hosts: &[&HostProcess], quiet: Duration, deadline: Instant) {
     let mut seen = host_writes(sim).total;
     let mut since = Instant::now();
-    while since.elapsed() < quiet && Instant::now() < deadline {
+    while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = host_writes(sim).total;
         if now != seen {
             seen = now;
+            since = Instant::now();
+        } else if since.elapsed() >= quiet {
+            if plugin_state(hosts, &[]).await.1 == 0 {
+                return;
+            }
             since = Instant::now();
         }
     }
 }
 
 /// One run: the fault-free one (`plan` `None`) or schedule `index`. Returns its outcome
-/// (without violations), the final objects and the plugins' problems.
+/// (without violations), the final objects and what is wrong beyond them (plugins left
+/// failed, endpoints that no longer answer).
 async fn run_one(
     config: &ChaosConfig,
     dir: &Path,
@@ -252,9 +265,28 @@ async fn run_one(
         .await
         .context("cannot start the embedded API server")?;
     sim.apply_yaml(&workload.initial)?;
+    let files = tempfile::Builder::new()
+        .prefix("kubeplug-chaos-run-")
+        .tempdir()?;
+    let kubeconfig = files.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)?;
+    let replicas = plan.map_or(1, |(_, p)| p.replicas);
+    let spec = HostSpec {
+        binary: config.binary.clone(),
+        kubeconfig,
+        plugins: dir.to_path_buf(),
+        compile_cache: config.compile_cache.clone(),
+        watch_timeout: config.watch_timeout,
+        sharding: replicas > 1,
+    };
     let writer = sim.client()?;
-    let mut host = start_host(config, &sim, dir, 0).await?;
-    quiet(&sim, config.quiet, Instant::now() + config.settle).await;
+    let first = start_host(&spec, 0).await?;
+    let second = match replicas > 1 {
+        true => Some(start_host(&spec, 1).await?),
+        false => None,
+    };
+    let both: Vec<&HostProcess> = std::iter::once(&first).chain(&second).collect();
+    quiet(&sim, &both, config.quiet, Instant::now() + config.settle).await;
 
     if let Some((_, plan)) = plan {
         sim.faults().set_schedule(plan.schedule.clone())?;
@@ -269,19 +301,36 @@ async fn run_one(
         anyhow::Ok(())
     };
     let mut restarts = 0;
+    // The first host is killed and a new one (the next number) started in its place.
     let restart = async {
         let Some((_, plan)) = plan else {
-            return anyhow::Ok(host);
+            return anyhow::Ok(first);
         };
         tokio::time::sleep_until(start + plan.restart_at).await;
-        tokio::task::spawn_blocking(move || host.kill()).await?;
+        tokio::task::spawn_blocking(move || first.kill()).await?;
         restarts += 1;
         tokio::time::sleep(plan.restart_pause).await;
-        start_host(config, &sim, dir, 1).await
+        start_host(&spec, replicas).await
     };
-    let (written, restarted) = tokio::join!(writes, restart);
+    // The second replica, if any, is frozen and resumed.
+    let pause = async {
+        let (Some((_, plan)), Some(second)) = (plan, &second) else {
+            return anyhow::Ok(());
+        };
+        let Some(pause) = plan.pause else {
+            return Ok(());
+        };
+        tokio::time::sleep_until(start + pause.at).await;
+        second.pause()?;
+        tracing::debug!(host = second.n, length = ?pause.length, "chaos: a replica paused");
+        tokio::time::sleep(pause.length).await;
+        second.resume()
+    };
+    let (written, restarted, paused) = tokio::join!(writes, restart, pause);
     written?;
-    host = restarted?;
+    paused?;
+    let first = restarted?;
+    let hosts: Vec<&HostProcess> = std::iter::once(&first).chain(&second).collect();
     let faults = sim.faults().injected();
     sim.faults().clear_schedule();
     for change in &workload.probes {
@@ -291,17 +340,20 @@ async fn run_one(
     let settled_from = Instant::now();
     let deadline = settled_from + config.settle;
     let expected = workload.expected();
-    let (snapshot, problems) = loop {
-        quiet(&sim, config.quiet, deadline).await;
+    let (snapshot, mut problems) = loop {
+        quiet(&sim, &hosts, config.quiet, deadline).await;
         let snapshot = Snapshot::read(&sim);
-        let problems = host.plugin_problems(&plugin_set::installed(dir)?);
+        let (problems, _) = plugin_state(&hosts, &plugin_set::installed(dir)?).await;
         let holds = invariants::check(&snapshot, &expected, None, &problems).is_empty();
         if holds || Instant::now() >= deadline {
             break (snapshot, problems);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let mut problems = problems;
+    let settle_ms = settled_from.elapsed().as_millis() as u64;
+    let writes = host_writes(&sim);
+    let endpoints: Vec<live::Endpoint> = hosts.iter().map(|h| h.endpoint()).collect();
+    problems.extend(live::check(&endpoints, &writer, Instant::now() + config.settle).await);
     problems.extend(invariants::writes_in_policy(
         &sim.requests().records(),
         &plugin_set::policies_in(dir)?,
@@ -311,10 +363,15 @@ async fn run_one(
         plan: plan.map(|(_, p)| p.describe()).unwrap_or_default(),
         faults,
         restarts,
-        writes: host_writes(&sim),
-        settle_ms: settled_from.elapsed().as_millis() as u64,
+        writes,
+        settle_ms,
         ..Outcome::default()
     };
-    tokio::task::spawn_blocking(move || host.kill()).await?;
+    drop(hosts);
+    tokio::task::spawn_blocking(move || {
+        first.kill();
+        drop(second);
+    })
+    .await?;
     Ok((outcome, snapshot, problems))
 }

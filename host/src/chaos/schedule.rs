@@ -1,7 +1,9 @@
 //! Fault plans: for a seed and a schedule index, the sim's fault schedule active during the
 //! workload (a few rules drawn from every fault kind, at moderate rates, on the hosts'
-//! requests only) and the point at which the host is killed and started again.
+//! requests only), the point at which the host is killed and started again, and, in some
+//! plans, a second replica (the two sharding the keys) frozen for a while and resumed.
 
+use super::host_process::LEASE;
 use super::rng::Rng;
 use kubeplug_sim::{Fault, Match, Rule, Schedule};
 use std::time::Duration;
@@ -22,6 +24,20 @@ pub struct FaultPlan {
     pub restart_at: Duration,
     /// How long the host stays down before a new one starts.
     pub restart_pause: Duration,
+    /// How many hosts run: 1, or 2 sharded replicas (`kubeplug run --sharding`).
+    pub replicas: u64,
+    /// With two replicas: the second one frozen (SIGSTOP) for a while, then resumed.
+    pub pause: Option<Pause>,
+}
+
+/// A replica frozen and resumed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pause {
+    /// When, after the workload's start, it is frozen.
+    pub at: Duration,
+    /// How long it stays frozen: shorter than its Lease in some plans, longer (the other
+    /// replica takes its keys over meanwhile) in others.
+    pub length: Duration,
 }
 
 impl FaultPlan {
@@ -30,7 +46,7 @@ impl FaultPlan {
         let mut rng = Rng::from_parts(&[seed, index, 0x5c4e_d01e]);
         let rules = (0..rng.range(1, 3)).map(|_| rule(&mut rng)).collect();
         let window_ms = window.as_millis() as u64;
-        FaultPlan {
+        let mut plan = FaultPlan {
             schedule: Schedule {
                 seed: rng.next_u64() >> 1,
                 rules,
@@ -39,11 +55,41 @@ impl FaultPlan {
                 rng.range(window_ms * 15 / 100, window_ms * 85 / 100),
             ),
             restart_pause: Duration::from_millis(rng.range(0, 500)),
+            replicas: 1,
+            pause: None,
+        };
+        // Drawn after the rest, so the faults and restart of a plan do not depend on it.
+        if rng.range(0, 1) == 1 {
+            let lease_ms = LEASE.as_millis() as u64;
+            let length = match rng.range(0, 1) {
+                0 => rng.range(300, lease_ms * 3 / 4),
+                _ => rng.range(lease_ms + 1000, lease_ms + 3000),
+            };
+            plan.replicas = 2;
+            plan.pause = Some(Pause {
+                at: Duration::from_millis(rng.range(window_ms / 10, window_ms * 6 / 10)),
+                length: Duration::from_millis(length),
+            });
+        }
+        plan
+    }
+
+    /// The fault names of the rules and the pause, for the report (`error(503), stallWatch;
+    /// 2 replicas, one paused 4.2 s at 0.9 s`).
+    pub fn describe(&self) -> String {
+        let faults = self.faults();
+        match self.pause {
+            Some(p) => format!(
+                "{faults}; {} replicas, one paused {:.1} s at {:.1} s",
+                self.replicas,
+                p.length.as_secs_f64(),
+                p.at.as_secs_f64()
+            ),
+            None => faults,
         }
     }
 
-    /// The fault names of the rules, for the report (`error(503), stallWatch`).
-    pub fn describe(&self) -> String {
+    fn faults(&self) -> String {
         self.schedule
             .rules
             .iter()
@@ -140,5 +186,12 @@ mod tests {
             kinds.extend(plan.schedule.rules.iter().map(|r| r.fault.name()));
         }
         assert_eq!(kinds.len(), 12, "every fault kind is drawn: {kinds:?}");
+        let pauses: Vec<Pause> = (0..200)
+            .filter_map(|i| FaultPlan::generate(9, i, window).pause)
+            .collect();
+        assert!((60..140).contains(&pauses.len()), "{}", pauses.len());
+        assert!(pauses.iter().any(|p| p.length < LEASE));
+        assert!(pauses.iter().any(|p| p.length > LEASE));
+        assert!(pauses.iter().all(|p| p.at < window));
     }
 }

@@ -1,6 +1,7 @@
 //! `kubeplug chaos`: the seed plugins under random fault schedules and host restarts,
 //! checked against a fault-free run of the same workload (see [`crate::chaos`]).
 
+use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +42,10 @@ pub struct ChaosArgs {
     /// is always the Rust one.
     #[arg(long, value_parser = ["rust", "ports", "alternate"], default_value = "alternate")]
     pub plugin_set: String,
+    /// How many schedules run at once, each with its own API server and hosts (the
+    /// fault-free run runs first, alone); the report keeps index order.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub jobs: u64,
 }
 
 /// Runs the schedules and prints the report; exits 1 when an invariant was broken.
@@ -58,9 +63,15 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         watch_timeout: Duration::from_secs(args.watch_timeout_seconds.max(1)),
         plugin_sets: clap::ValueEnum::from_str(&args.plugin_set, false)
             .map_err(|e| anyhow::anyhow!("--plugin-set: {e}"))?,
+        jobs: args.jobs as usize,
+        binary: std::env::current_exe().context("the path of the kubeplug binary")?,
         ..defaults
     };
-    let report = crate::chaos::run(&config).await?;
+    // On Ctrl-C the run is dropped, and with it every host process (killed, not left behind).
+    let report = tokio::select! {
+        report = crate::chaos::run(&config) => report?,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted; the hosts were stopped"),
+    };
     println!("{report}");
     Ok(match report.violations().is_empty() {
         true => ExitCode::SUCCESS,
