@@ -21,6 +21,10 @@ const KEPT_LINES: usize = 40;
 /// The Lease timings of sharded hosts: short, so a paused or killed replica's keys move
 /// within the run (a pause longer than [`LEASE`] lets the other replica take them over).
 pub const LEASE: Duration = Duration::from_secs(3);
+
+/// Where sharded hosts keep their Leases: a namespace no plugin is granted, so the writes
+/// there are the coordination's own (the policy invariant leaves them out).
+pub const LEASE_NAMESPACE: &str = "kubeplug-chaos";
 const RENEW_DEADLINE: Duration = Duration::from_secs(2);
 const RETRY_PERIOD: Duration = Duration::from_millis(500);
 
@@ -98,7 +102,7 @@ impl HostProcess {
                     "--identity",
                     &name,
                     "--lease-namespace",
-                    "default",
+                    LEASE_NAMESPACE,
                 ])
                 .arg("--lease-duration-seconds")
                 .arg(LEASE.as_secs_f64().to_string())

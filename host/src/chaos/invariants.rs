@@ -55,9 +55,17 @@ pub fn writes_in_policy(
     policies: &BTreeMap<String, Policy>,
 ) -> Vec<String> {
     let mut wrong = Vec::new();
-    let host_writes = requests
-        .iter()
-        .filter(|r| r.user_agent.contains(HOST_AGENT) && super::WRITES.contains(&r.verb.as_str()));
+    // The replicas' own Leases are no plugin's action.
+    let coordination = |r: &RequestRecord| {
+        r.group == "coordination.k8s.io"
+            && r.resource == "leases"
+            && r.namespace.as_deref() == Some(super::host_process::LEASE_NAMESPACE)
+    };
+    let host_writes = requests.iter().filter(|r| {
+        r.user_agent.contains(HOST_AGENT)
+            && super::WRITES.contains(&r.verb.as_str())
+            && !coordination(r)
+    });
     for r in host_writes {
         let request = format!("{} {} (answered {})", r.verb, r.path, r.status);
         let denied = match write_action::from_record(r) {
@@ -398,6 +406,35 @@ mod tests {
             writes_in_policy(&requests, &rust_policies()),
             Vec::<String>::new()
         );
+    }
+
+    /// A replica's write of its member Lease in `ns`.
+    fn lease(ns: &str) -> RequestRecord {
+        RequestRecord {
+            verb: "update".into(),
+            path: format!(
+                "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/kubeplug-chaos-host-0"
+            ),
+            group: "coordination.k8s.io".into(),
+            resource: "leases".into(),
+            namespace: Some(ns.into()),
+            name: Some("kubeplug-chaos-host-0".into()),
+            user_agent: format!("kubeplug/chaos ({HOST_AGENT}-0)"),
+            status: 200,
+            body: Some(json!({})),
+            ..RequestRecord::default()
+        }
+    }
+
+    #[test]
+    fn the_replicas_own_leases_are_no_plugins_write_but_leases_elsewhere_are() {
+        let own = [lease(crate::chaos::host_process::LEASE_NAMESPACE)];
+        assert_eq!(
+            writes_in_policy(&own, &rust_policies()),
+            Vec::<String>::new()
+        );
+        let elsewhere = [lease(PINNED_NS)];
+        assert_eq!(writes_in_policy(&elsewhere, &rust_policies()).len(), 1);
     }
 
     #[test]
