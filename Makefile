@@ -55,6 +55,14 @@ prometheus-rules: test-deps
 test: plugins test-deps prometheus-rules
 	$(CARGO) test --workspace
 
+## chaos: 50 fault schedules of seed 1 against the host as `make test` built it (issue 36):
+## every one must end where the fault-free run ends (CI runs it after `make test`)
+CHAOS_ARGS ?= --schedules 50 --seed 1 --jobs 4
+.PHONY: chaos
+chaos: plugins
+	@test -x $(TARGET_DIR)/debug/kubeplug || $(CARGO) test --workspace --no-run
+	$(TARGET_DIR)/debug/kubeplug chaos --plugins $(KUBEPLUG_PLUGIN_DIR) --compile-cache $(TARGET_DIR)/test-compile-cache $(CHAOS_ARGS)
+
 ## demo: the reference plugins reconciling sample Deployments on the embedded API server
 demo: plugins
 	$(CARGO) run -p kubeplug -- run --embedded --plugins $(KUBEPLUG_PLUGIN_DIR) --policies host/samples/policies --listen $(KUBEPLUG_DEMO_LISTEN)
