@@ -24,15 +24,15 @@ fn why(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(plugin("image-pinner"), dir.path().join("image-pinner.wasm")).unwrap();
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/samples/policies/image-pinner.policy.yaml"
-        ),
-        dir.path().join("image-pinner.policy.yaml"),
-    )
-    .unwrap();
+    for name in ["image-pinner", "sample-controller"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("samples/policies/{name}.policy.yaml")),
+            dir.path().join(format!("{name}.policy.yaml")),
+        )
+        .unwrap();
+    }
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().to_str().unwrap();
     let mut host = HostProcess::start(
@@ -83,6 +83,38 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
     assert!(entry["resourceVersion"].is_string(), "{entry}");
     assert_eq!(entry["writes"][0]["change"], "patched", "{entry}");
     assert!(entry["writes"][0]["resourceVersion"].is_string(), "{entry}");
+
+    // What queued it: the watch event that added it, at the version the plugin saw.
+    assert_eq!(entry["triggers"][0]["reason"], "added", "{entry}");
+    assert_eq!(
+        entry["triggers"][0]["rvAfter"], entry["resourceVersion"],
+        "{entry}"
+    );
+
+    // What a plugin read through host imports: sample-controller looks up the example Foo's
+    // Deployment by name and by its label.
+    let path = "/api/why?kind=Foo&namespace=crd-demo&name=example-foo";
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (code, body) = http(&addr, "GET", path, &[], "");
+        assert_eq!(code, 200, "{body}");
+        let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let read = report["entries"].as_array().unwrap().iter().any(|e| {
+            e["plugin"] == "sample-controller"
+                && e["reads"].as_array().is_some_and(|r| {
+                    r.iter().any(|r| {
+                        r.as_str()
+                            .unwrap()
+                            .starts_with("Deployment crd-demo/example-foo@")
+                    })
+                })
+        });
+        if read {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no read recorded: {body}");
+        host.saw_within("never", Duration::from_millis(100));
+    }
 
     // Names are checked before they reach the index.
     let (code, body) = http(

@@ -274,6 +274,14 @@ pub fn text(report: &WhyReport) -> String {
                 e.queued as usize - e.triggers.len()
             );
         }
+        if !e.reads.is_empty() {
+            let reads: Vec<String> = e.reads.iter().map(|r| safe(r)).collect();
+            let more = match e.read_count > e.reads.len() {
+                true => format!(" and {} more", e.read_count - e.reads.len()),
+                false => String::new(),
+            };
+            let _ = writeln!(out, "    read {}{more}", reads.join(", "));
+        }
         if e.actions.is_empty() && e.error.is_none() {
             let _ = writeln!(out, "    no action");
         }
@@ -396,6 +404,8 @@ mod tests {
                 reason: "changed".into(),
                 attempt: 1,
                 resource_version: Some("4230".into()),
+                reads: Vec::new(),
+                read_count: 0,
                 triggers: vec![crate::ledger::TriggerRecord {
                     reason: "changed".into(),
                     via: None,

@@ -145,6 +145,22 @@ impl CallObjects {
         }
     }
 
+    /// The distinct objects the call was handed, in the order first read, as
+    /// `Kind namespace/name@resourceVersion` (at most `max` of them), and how many there were.
+    pub fn summary(&self, max: usize) -> (Vec<String>, usize) {
+        let reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = HashSet::new();
+        let mut shown = Vec::new();
+        for (kind, objects) in reads.iter() {
+            for o in objects {
+                if seen.insert((kind.kind.as_str(), &o.key)) && shown.len() < max {
+                    shown.push(format!("{} {}@{}", kind.kind, o.key, o.resource_version));
+                }
+            }
+        }
+        (shown, seen.len())
+    }
+
     /// The resourceVersion at which the call first read each of `wanted` (objects it never
     /// read are absent). The first read counts: a decision taken on it is stale once the
     /// object moved past it, whatever the call read later. One pass over the reads.

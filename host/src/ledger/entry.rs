@@ -133,6 +133,13 @@ pub struct Entry {
     /// How many triggers the queue merged into this call (kept or not).
     #[serde(default)]
     pub queued: u32,
+    /// What the plugin read through host imports: `Kind ns/name@rv`, in the order first read
+    /// (at most [`MAX_ACTIONS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<String>,
+    /// How many distinct objects it read (more than `reads` holds when capped).
+    #[serde(default)]
+    pub read_count: usize,
     /// Each action and its verdict, in order (at most [`MAX_ACTIONS`]).
     #[serde(default)]
     pub actions: Vec<Verdict>,

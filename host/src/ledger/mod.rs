@@ -205,6 +205,8 @@ mod tests {
             reason: "changed".into(),
             attempt: 1,
             resource_version: None,
+            reads: Vec::new(),
+            read_count: 0,
             triggers: Vec::new(),
             queued: 1,
             actions: Vec::new(),

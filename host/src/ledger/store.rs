@@ -219,6 +219,8 @@ mod tests {
             reason: "changed".into(),
             attempt: 1,
             resource_version: Some("7".into()),
+            reads: Vec::new(),
+            read_count: 0,
             triggers: Vec::new(),
             queued: 1,
             actions: Vec::new(),

@@ -292,16 +292,20 @@ impl RunningPlugin {
     /// its actions and what became of them or why the call failed.
     fn record(
         &self,
-        revision: &Revision,
-        request: &ReconcileRequest,
-        queued: &Queued,
-        cached: Option<&CachedObject>,
+        seen: Seen<'_>,
         acted: Option<(&[Action], &CallOutcome)>,
         error: Option<String>,
     ) {
         let Some(ledger) = &self.ledger else {
             return;
         };
+        let Seen {
+            revision,
+            request,
+            queued,
+            cached,
+            reads,
+        } = seen;
         let target = &request.target;
         let (actions, writes, count) = match acted {
             Some((actions, outcome)) => (
@@ -325,6 +329,7 @@ impl RunningPlugin {
             ),
             None => (Vec::new(), Vec::new(), 0),
         };
+        let (read, read_count) = reads.summary(crate::ledger::MAX_ACTIONS);
         ledger.offer(Entry {
             time: jiff::Timestamp::now(),
             object: ObjectId {
@@ -337,6 +342,8 @@ impl RunningPlugin {
             reason: request.reason.as_str().to_string(),
             attempt: request.attempt,
             resource_version: cached.map(|o| o.resource_version.to_string()),
+            reads: read,
+            read_count,
             triggers: queued.triggers.iter().map(trigger_record).collect(),
             queued: queued.count,
             actions,
@@ -433,10 +440,13 @@ impl RunningPlugin {
             Err(err) => {
                 tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");
                 self.record(
-                    &revision,
-                    &request,
-                    &queued,
-                    cached.as_deref(),
+                    Seen {
+                        revision: &revision,
+                        request: &request,
+                        queued: &queued,
+                        cached: cached.as_deref(),
+                        reads: &reads,
+                    },
                     None,
                     Some(format!("plugin call task failed: {err}")),
                 );
@@ -451,10 +461,13 @@ impl RunningPlugin {
         }
         if let Err(err) = &report.outcome {
             self.record(
-                &revision,
-                &request,
-                &queued,
-                cached.as_deref(),
+                Seen {
+                    revision: &revision,
+                    request: &request,
+                    queued: &queued,
+                    cached: cached.as_deref(),
+                    reads: &reads,
+                },
                 None,
                 Some(err.to_string()),
             );
@@ -515,10 +528,13 @@ impl RunningPlugin {
         let outcome = self.pipeline.run(call, &actions).await;
         let failure = outcome.failure.as_ref().map(ToString::to_string);
         self.record(
-            &revision,
-            &request,
-            &queued,
-            cached.as_deref(),
+            Seen {
+                revision: &revision,
+                request: &request,
+                queued: &queued,
+                cached: cached.as_deref(),
+                reads: &reads,
+            },
             Some((&actions, &outcome)),
             failure,
         );
@@ -559,6 +575,15 @@ impl RunningPlugin {
         }
         outcome.answers
     }
+}
+
+/// What a call saw, as the ledger records it.
+struct Seen<'a> {
+    revision: &'a Revision,
+    request: &'a ReconcileRequest,
+    queued: &'a Queued,
+    cached: Option<&'a CachedObject>,
+    reads: &'a CallObjects,
 }
 
 /// A trigger as the ledger keeps it: the change's versions and the fields it changed.
