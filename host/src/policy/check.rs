@@ -56,9 +56,16 @@ fn deny(grant: Grant, reason: String) -> Result<(), Denial> {
     Err(Denial { grant, reason })
 }
 
-/// Whether `action` is an API write (logs and requeues are not).
+/// Whether `action` is an API write (logs and requeues are not). Every kind is named, so a
+/// new action does not compile until someone decides whether it writes.
 pub fn is_write(action: &Action) -> bool {
-    !matches!(action, Action::Log { .. } | Action::RequeueAfter { .. })
+    match action {
+        Action::Patch { .. }
+        | Action::Create { .. }
+        | Action::Delete { .. }
+        | Action::Event { .. } => true,
+        Action::Log { .. } | Action::RequeueAfter { .. } => false,
+    }
 }
 
 /// The kind an API write acts on (the regarding object's for an event); `None` for logs and
