@@ -205,6 +205,11 @@ fn the_dashboard_shows_the_plugins_and_a_live_change_in_chromium() {
         dom.contains(r#"<span id="status" class="up">connected</span>"#),
         "the WebSocket is open: {dom}"
     );
+    // Each of web's lines links to its per-object view.
+    assert!(
+        dom.contains(r##"href="#why=Deployment%2Fdemo%2Fweb""##),
+        "a why link: {dom}"
+    );
     let table = dom
         .split("id=\"plugins\"")
         .nth(1)
@@ -214,6 +219,33 @@ fn the_dashboard_shows_the_plugins_and_a_live_change_in_chromium() {
         assert!(table.contains(plugin), "{plugin} in the table: {table}");
     }
     assert!(table.contains("enforce"), "{table}");
+
+    // The per-object view: web's reconciles from the decision ledger, with the scale that
+    // queued change-logger's and the fields it changed.
+    let why = format!("http://{status}/#why=Deployment%2Fdemo%2Fweb");
+    let start = Instant::now();
+    let view = loop {
+        let (dom, console) = dump_dom(&browser, &why, profile.path());
+        let view = dom
+            .split("id=\"why-view\"")
+            .nth(1)
+            .and_then(|rest| rest.split("</section>").next())
+            .unwrap_or("")
+            .to_string();
+        if view.contains("/spec/replicas") && view.contains("change-logger") {
+            break view;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "the why view never showed the scale:\n{dom}\n{console}"
+        );
+    };
+    assert!(!view.starts_with(" hidden"), "{view}");
+    assert!(view.contains("Deployment demo/web"), "{view}");
+    assert!(
+        view.contains("patch Deployment demo/web → executed"),
+        "image-pinner's patch: {view}"
+    );
 
     let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();

@@ -19,6 +19,9 @@
 
   // ---- plugins table ----
   const knownPlugins = new Set();
+  // The kind each running plugin reconciles (its keys' kind, for the per-object view).
+  const pluginKinds = new Map();
+  let relink = false;
   function row(cells) {
     const tr = document.createElement("tr");
     for (const c of cells) tr.appendChild(c);
@@ -40,6 +43,12 @@
         text("td", reload),
       ]);
       tr.dataset.plugin = p.name;
+      const kind = String(p.reconciles || "").split(/[ /]/).pop();
+      if (pluginKinds.get(p.name) !== kind) {
+        // Lines drawn before the kind was known get their "why" links.
+        pluginKinds.set(p.name, kind);
+        relink = true;
+      }
       if (f && f.error) tr.className = "bad";
       if (!knownPlugins.has(p.name)) {
         knownPlugins.add(p.name);
@@ -48,6 +57,7 @@
       return tr;
     });
     body.replaceChildren(...rows);
+    if (relink) { relink = false; rerender(); }
     const fbody = $("files").tBodies[0];
     fbody.replaceChildren(...files.map(f => {
       const tr = row([
@@ -100,6 +110,13 @@
     div.appendChild(text("span", r.type || "", "ty"));
     div.appendChild(text("span", r.message, "m"));
     if (r.decision === "denied" && r.grant) div.appendChild(text("span", "  (denied by " + r.grant + ")"));
+    const kind = typeof r.plugin === "string" && pluginKinds.get(r.plugin);
+    if (kind && typeof r.key === "string" && r.key) {
+      const a = text("a", "why", "why");
+      a.href = "#why=" + encodeURIComponent(kind + "/" + r.key);
+      div.appendChild(text("span", " "));
+      div.appendChild(a);
+    }
     return div;
   }
   function flush() {
@@ -354,8 +371,59 @@
   }
   window.addEventListener("hashchange", pollView);
 
+  // ---- per-object view (#why=KIND/NAMESPACE/NAME, or KIND/NAME): /api/why ----
+  let whyTimer = null;
+  function whyViewed() {
+    const m = /^#why=(.+)$/.exec(location.hash);
+    if (!m) return null;
+    const parts = decodeURIComponent(m[1]).split("/");
+    if (parts.length === 3) return { kind: parts[0], namespace: parts[1], name: parts[2] };
+    if (parts.length === 2) return { kind: parts[0], namespace: "", name: parts[1] };
+    return null;
+  }
+  const joined = (items) => (items || []).join("\n");
+  function renderWhy(report) {
+    $("wv-entries").tBodies[0].replaceChildren(...(report.entries || []).map(e => {
+      const queued = (e.triggers || []).map(t =>
+        (t.via ? t.via + " " : "") + t.reason +
+        (t.rvBefore && t.rvAfter ? " (rv " + t.rvBefore + "→" + t.rvAfter + ")" : t.rvAfter ? " (rv " + t.rvAfter + ")" : "") +
+        ((t.changed || []).length ? ": " + t.changed.join(", ") : ""));
+      if ((e.queued || 0) > queued.length) queued.push("and " + (e.queued - queued.length) + " earlier, merged");
+      const actions = (e.actions || []).map(a => a.action + " " + a.target + " → " + a.decision + (a.detail ? ": " + a.detail : ""));
+      if (e.error) actions.push("failed: " + e.error);
+      if (actions.length === 0) actions.push("no action");
+      const writes = (e.writes || []).map(w => w.change + " " + w.object + (w.resourceVersion ? " (now rv " + w.resourceVersion + ")" : ""));
+      const tr = row([
+        text("td", e.time), text("td", e.plugin + " " + String(e.digest || "").slice(0, 12)),
+        text("td", joined(queued), "pre"), text("td", joined(e.reads), "pre"),
+        text("td", joined(actions), "pre"), text("td", joined(writes), "pre"),
+      ]);
+      if ((e.actions || []).some(a => a.decision === "denied" || a.decision === "failed") || e.error) tr.className = "bad";
+      return tr;
+    }));
+  }
+  async function pollWhy() {
+    clearTimeout(whyTimer);
+    const object = whyViewed();
+    $("why-view").hidden = !object;
+    if (!object) return;
+    const shown = object.kind + " " + (object.namespace ? object.namespace + "/" : "") + object.name;
+    $("wv-name").textContent = shown;
+    try {
+      const q = new URLSearchParams({ kind: object.kind, namespace: object.namespace, name: object.name, limit: "50" });
+      const res = await fetch(withToken("/api/why?" + q.toString()), { cache: "no-store" });
+      if (!res.ok) throw new Error("HTTP " + res.status + ": " + (await res.text()));
+      renderWhy(await res.json());
+    } catch (err) {
+      $("wv-name").textContent = shown + " (cannot read it: " + err.message + ")";
+    }
+    whyTimer = setTimeout(pollWhy, 5000);
+  }
+  window.addEventListener("hashchange", pollWhy);
+
   pollPlugins();
   pollPlots();
   pollView();
+  pollWhy();
   connect();
 })();
