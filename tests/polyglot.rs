@@ -349,3 +349,26 @@ async fn python_sandbox_stops_loops_and_hoarding() {
 async fn javascript_sandbox_stops_loops_and_hoarding() {
     sandbox_holds_for("hostile-js").await;
 }
+
+/// The ports (image-pinner-py, sample-controller-ts, customcluster-py, with the Rust
+/// change-logger) under one fault schedule and a restart end with the objects the Rust
+/// plugins end with in the fault-free run, every write inside the port's policy. Slow the
+/// first time (the ports compile for minutes, which is why it is here and not in `it`, whose
+/// time-bounded tests it would starve; the compile cache keeps them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_ports_end_where_the_rust_plugins_end() {
+    let mut config = common::chaos_config(1, 1);
+    config.plugin_sets = kubeplug::chaos::PluginChoice::Ports;
+    let report = kubeplug::chaos::run(&config).await.unwrap();
+    let text = report.to_string();
+    println!("{text}");
+    assert_eq!(report.baseline.plugins, kubeplug::chaos::PluginSet::Rust);
+    assert_eq!(
+        report.schedules[0].plugins,
+        kubeplug::chaos::PluginSet::Ports,
+        "{text}"
+    );
+    assert!(report.schedules[0].writes.total > 0, "{text}");
+    assert!(report.faults() > 0, "faults were injected:\n{text}");
+    assert_eq!(report.violations(), vec![], "{text}");
+}

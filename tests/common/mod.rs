@@ -95,3 +95,21 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) 
         .unwrap_or(0);
     (status, body.to_string())
 }
+
+/// A `kubeplug chaos` run of `schedules` schedules of `seed` with the Rust seed plugins: the
+/// hosts are this build's `kubeplug` binary, plugins from `make plugins`, compiled modules
+/// kept in the tests' compile cache.
+pub fn chaos_config(seed: u64, schedules: u64) -> kubeplug::chaos::ChaosConfig {
+    kubeplug::chaos::ChaosConfig {
+        seed,
+        schedules,
+        plugins: plugin("image-pinner").parent().unwrap().to_path_buf(),
+        compile_cache: Some(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
+        ),
+        settle: std::time::Duration::from_secs(20),
+        plugin_sets: kubeplug::chaos::PluginChoice::Rust,
+        binary: env!("CARGO_BIN_EXE_kubeplug").into(),
+        ..kubeplug::chaos::ChaosConfig::default()
+    }
+}

@@ -8,24 +8,10 @@
 use crate::common;
 
 use common::cluster::capture_logs;
-use kubeplug::chaos::{ChaosConfig, FaultPlan, LEASE, PluginChoice, PluginSet, Report};
-use std::path::Path;
-use std::time::Duration;
+use kubeplug::chaos::{ChaosConfig, FaultPlan, LEASE, Report};
 
 fn config(seed: u64, schedules: u64) -> ChaosConfig {
-    let plugins = common::plugin("image-pinner");
-    ChaosConfig {
-        seed,
-        schedules,
-        plugins: plugins.parent().unwrap().to_path_buf(),
-        compile_cache: Some(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
-        ),
-        settle: Duration::from_secs(20),
-        plugin_sets: PluginChoice::Rust,
-        binary: env!("CARGO_BIN_EXE_kubeplug").into(),
-        ..ChaosConfig::default()
-    }
+    common::chaos_config(seed, schedules)
 }
 
 fn summary(report: &Report) -> String {
@@ -85,25 +71,6 @@ async fn chaos_runs_schedules_with_faults_restarts_and_paused_replicas_and_repor
             "{text}"
         );
     }
-}
-
-/// The ports (image-pinner-py, sample-controller-ts, customcluster-py, with the Rust
-/// change-logger) under one fault schedule and a restart end with the objects the Rust
-/// plugins end with in the fault-free run, every write inside the port's policy. Slow the
-/// first time (the ports compile for minutes; the compile cache keeps them).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_ports_end_where_the_rust_plugins_end() {
-    capture_logs();
-    let mut config = config(1, 1);
-    config.plugin_sets = PluginChoice::Ports;
-    let report = kubeplug::chaos::run(&config).await.unwrap();
-    let text = report.to_string();
-    println!("{text}");
-    assert_eq!(report.baseline.plugins, PluginSet::Rust);
-    assert_eq!(report.schedules[0].plugins, PluginSet::Ports, "{text}");
-    assert!(report.schedules[0].writes.total > 0, "{text}");
-    assert!(report.faults() > 0, "faults were injected:\n{text}");
-    assert_eq!(report.violations(), vec![], "{text}");
 }
 
 /// A longer run for exploring (`KUBEPLUG_CHAOS_SEED`, `KUBEPLUG_CHAOS_SCHEDULES`,

@@ -13,8 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The most a host may take to serve its endpoints (it is killed and started again after).
-const START: Duration = Duration::from_secs(60);
+/// The most a host may take to serve its endpoints (it is killed and started again after):
+/// its first start may compile the TypeScript and Python ports with a cold cache, minutes on
+/// 2 cores, and a host killed meanwhile would start the compile over.
+const START: Duration = Duration::from_secs(600);
 /// The log lines of a host kept for a failure's message.
 const KEPT_LINES: usize = 40;
 
