@@ -161,6 +161,14 @@ async fn hostile_writes_are_denied_while_image_pinner_converges() -> Result {
         sim.get("deployments", Some(ns), name)
             .and_then(|d| d.pointer("/metadata/labels/hostile").cloned())
     };
+    // A label patch refused as a conflict (image-pinner moved the object meanwhile) is
+    // decided again once the cache shows the newer version.
+    eventually(
+        Duration::from_secs(30),
+        "h-label's label on team-a/web",
+        || label("team-a", "web").is_some(),
+    )
+    .await;
     assert_eq!(
         label("team-a", "web"),
         Some(json!("was-here")),

@@ -39,8 +39,15 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
         dir.path(),
         &["--listen", "127.0.0.1:0", "--state-dir", state_dir],
     );
+    // Served, and its plugins loaded (their first compile may be slow beside other tests).
     assert!(
-        host.saw_within("dashboard: http://", Duration::from_secs(120)),
+        host.saw_within("dashboard: http://", Duration::from_secs(300)),
+        "{}",
+        host.seen
+    );
+    assert!(
+        host.seen.contains("running; stop with")
+            || host.saw_within("running; stop with", Duration::from_secs(300)),
         "{}",
         host.seen
     );
@@ -51,7 +58,7 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
 
     // The embedded cluster's demo/web runs nginx:latest: the pinner patches it.
     let path = "/api/why?kind=Deployment&namespace=demo&name=web";
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(300);
     let report = loop {
         let (code, body) = http(&addr, "GET", path, &[], "");
         assert_eq!(code, 200, "{body}");
@@ -69,8 +76,10 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
         }
         assert!(
             Instant::now() < deadline,
-            "no executed patch recorded: {body}"
+            "no executed patch recorded: {body}\n{}",
+            host.seen
         );
+        host.saw_within("never", Duration::from_millis(100));
     };
     let entry = report["entries"]
         .as_array()
@@ -84,10 +93,12 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
     assert_eq!(entry["writes"][0]["change"], "patched", "{entry}");
     assert!(entry["writes"][0]["resourceVersion"].is_string(), "{entry}");
 
-    // What queued it: the watch event that added it, at the version the plugin saw.
+    // What queued it: its addition (the watch event, at the version the plugin saw, or the
+    // plugin's start queuing every cached key, which names no version).
     assert_eq!(entry["triggers"][0]["reason"], "added", "{entry}");
-    assert_eq!(
-        entry["triggers"][0]["rvAfter"], entry["resourceVersion"],
+    let rv_after = &entry["triggers"][0]["rvAfter"];
+    assert!(
+        rv_after.is_null() || *rv_after == entry["resourceVersion"],
         "{entry}"
     );
 

@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 /// The most entries one answer holds.
 pub const MAX_LIMIT: usize = 1000;
 
+/// Ledger reads at once: a client asking in a tight loop queues behind these instead of
+/// filling the blocking pool with read transactions the ledger's writer contends with.
+static READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// What `/api/why` takes.
 #[derive(Debug, Deserialize)]
 pub struct WhyParams {
@@ -85,6 +89,12 @@ pub(super) async fn why(
         since,
         plugin: p.plugin,
         limit: p.limit.unwrap_or(100).clamp(1, MAX_LIMIT),
+    };
+    let Ok(_read) = READS.acquire().await else {
+        return bad(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the ledger is closing".into(),
+        );
     };
     match tokio::task::spawn_blocking(move || ledger.history(&query)).await {
         Ok(Ok(entries)) => Json(WhyReport { object, entries }).into_response(),
