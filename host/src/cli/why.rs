@@ -12,7 +12,8 @@ use std::process::ExitCode;
 /// `kubeplug why`.
 #[derive(Debug, Args)]
 pub struct WhyArgs {
-    /// The object, as kubectl spells it: `deploy/web`, `deployment/web`, `foo/example`.
+    /// The object, as kubectl spells it: `deploy/web`, `deployment/web`, `foo/example`; or
+    /// with its namespace, `deploy/demo/web`.
     pub object: String,
     /// Its namespace (none for a cluster-scoped object).
     #[arg(short = 'n', long)]
@@ -109,30 +110,57 @@ pub fn since(text: &str, now: jiff::Timestamp) -> anyhow::Result<jiff::Timestamp
         .with_context(|| format!("--since {text:?} is too far back"))
 }
 
+/// The kind as typed, the namespace and the name `typed` names: `KIND/NAME` in `namespace`
+/// (`-n`; none for a cluster-scoped object) or `KIND/NAMESPACE/NAME`, each part checked.
+pub fn object(typed: &str, namespace: Option<&str>) -> anyhow::Result<(String, String, String)> {
+    let expected = || {
+        format!(
+            "{typed:?}: expected KIND/NAME or KIND/NAMESPACE/NAME, as kubectl spells them (deploy/web, deploy/demo/web)"
+        )
+    };
+    let parts: Vec<&str> = typed.split('/').collect();
+    let (kind, in_object, name) = match parts[..] {
+        [kind, name] => (kind, None, name),
+        [kind, ns, name] => (kind, Some(ns), name),
+        _ => anyhow::bail!(expected()),
+    };
+    if kind.is_empty() || name.is_empty() || in_object == Some("") {
+        anyhow::bail!(expected());
+    }
+    let namespace = match (in_object, namespace) {
+        (Some(a), Some(b)) if a != b => {
+            anyhow::bail!("{typed:?} names namespace {a:?} but -n says {b:?}")
+        }
+        (a, b) => a.or(b).unwrap_or_default(),
+    };
+    if kind.len() > 63 || !kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+        anyhow::bail!("{kind:?} is not a kind: letters and digits, at most 63");
+    }
+    if !namespace.is_empty() && !crate::contract::names::is_dns_label(namespace) {
+        anyhow::bail!(
+            "{namespace:?} is not a namespace: lowercase letters, digits and '-', at most 63"
+        );
+    }
+    if name.len() > 253 || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        anyhow::bail!("{name:?} is not an object name: at most 253 characters, no spaces");
+    }
+    Ok((kind.to_string(), namespace.to_string(), name.to_string()))
+}
+
 /// Runs `kubeplug why`.
 pub async fn run(args: WhyArgs) -> anyhow::Result<ExitCode> {
-    let (typed, name) = args
-        .object
-        .split_once('/')
-        .filter(|(k, n)| !k.is_empty() && !n.is_empty() && !n.contains('/'))
-        .with_context(|| {
-            format!(
-                "{:?}: expected KIND/NAME, as kubectl spells it (deploy/web)",
-                args.object
-            )
-        })?;
+    let (typed, namespace, name) = object(&args.object, args.namespace.as_deref())?;
     let since = args
         .since
         .as_deref()
         .map(|s| since(s, jiff::Timestamp::now()))
         .transpose()?;
-    let namespace = args.namespace.clone().unwrap_or_default();
     let mut report = None;
-    for kind in kinds_meant(typed) {
+    for kind in kinds_meant(&typed) {
         let object = ObjectId {
             kind,
             namespace: namespace.clone(),
-            name: name.to_string(),
+            name: name.clone(),
         };
         let found = match &args.server {
             Some(server) => ask(server, &args, &object, since).await?,
@@ -366,6 +394,34 @@ mod tests {
     }
 
     #[test]
+    fn objects_are_spelled_as_kubectl_spells_them() {
+        let parts = |t: &str, n: Option<&str>| object(t, n).map_err(|e| e.to_string());
+        let three = |k: &str, n: &str, m: &str| (k.to_string(), n.to_string(), m.to_string());
+        assert_eq!(parts("deploy/web", None), Ok(three("deploy", "", "web")));
+        assert_eq!(
+            parts("deploy/web", Some("demo")),
+            Ok(three("deploy", "demo", "web"))
+        );
+        assert_eq!(
+            parts("deploy/demo/web", None),
+            Ok(three("deploy", "demo", "web"))
+        );
+        assert_eq!(
+            parts("deploy/demo/web", Some("demo")),
+            Ok(three("deploy", "demo", "web"))
+        );
+        let wrong = |t: &str, n: Option<&str>| parts(t, n).unwrap_err();
+        assert!(wrong("deploy/demo/web", Some("prod")).contains("-n says \"prod\""));
+        for bad in ["web", "deploy/", "/web", "a/b/c/d", "deploy//web"] {
+            assert!(wrong(bad, None).contains("expected KIND/NAME"), "{bad}");
+        }
+        assert!(wrong("de-ploy/web", None).contains("is not a kind"));
+        assert!(wrong("deploy/Demo/web", None).contains("is not a namespace"));
+        assert!(wrong(&format!("deploy/{}", "a".repeat(254)), None).contains("not an object name"));
+        assert!(wrong("deploy/we\u{1b}b", None).contains("not an object name"));
+    }
+
+    #[test]
     fn since_takes_durations_and_times() {
         let now: jiff::Timestamp = "2026-11-28T12:00:00Z".parse().unwrap();
         assert_eq!(
@@ -393,19 +449,8 @@ mod tests {
                 name: "web".into(),
             },
             entries: vec![Entry {
-                time: "2026-11-28T14:03:07Z".parse().unwrap(),
-                object: ObjectId {
-                    kind: "Deployment".into(),
-                    namespace: "demo".into(),
-                    name: "web".into(),
-                },
-                plugin: "image-pinner".into(),
                 digest: "sha256:0123456789abcdef".into(),
-                reason: "changed".into(),
-                attempt: 1,
                 resource_version: Some("4230".into()),
-                reads: Vec::new(),
-                read_count: 0,
                 triggers: vec![crate::ledger::TriggerRecord {
                     reason: "changed".into(),
                     via: None,
@@ -430,7 +475,12 @@ mod tests {
                     object: "Deployment demo/web".into(),
                     resource_version: Some("4231".into()),
                 }],
-                error: None,
+                ..Entry::sample(
+                    "demo",
+                    "web",
+                    "image-pinner",
+                    "2026-11-28T14:03:07Z".parse().unwrap(),
+                )
             }],
         };
         let shown = text(&report);

@@ -154,6 +154,33 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// A reconcile of Deployment `namespace/name` by `plugin` at `time` that decided nothing:
+    /// the start of the tests' entries.
+    #[cfg(test)]
+    pub fn sample(namespace: &str, name: &str, plugin: &str, time: jiff::Timestamp) -> Entry {
+        Entry {
+            time,
+            object: ObjectId {
+                kind: "Deployment".into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            },
+            plugin: plugin.into(),
+            digest: "sha256:00".into(),
+            reason: "changed".into(),
+            attempt: 1,
+            resource_version: Some("7".into()),
+            reads: Vec::new(),
+            read_count: 0,
+            triggers: Vec::new(),
+            queued: 1,
+            actions: Vec::new(),
+            action_count: 0,
+            writes: Vec::new(),
+            error: None,
+        }
+    }
+
     /// Bounds what the entry keeps: at most [`MAX_ACTIONS`] actions and writes, texts capped.
     pub fn bounded(mut self) -> Entry {
         self.actions.truncate(MAX_ACTIONS);

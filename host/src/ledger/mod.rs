@@ -194,25 +194,9 @@ mod tests {
 
     fn entry(name: &str) -> Entry {
         Entry {
-            time: jiff::Timestamp::now(),
-            object: ObjectId {
-                kind: "Deployment".into(),
-                namespace: "demo".into(),
-                name: name.into(),
-            },
-            plugin: "p".into(),
-            digest: "sha256:00".into(),
-            reason: "changed".into(),
-            attempt: 1,
             resource_version: None,
-            reads: Vec::new(),
-            read_count: 0,
-            triggers: Vec::new(),
-            queued: 1,
-            actions: Vec::new(),
-            action_count: 0,
-            writes: Vec::new(),
             error: Some("x".repeat(5000)),
+            ..Entry::sample("demo", name, "p", jiff::Timestamp::now())
         }
     }
 

@@ -1,6 +1,9 @@
 //! The ledger's store: entries in a redb file under the state directory, numbered in the
-//! order they were written, with an index by object. Bounded by size and age: every batch
-//! written drops the oldest entries past either bound. Readers see committed batches only
+//! order they were written, with an index by object and one by namespace. Bounded by size
+//! and age: every batch written drops the entries past the age bound, then, while past the
+//! size bound, the oldest entry of the namespace holding the most bytes, so a namespace that
+//! reconciles a lot evicts its own history before a quiet one's (max-min fair shares, as the
+//! API server's Priority and Fairness shares its seats). Readers see committed batches only
 //! (redb's snapshots), so a query never waits for the writer and a crash loses at most the
 //! batch being written.
 
@@ -13,8 +16,15 @@ use std::time::Duration;
 const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("entries");
 /// `(object index key, sequence)` for every entry: an object's history is one range.
 const BY_OBJECT: TableDefinition<(&str, u64), ()> = TableDefinition::new("by_object");
-/// Counters kept with the entries: `bytes` (their JSON sizes).
+/// `(namespace, sequence)` for every entry: a namespace's oldest entry is its range's first.
+const BY_NAMESPACE: TableDefinition<(&str, u64), ()> = TableDefinition::new("by_namespace");
+/// Bytes of entries (their JSON sizes) per namespace (`""`: cluster-scoped objects).
+const NAMESPACE_BYTES: TableDefinition<&str, u64> = TableDefinition::new("namespace_bytes");
+/// Counters kept with the entries: `bytes` (their JSON sizes) and `version` (the layout).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// The layout: 2 added the namespace index, built on open from the entries of a ledger
+/// written before it.
+const VERSION: u64 = 2;
 
 /// The ledger's file in the state directory.
 pub const FILE_NAME: &str = "ledger.redb";
@@ -116,7 +126,16 @@ impl Store {
         let tx = db.begin_write()?;
         tx.open_table(ENTRIES)?;
         tx.open_table(BY_OBJECT)?;
-        tx.open_table(META)?;
+        tx.open_table(BY_NAMESPACE)?;
+        tx.open_table(NAMESPACE_BYTES)?;
+        let mut meta = tx.open_table(META)?;
+        if meta.get("version")?.map_or(0, |v| v.value()) < VERSION {
+            drop(meta);
+            index_namespaces(&tx)?;
+            meta = tx.open_table(META)?;
+            meta.insert("version", VERSION)?;
+        }
+        drop(meta);
         tx.commit()?;
         Ok(Store { db, retention })
     }
@@ -125,15 +144,19 @@ impl Store {
     pub fn append(&self, entries: &[Entry]) -> Result<(), StoreError> {
         let tx = self.db.begin_write()?;
         {
-            let mut table = tx.open_table(ENTRIES)?;
-            let mut index = tx.open_table(BY_OBJECT)?;
+            let mut t = Tables {
+                entries: tx.open_table(ENTRIES)?,
+                by_object: tx.open_table(BY_OBJECT)?,
+                by_namespace: tx.open_table(BY_NAMESPACE)?,
+                namespace_bytes: tx.open_table(NAMESPACE_BYTES)?,
+            };
             let mut meta = tx.open_table(META)?;
-            let first = table.last()?.map_or(0, |(k, _)| k.value() + 1);
+            let first = t.entries.last()?.map_or(0, |(k, _)| k.value() + 1);
             let mut bytes = meta.get("bytes")?.map_or(0, |v| v.value());
             for (seq, entry) in (first..).zip(entries) {
                 let json = serde_json::to_vec(entry)?;
-                table.insert(seq, json.as_slice())?;
-                index.insert((entry.object.index_key().as_str(), seq), ())?;
+                t.entries.insert(seq, json.as_slice())?;
+                t.index(entry, seq, json.len() as u64)?;
                 bytes += json.len() as u64;
             }
             let oldest = jiff::Timestamp::now()
@@ -142,20 +165,18 @@ impl Store {
                         .unwrap_or(jiff::SignedDuration::MAX),
                 )
                 .unwrap_or(jiff::Timestamp::MIN);
-            // The oldest first, while past either bound (the newest entry always stays).
-            while table.len()? > 1 {
-                let Some((seq, json)) =
-                    table.first()?.map(|(k, v)| (k.value(), v.value().to_vec()))
-                else {
+            // Past the age bound: the oldest first (the newest entry always stays).
+            while t.entries.len()? > 1 {
+                let Some(seq) = t.entries.first()?.map(|(k, _)| k.value()) else {
                     break;
                 };
-                let entry: Entry = serde_json::from_slice(&json)?;
-                if bytes <= self.retention.max_bytes && entry.time >= oldest {
+                let Some(gone) = t.remove_if(seq, |e| e.time < oldest)? else {
                     break;
-                }
-                table.remove(seq)?;
-                index.remove((entry.object.index_key().as_str(), seq))?;
-                bytes = bytes.saturating_sub(json.len() as u64);
+                };
+                bytes = bytes.saturating_sub(gone);
+            }
+            if bytes > self.retention.max_bytes {
+                bytes = t.evict_fairly(bytes, self.retention.max_bytes)?;
             }
             meta.insert("bytes", bytes)?;
         }
@@ -201,33 +222,115 @@ impl Store {
     }
 }
 
+/// The write transaction's tables an entry is stored and indexed in.
+struct Tables<'tx> {
+    entries: redb::Table<'tx, u64, &'static [u8]>,
+    by_object: redb::Table<'tx, (&'static str, u64), ()>,
+    by_namespace: redb::Table<'tx, (&'static str, u64), ()>,
+    namespace_bytes: redb::Table<'tx, &'static str, u64>,
+}
+
+impl Tables<'_> {
+    /// Indexes entry `seq` of `size` bytes by object and namespace.
+    fn index(&mut self, entry: &Entry, seq: u64, size: u64) -> Result<(), StoreError> {
+        let namespace = entry.object.namespace.as_str();
+        self.by_object
+            .insert((entry.object.index_key().as_str(), seq), ())?;
+        self.by_namespace.insert((namespace, seq), ())?;
+        let held = self
+            .namespace_bytes
+            .get(namespace)?
+            .map_or(0, |v| v.value());
+        self.namespace_bytes.insert(namespace, held + size)?;
+        Ok(())
+    }
+
+    /// Removes entry `seq` and its index rows when `drop_it` says so; its size if removed.
+    fn remove_if(
+        &mut self,
+        seq: u64,
+        drop_it: impl Fn(&Entry) -> bool,
+    ) -> Result<Option<u64>, StoreError> {
+        let Some(json) = self.entries.get(seq)?.map(|v| v.value().to_vec()) else {
+            return Ok(None);
+        };
+        let entry: Entry = serde_json::from_slice(&json)?;
+        if !drop_it(&entry) {
+            return Ok(None);
+        }
+        let (namespace, size) = (entry.object.namespace.as_str(), json.len() as u64);
+        self.entries.remove(seq)?;
+        self.by_object
+            .remove((entry.object.index_key().as_str(), seq))?;
+        self.by_namespace.remove((namespace, seq))?;
+        let held = self
+            .namespace_bytes
+            .get(namespace)?
+            .map_or(0, |v| v.value());
+        match held.saturating_sub(size) {
+            0 => self.namespace_bytes.remove(namespace)?,
+            left => self.namespace_bytes.insert(namespace, left)?,
+        };
+        Ok(Some(size))
+    }
+
+    /// Drops the oldest entry of the namespace holding the most bytes until `bytes` is within
+    /// `max` (the newest entry always stays); returns the bytes left.
+    fn evict_fairly(&mut self, mut bytes: u64, max: u64) -> Result<u64, StoreError> {
+        let newest = self.entries.last()?.map(|(k, _)| k.value());
+        let mut held = std::collections::BinaryHeap::new();
+        for row in self.namespace_bytes.iter()? {
+            let (namespace, size) = row?;
+            held.push((size.value(), namespace.value().to_string()));
+        }
+        while bytes > max {
+            let Some((size, namespace)) = held.pop() else {
+                break;
+            };
+            let first = self
+                .by_namespace
+                .range((namespace.as_str(), 0)..=(namespace.as_str(), u64::MAX))?
+                .next()
+                .transpose()?
+                .map(|(k, _)| k.value().1);
+            // A namespace whose oldest is the newest entry has nothing more to give.
+            let Some(seq) = first.filter(|seq| Some(*seq) != newest) else {
+                continue;
+            };
+            let gone = self.remove_if(seq, |_| true)?.unwrap_or(0);
+            bytes = bytes.saturating_sub(gone);
+            if size > gone {
+                held.push((size - gone, namespace));
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+/// Builds the namespace index and byte counts from the entries (a ledger of layout 1).
+fn index_namespaces(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    let entries = tx.open_table(ENTRIES)?;
+    let mut by_namespace = tx.open_table(BY_NAMESPACE)?;
+    let mut sizes: std::collections::BTreeMap<String, u64> = Default::default();
+    for row in entries.iter()? {
+        let (seq, json) = row?;
+        let entry: Entry = serde_json::from_slice(json.value())?;
+        by_namespace.insert((entry.object.namespace.as_str(), seq.value()), ())?;
+        *sizes.entry(entry.object.namespace).or_default() += json.value().len() as u64;
+    }
+    let mut namespace_bytes = tx.open_table(NAMESPACE_BYTES)?;
+    for (namespace, size) in &sizes {
+        namespace_bytes.insert(namespace.as_str(), size)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::entry::ObjectId;
 
     fn entry(name: &str, plugin: &str, at: jiff::Timestamp) -> Entry {
-        Entry {
-            time: at,
-            object: ObjectId {
-                kind: "Deployment".into(),
-                namespace: "demo".into(),
-                name: name.into(),
-            },
-            plugin: plugin.into(),
-            digest: "sha256:00".into(),
-            reason: "changed".into(),
-            attempt: 1,
-            resource_version: Some("7".into()),
-            reads: Vec::new(),
-            read_count: 0,
-            triggers: Vec::new(),
-            queued: 1,
-            actions: Vec::new(),
-            action_count: 0,
-            writes: Vec::new(),
-            error: None,
-        }
+        Entry::sample("demo", name, plugin, at)
     }
 
     fn query(name: &str) -> Query {
@@ -289,6 +392,82 @@ mod tests {
             ["p7", "p8", "p9"]
         );
         assert_eq!(store.size().unwrap(), (3, one * 3));
+    }
+
+    #[test]
+    fn a_busy_namespace_evicts_its_own_history_before_a_quiet_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = jiff::Timestamp::now();
+        let in_ns = |ns: &str, plugin: String| Entry::sample(ns, "web", &plugin, now);
+        let one = serde_json::to_vec(&in_ns("noisy", "n00".into()))
+            .unwrap()
+            .len() as u64;
+        let store = Store::open(
+            dir.path(),
+            Retention {
+                max_bytes: one * 10,
+                ..Retention::default()
+            },
+        )
+        .unwrap();
+        let quiet: Vec<Entry> = (0..3).map(|i| in_ns("quiet", format!("q{i:02}"))).collect();
+        store.append(&quiet).unwrap();
+        for i in 0..100 {
+            store.append(&[in_ns("noisy", format!("n{i:02}"))]).unwrap();
+        }
+        let history = |ns: &str| {
+            store
+                .history(&Query {
+                    object: format!("deployment/{ns}/web"),
+                    limit: 1000,
+                    ..Query::default()
+                })
+                .unwrap()
+                .into_iter()
+                .map(|e| e.plugin)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(history("quiet"), ["q00", "q01", "q02"]);
+        let noisy = history("noisy");
+        assert_eq!(noisy.len(), 7, "{noisy:?}");
+        assert_eq!(noisy.first().map(String::as_str), Some("n93"));
+        assert_eq!(store.size().unwrap(), (10, one * 10));
+    }
+
+    #[test]
+    fn a_ledger_written_before_the_namespace_index_gets_one_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = jiff::Timestamp::now();
+        {
+            let store = Store::open(dir.path(), Retention::default()).unwrap();
+            store
+                .append(&[Entry::sample("a", "web", "p", now), entry("web", "p", now)])
+                .unwrap();
+            // As layout 1 left it: no namespace index, no version.
+            let tx = store.db.begin_write().unwrap();
+            tx.delete_table(BY_NAMESPACE).unwrap();
+            tx.delete_table(NAMESPACE_BYTES).unwrap();
+            tx.open_table(META).unwrap().remove("version").unwrap();
+            tx.commit().unwrap();
+        }
+        let one = serde_json::to_vec(&entry("web", "p", now)).unwrap().len() as u64;
+        let store = Store::open(
+            dir.path(),
+            Retention {
+                max_bytes: one * 2,
+                ..Retention::default()
+            },
+        )
+        .unwrap();
+        store.append(&[entry("web", "q", now)]).unwrap();
+        // The busiest namespace (demo, two entries) lost its oldest; `a` kept its one.
+        assert_eq!(store.size().unwrap().0, 2);
+        let a = Query {
+            object: "deployment/a/web".into(),
+            limit: 10,
+            ..Query::default()
+        };
+        assert_eq!(store.history(&a).unwrap().len(), 1);
     }
 
     #[test]
