@@ -455,6 +455,7 @@ fn deployment(i: usize, rv: u64) -> CachedObject {
         resource_version: rv.to_string(),
         labels: [("app".to_string(), "web".to_string())].into(),
         controller: None,
+        manager: None,
     }
 }
 

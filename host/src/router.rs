@@ -85,6 +85,7 @@ mod tests {
                 resource_version: "1".into(),
                 labels: Default::default(),
                 controller: owner,
+                manager: None,
             }),
             previous: None,
         }

@@ -58,6 +58,11 @@ impl HostProcess {
         }
     }
 
+    /// The kubeconfig of the host's embedded API server (`--kubeconfig-out`), for kubectl.
+    pub fn kubeconfig(&self) -> std::path::PathBuf {
+        self._tmp.path().join("kc")
+    }
+
     /// Reads stderr for `within`, or until a line holds `needle`; returns whether one did.
     pub fn saw_within(&mut self, needle: &str, within: Duration) -> bool {
         let start = Instant::now();

@@ -113,3 +113,36 @@ pub fn chaos_config(seed: u64, schedules: u64) -> kubeplug::chaos::ChaosConfig {
         ..kubeplug::chaos::ChaosConfig::default()
     }
 }
+
+/// Whether kubectl is on PATH; when it is not, says the test skips (it fails under CI=true).
+pub fn has_kubectl() -> bool {
+    let found = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no kubectl on PATH and CI=true"
+        );
+        eprintln!("skipped: no kubectl on PATH");
+    }
+    found
+}
+
+/// `kubectl --kubeconfig KUBECONFIG ARGS`, its stdout; fails the test when it fails.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}

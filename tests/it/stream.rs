@@ -857,16 +857,7 @@ async fn a_stalled_client_costs_bounded_memory_and_slows_nobody() -> Result {
 #[test]
 fn kubectl_describe_get_and_watch_show_the_events_plugins_report() {
     use std::process::{Command, Stdio};
-    let has_kubectl = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_kubectl {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "no kubectl on PATH and CI=true"
-        );
-        eprintln!("skipped: no kubectl on PATH");
+    if !crate::common::has_kubectl() {
         return;
     }
     let dir = sample_plugins_dir();
@@ -885,21 +876,7 @@ fn kubectl_describe_get_and_watch_show_the_events_plugins_report() {
         ),
     )
     .unwrap();
-    let kubectl = |args: &[&str]| {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(args)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
-    };
+    let kubectl = |args: &[&str]| crate::common::kubectl(&kubeconfig, args);
     let watch_out = dir.path().join("watch.out");
     let mut watch = Command::new("kubectl")
         .arg("--kubeconfig")

@@ -1,9 +1,10 @@
 //! The decision ledger end to end: `kubeplug run` records every reconcile under its state
-//! directory; `/api/why` and `kubeplug why --server` answer from the running host, and
-//! `kubeplug why --state-dir` reads the same history once the host has stopped.
+//! directory; `/api/why` and `kubeplug why --server` answer from the running host, after
+//! `kubectl scale` name the scale and each plugin's decision on it, still do after the host
+//! restarts, and `kubeplug why --state-dir` reads the same history once the host has stopped.
 
 use crate::common::host_process::HostProcess;
-use crate::common::{http, plugin};
+use crate::common::{has_kubectl, http, kubectl, plugin};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -24,7 +25,7 @@ fn why(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["image-pinner", "sample-controller"] {
+    for name in ["image-pinner", "sample-controller", "change-logger"] {
         std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
         std::fs::copy(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -162,6 +163,54 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
     // The running host holds its ledger: reading the file says to ask the host.
     let (ok, _, err) = why(&["-n", "demo", "deploy/web", "--state-dir", state_dir]);
     assert!(!ok && err.contains("--server"), "{err}");
+
+    // `kubectl scale`, as in the demo: the scale is the trigger of each plugin's reconcile.
+    let scaled = has_kubectl();
+    if scaled {
+        kubectl(
+            &host.kubeconfig(),
+            &["-n", "demo", "scale", "deploy/web", "--replicas=3"],
+        );
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (ok, out, err) = why(&["deploy/demo/web", "--server", &server]);
+            assert!(ok, "{err}");
+            if out.contains("/spec/replicas 1→3")
+                && out.contains("event Deployment demo/web → executed")
+            {
+                assert!(out.contains(" change-logger ("), "{out}");
+                assert!(out.contains(" by kubectl"), "{out}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "no scale recorded:\n{out}");
+            host.saw_within("never", Duration::from_millis(200));
+        }
+    }
+
+    // A restarted host keeps the history: the scale is still there.
+    host.stop();
+    let mut host = HostProcess::start(
+        dir.path(),
+        &["--listen", "127.0.0.1:0", "--state-dir", state_dir],
+    );
+    assert!(
+        host.saw_within("dashboard: http://", Duration::from_secs(300)),
+        "{}",
+        host.seen
+    );
+    let addr = host
+        .logged("dashboard: http://", "http://")
+        .trim_end_matches('/')
+        .to_string();
+    let (ok, out, err) = why(&["deploy/demo/web", "--server", &format!("http://{addr}")]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("patch Deployment demo/web → executed"),
+        "{out}"
+    );
+    if scaled {
+        assert!(out.contains("/spec/replicas 1→3"), "{out}");
+    }
 
     host.stop();
     let (ok, out, err) = why(&[

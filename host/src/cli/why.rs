@@ -293,7 +293,11 @@ pub fn text(report: &WhyReport) -> String {
                 true => String::new(),
                 false => format!(": {}", changed.join(", ")),
             };
-            let _ = writeln!(out, "    ← {via}{}{rv}{changed}", safe(&t.reason));
+            let by =
+                t.by.as_deref()
+                    .map(|b| format!(" by {}", safe(b)))
+                    .unwrap_or_default();
+            let _ = writeln!(out, "    ← {via}{}{by}{rv}{changed}", safe(&t.reason));
         }
         if e.queued as usize > e.triggers.len() {
             let _ = writeln!(
@@ -454,10 +458,11 @@ mod tests {
                 triggers: vec![crate::ledger::TriggerRecord {
                     reason: "changed".into(),
                     via: None,
+                    by: Some("kubectl (scale)".into()),
                     rv_before: Some("4211".into()),
                     rv_after: Some("4230".into()),
                     changed: vec![
-                        "/spec/replicas".into(),
+                        "/spec/replicas 1→3".into(),
                         "/metadata/labels/evil\u{1b}[2J".into(),
                     ],
                 }],
@@ -500,7 +505,7 @@ mod tests {
         );
         assert!(
             shown.contains(
-                "    ← changed (rv 4211→4230): /spec/replicas, /metadata/labels/evil?[2J\n"
+                "    ← changed by kubectl (scale) (rv 4211→4230): /spec/replicas 1→3, /metadata/labels/evil?[2J\n"
             ),
             "{shown}"
         );

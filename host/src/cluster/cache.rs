@@ -63,6 +63,8 @@ pub struct CachedObject {
     pub labels: BTreeMap<String, String>,
     /// Its controller owner, for routing to the owner's key.
     pub controller: Option<OwnerRef>,
+    /// Who wrote this version (the newest managedFields entry's manager), shared text.
+    pub manager: Option<Arc<str>>,
 }
 
 impl CachedObject {
@@ -85,8 +87,10 @@ impl CachedObject {
         );
         let resource_version = meta.resource_version.clone().unwrap_or_default();
         let labels = meta.labels.clone().unwrap_or_default();
+        let manager = object.manager.clone();
         CachedObject {
             key,
+            manager,
             json: object.into_json().to_string().into(),
             resource_version,
             labels,
@@ -412,6 +416,7 @@ mod tests {
             resource_version: rv.into(),
             labels: [("app".to_string(), app.to_string())].into(),
             controller: None,
+            manager: None,
         }
     }
 

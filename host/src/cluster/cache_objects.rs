@@ -245,6 +245,7 @@ mod tests {
             resource_version: rv.into(),
             labels: [("app".to_string(), "web".to_string())].into(),
             controller: None,
+            manager: None,
         }
     }
 

@@ -3,15 +3,19 @@
 //! typed values, copied the whole object into a `serde_json::Value` and only then dropped
 //! them. Here managedFields are skipped while parsing (never built), the rest of the
 //! metadata is kept as it came and read once into the typed [`ObjectMeta`] kube's watcher
-//! needs, and the cache entry is written from the parsed fields without copying them.
+//! needs, and the cache entry is written from the parsed fields without copying them. Of
+//! managedFields only who wrote last is kept ([`WatchedObject::manager`], for the decision
+//! ledger's "changed by").
 
 use kube::api::{ApiResource, ObjectMeta};
 use kube::core::{DynamicResourceScope, Resource};
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 /// A watched object of any kind, without its managedFields.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +26,9 @@ pub struct WatchedObject {
     pub raw_metadata: Map<String, Value>,
     /// Every other top-level field (apiVersion, kind, spec, status, ...).
     pub rest: Map<String, Value>,
+    /// Who wrote this version: the field manager (and subresource) of the newest
+    /// managedFields entry, as `kubectl (scale)`.
+    pub manager: Option<Arc<str>>,
 }
 
 impl WatchedObject {
@@ -43,10 +50,13 @@ impl<'de> Deserialize<'de> for WatchedObject {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WatchedObject, A::Error> {
                 let mut raw_metadata = Map::new();
+                let mut manager = None;
                 let mut rest = Map::new();
                 while let Some(key) = map.next_key::<String>()? {
                     if key == "metadata" {
-                        raw_metadata = map.next_value::<Metadata>()?.0;
+                        let parsed = map.next_value::<Metadata>()?;
+                        raw_metadata = parsed.fields;
+                        manager = parsed.manager;
                     } else {
                         rest.insert(key, map.next_value()?);
                     }
@@ -61,6 +71,7 @@ impl<'de> Deserialize<'de> for WatchedObject {
                     metadata,
                     raw_metadata,
                     rest,
+                    manager,
                 })
             }
         }
@@ -68,8 +79,11 @@ impl<'de> Deserialize<'de> for WatchedObject {
     }
 }
 
-/// An object's metadata as JSON, with managedFields skipped unparsed.
-struct Metadata(Map<String, Value>);
+/// An object's metadata as JSON, with managedFields skipped but for who wrote last.
+struct Metadata {
+    fields: Map<String, Value>,
+    manager: Option<Arc<str>>,
+}
 
 impl<'de> Deserialize<'de> for Metadata {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -81,18 +95,92 @@ impl<'de> Deserialize<'de> for Metadata {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Metadata, A::Error> {
                 let mut fields = Map::new();
+                let mut manager = None;
                 while let Some(key) = map.next_key::<String>()? {
                     if key == "managedFields" {
-                        map.next_value::<IgnoredAny>()?;
+                        manager = map.next_value::<Option<Newest>>()?.and_then(|n| n.0);
                     } else {
                         fields.insert(key, map.next_value()?);
                     }
                 }
-                Ok(Metadata(fields))
+                Ok(Metadata { fields, manager })
             }
         }
         deserializer.deserialize_map(Fields)
     }
+}
+
+/// The longest manager name kept (the API server allows 128 bytes).
+const MAX_MANAGER: usize = 128;
+/// The most distinct manager names shared; past it each object holds its own.
+const MAX_INTERNED: usize = 4096;
+
+/// The newest of managedFields' entries, as `manager (subresource)`; their fields unparsed.
+struct Newest(Option<Arc<str>>);
+
+/// One managedFields entry, but for its fields (skipped).
+#[derive(Deserialize)]
+struct ManagedEntry {
+    #[serde(default)]
+    manager: String,
+    #[serde(default)]
+    subresource: String,
+    #[serde(default)]
+    time: String,
+}
+
+impl<'de> Deserialize<'de> for Newest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = Newest;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("managedFields entries")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Newest, A::Error> {
+                let mut newest: Option<ManagedEntry> = None;
+                while let Some(entry) = seq.next_element::<ManagedEntry>()? {
+                    if newest.as_ref().is_none_or(|n| entry.time >= n.time) {
+                        newest = Some(entry);
+                    }
+                }
+                Ok(Newest(
+                    newest
+                        .filter(|e| !e.manager.is_empty())
+                        .map(|e| intern(manager_text(&e.manager, &e.subresource))),
+                ))
+            }
+        }
+        deserializer.deserialize_seq(Entries)
+    }
+}
+
+/// `manager (subresource)`, each bounded.
+fn manager_text(manager: &str, subresource: &str) -> String {
+    let manager: String = manager.chars().take(MAX_MANAGER).collect();
+    match subresource {
+        "" => manager,
+        sub => format!("{manager} ({})", sub.chars().take(32).collect::<String>()),
+    }
+}
+
+/// One shared copy of each manager name (a few per cluster), so a cached object pays a
+/// pointer for it.
+fn intern(text: String) -> Arc<str> {
+    static NAMES: Mutex<Option<HashSet<Arc<str>>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(known) = names.get(text.as_str()) {
+        return known.clone();
+    }
+    let name: Arc<str> = text.into();
+    if names.len() < MAX_INTERNED {
+        names.insert(name.clone());
+    }
+    name
 }
 
 impl Resource for WatchedObject {
@@ -157,8 +245,32 @@ mod tests {
         assert_eq!(object.metadata.managed_fields, None);
         assert_eq!(object.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(object.metadata.labels.as_ref().unwrap()["app"], "web");
+        assert_eq!(object.manager.as_deref(), Some("kubectl"));
         // Unknown metadata fields and timestamps as sent; a nested `managedFields` is data.
         assert_eq!(object.into_json(), expected);
+    }
+
+    #[test]
+    fn the_newest_managed_fields_entry_names_who_wrote_last() {
+        let mut object = deployment();
+        object["metadata"]["managedFields"] = json!([
+            {"manager": "kubectl-create", "operation": "Update", "time": "2026-11-28T10:00:00Z"},
+            {"manager": "kubectl", "operation": "Update", "subresource": "scale",
+             "time": "2026-11-28T10:00:02Z", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+             "time": "2026-11-28T10:00:01Z"},
+        ]);
+        let parsed: WatchedObject = serde_json::from_value(object.clone()).unwrap();
+        assert_eq!(parsed.manager.as_deref(), Some("kubectl (scale)"));
+        object["metadata"]["managedFields"][1]["manager"] = json!("x".repeat(500));
+        let parsed: WatchedObject = serde_json::from_value(object.clone()).unwrap();
+        assert_eq!(
+            parsed.manager.unwrap().len(),
+            MAX_MANAGER + " (scale)".len()
+        );
+        object["metadata"]["managedFields"] = json!(null);
+        let parsed: WatchedObject = serde_json::from_value(object).unwrap();
+        assert_eq!(parsed.manager, None);
     }
 
     #[test]

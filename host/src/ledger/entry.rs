@@ -97,13 +97,17 @@ pub struct TriggerRecord {
     /// The other object whose change it was (an owned child: `Pod ns/name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// Who made the change: the field manager (and subresource) managedFields name for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     /// The object's resourceVersion before the change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rv_before: Option<String>,
     /// Its resourceVersion after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rv_after: Option<String>,
-    /// The fields it changed (JSON pointers, bounded; see `diff.rs`).
+    /// The fields it changed (JSON pointers, a short scalar's values beside; bounded; see
+    /// `diff.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed: Vec<String>,
 }

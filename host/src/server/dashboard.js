@@ -385,7 +385,7 @@
   function renderWhy(report) {
     $("wv-entries").tBodies[0].replaceChildren(...(report.entries || []).map(e => {
       const queued = (e.triggers || []).map(t =>
-        (t.via ? t.via + " " : "") + t.reason +
+        (t.via ? t.via + " " : "") + t.reason + (t.by ? " by " + t.by : "") +
         (t.rvBefore && t.rvAfter ? " (rv " + t.rvBefore + "→" + t.rvAfter + ")" : t.rvAfter ? " (rv " + t.rvAfter + ")" : "") +
         ((t.changed || []).length ? ": " + t.changed.join(", ") : ""));
       if ((e.queued || 0) > queued.length) queued.push("and " + (e.queued - queued.length) + " earlier, merged");

@@ -344,7 +344,11 @@ impl RunningPlugin {
             resource_version: cached.map(|o| o.resource_version.to_string()),
             reads: read,
             read_count,
-            triggers: queued.triggers.iter().map(trigger_record).collect(),
+            triggers: queued
+                .triggers
+                .iter()
+                .map(|t| trigger_record(t, &target.kind))
+                .collect(),
             queued: queued.count,
             actions,
             action_count: count,
@@ -586,19 +590,28 @@ struct Seen<'a> {
     reads: &'a CallObjects,
 }
 
-/// A trigger as the ledger keeps it: the change's versions and the fields it changed.
-fn trigger_record(t: &Trigger) -> TriggerRecord {
+/// A trigger as the ledger keeps it: the change's versions, who made it and the fields it
+/// changed (a Secret's without their values).
+fn trigger_record(t: &Trigger, kind: &str) -> TriggerRecord {
     let parse = |o: &Option<Arc<CachedObject>>| {
         o.as_ref()
             .and_then(|o| serde_json::from_str::<serde_json::Value>(&o.json).ok())
     };
     let changed = match (parse(&t.before), parse(&t.after)) {
-        (Some(before), Some(after)) => crate::ledger::changed_paths(&before, &after),
+        (Some(before), Some(after)) => {
+            crate::ledger::changed_paths(&before, &after, kind != "Secret")
+        }
         _ => Vec::new(),
     };
+    // Who wrote the version that queued it (an addition's creator, a change's writer).
+    let by = t
+        .after
+        .as_ref()
+        .and_then(|o| o.manager.as_deref().map(str::to_string));
     TriggerRecord {
         reason: t.reason.as_str().to_string(),
         via: t.via.clone(),
+        by,
         rv_before: t.before.as_ref().map(|o| o.resource_version.to_string()),
         rv_after: t.after.as_ref().map(|o| o.resource_version.to_string()),
         changed,

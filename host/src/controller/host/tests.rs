@@ -45,6 +45,7 @@ fn object(name: &str, rv: &str) -> CachedObject {
         resource_version: rv.to_string(),
         labels: Default::default(),
         controller: None,
+        manager: None,
     }
 }
 
