@@ -114,20 +114,36 @@ pub fn chaos_config(seed: u64, schedules: u64) -> kubeplug::chaos::ChaosConfig {
     }
 }
 
-/// Whether kubectl is on PATH; when it is not, says the test skips (it fails under CI=true).
-pub fn has_kubectl() -> bool {
-    let found = std::process::Command::new("kubectl")
-        .args(["version", "--client"])
+/// Whether `program probe…` runs and succeeds; when not, says the test skips and how to
+/// install it (`install`), and fails under CI=true, where a missing dependency is an error.
+pub fn tool(program: &str, probe: &[&str], install: &str) -> bool {
+    let found = std::process::Command::new(program)
+        .args(probe)
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "no kubectl on PATH and CI=true"
+            "no {program} on PATH and CI=true: {install}"
         );
-        eprintln!("skipped: no kubectl on PATH");
+        eprintln!("skipped: no {program} on PATH ({install})");
     }
     found
+}
+
+/// Whether kubectl is on PATH (see [`tool`]).
+pub fn has_kubectl() -> bool {
+    tool("kubectl", &["version", "--client"], "install kubectl 1.32")
+}
+
+/// A free port on 127.0.0.1, as `127.0.0.1:PORT`, for a server a test starts.
+pub fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
 }
 
 /// `kubectl --kubeconfig KUBECONFIG ARGS`, its stdout; fails the test when it fails.

@@ -528,7 +528,7 @@ mod new;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn from_cluster_takes_the_object_and_what_the_plugin_reads() {
     use std::path::Path;
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         return;
     }
     common::cluster::capture_logs();
@@ -786,19 +786,6 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
         }
     }
     out
-}
-
-/// Whether kubectl is on PATH; under `CI=true` its absence fails the test.
-fn kubectl_available() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found || std::env::var("CI").as_deref() != Ok("true"),
-        "kubectl is not on PATH and CI=true: install kubectl"
-    );
-    found
 }
 
 /// Runs programs against one kubeconfig and compile cache.

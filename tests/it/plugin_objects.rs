@@ -110,19 +110,6 @@ fn host_config() -> HostConfig {
     }
 }
 
-/// Whether kubectl is on PATH; under `CI=true` its absence fails the test.
-fn kubectl_available() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found || std::env::var("CI").as_deref() != Ok("true"),
-        "kubectl is not on PATH and CI=true: install kubectl"
-    );
-    found
-}
-
 /// Runs kubectl with kubeconfig `kc` (in a blocking thread), with `stdin` piped in.
 async fn kubectl_at(kc: &Path, args: &[&str], stdin: &str) -> Result<String> {
     let kc = kc.to_path_buf();
@@ -289,7 +276,7 @@ fn sha256_of(path: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -428,7 +415,7 @@ async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_beyond_every_policy_stalls_and_sends_nothing() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -477,7 +464,7 @@ async fn a_request_beyond_every_policy_stalls_and_sends_nothing() -> Result<()> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_bad_input_is_one_reason_and_the_others_keep_running() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -638,7 +625,7 @@ async fn each_bad_input_is_one_reason_and_the_others_keep_running() -> Result<()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_update_keeps_the_running_revision_and_a_good_one_replaces_it() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -718,7 +705,7 @@ async fn a_broken_update_keeps_the_running_revision_and_a_good_one_replaces_it()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_and_object_plugins_run_side_by_side() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -774,7 +761,7 @@ async fn rollout_phase(t: &Tenancy, ns: &str, name: &str, phase: &str) -> Value 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_revision_proves_itself_in_shadow_before_it_writes() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -887,7 +874,7 @@ async fn a_new_revision_proves_itself_in_shadow_before_it_writes() -> Result<()>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_runs_at_most_its_plugin_cap_oldest_first() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -927,7 +914,7 @@ async fn the_host_runs_at_most_its_plugin_cap_oldest_first() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_from_an_image_follows_its_tag_and_survives_the_registry_going_down() -> Result<()>
 {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -1087,7 +1074,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_requiring_signatures_runs_only_signed_images() -> Result<()> {
     use kubeplug::oci::keys::SigningKey;
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -1243,7 +1230,7 @@ fn overwritten_events(t: &Tenancy, ns: &str, name: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_status_is_rebuilt_from_the_hosts_record_and_noted_once() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -1344,7 +1331,7 @@ fn with_custom_section(bytes: &[u8], payload: &[u8]) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_host_carries_forward_its_record_not_the_status() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -1483,7 +1470,7 @@ fn reasons(t: &Tenancy, ns: &str, prefix: &str, n: usize) -> Vec<String> {
 /// host's by default: 2), unresolved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugins_that_cannot_load_hold_no_slot_another_namespace_needs() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -1559,7 +1546,7 @@ fn image_pinner(ns: &str, name: &str, tag: &kubeplug::oci::OciRef) -> String {
 /// the times are printed for the record).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_namespaces_big_compiles_do_not_hold_back_another_namespaces_plugin() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
@@ -1638,7 +1625,7 @@ async fn one_namespaces_big_compiles_do_not_hold_back_another_namespaces_plugin(
 /// never reads Secrets. kubeplug runs as its own ServiceAccount with host/deploy/rbac.yaml.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_acts_with_its_service_accounts_rights_only() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }

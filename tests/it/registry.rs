@@ -37,26 +37,13 @@ impl Registry {
     }
 
     fn start_with(auth: Option<(&str, &str)>) -> Option<Registry> {
-        if Command::new("docker-registry")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "no docker-registry on PATH and CI=true: `make test-deps` installs the Debian package"
-            );
-            eprintln!("skipped: no docker-registry on PATH (apt-get install docker-registry)");
+        let install = "`make test-deps` installs the Debian package docker-registry";
+        if !crate::common::tool("docker-registry", &["--version"], install) {
             return None;
         }
         for _ in 0..5 {
             let root = tempfile::tempdir().unwrap();
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let addr = format!("127.0.0.1:{port}");
+            let addr = crate::common::free_addr();
             let mut text = format!(
                 "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: \"{addr}\"}}\n",
                 root.path().join("data").display()

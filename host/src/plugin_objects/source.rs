@@ -1356,6 +1356,11 @@ impl ObjectSource {
             resource_version: obj.metadata.resource_version.clone(),
         };
         let reporter = inner.config.identity.clone();
+        // An Event about the Plugin, sent only while this replica holds it.
+        let event = async |type_: EventType, reason: &str, message: &str| {
+            let sent = record(&inner.client, &regarding, type_, reason, message, &reporter);
+            while_held(&pass, &key, sent).await;
+        };
         if !forged.is_empty() && pass.holds() && state.marks.first_notice(&key, rv) {
             while_held(
                 &pass,
@@ -1371,19 +1376,7 @@ impl ObjectSource {
                     true => EventType::Normal,
                     false => EventType::Warning,
                 };
-                while_held(
-                    &pass,
-                    &key,
-                    record(
-                        &inner.client,
-                        &regarding,
-                        type_,
-                        r.reason.as_str(),
-                        &r.message,
-                        &reporter,
-                    ),
-                )
-                .await;
+                event(type_, r.reason.as_str(), &r.message).await;
                 state.evented.insert(mark);
             }
         }
@@ -1408,19 +1401,7 @@ impl ObjectSource {
                         "dry-run"
                     }
                 );
-                while_held(
-                    &pass,
-                    &key,
-                    record(
-                        &inner.client,
-                        &regarding,
-                        EventType::Normal,
-                        "Loaded",
-                        &message,
-                        &reporter,
-                    ),
-                )
-                .await;
+                event(EventType::Normal, "Loaded", &message).await;
                 state.evented.insert(mark);
             }
         }
@@ -1437,19 +1418,7 @@ impl ObjectSource {
         };
         for (_, what) in unreported {
             if pass.holds() {
-                while_held(
-                    &pass,
-                    &key,
-                    record(
-                        &inner.client,
-                        &regarding,
-                        EventType::Warning,
-                        "ActionDenied",
-                        &what,
-                        &reporter,
-                    ),
-                )
-                .await;
+                event(EventType::Warning, "ActionDenied", &what).await;
             }
         }
         (key, status)

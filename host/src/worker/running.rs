@@ -439,21 +439,22 @@ impl RunningPlugin {
         // caught here as a failed task.
         let report = tokio::spawn(async move { plugin.reconcile(&req, &ctx).await }).await;
         drop(slot);
+        // A call that failed is recorded with what it saw and why.
+        let failed = |error: String| {
+            let seen = Seen {
+                revision: &revision,
+                request: &request,
+                queued: &queued,
+                cached: cached.as_deref(),
+                reads: &reads,
+            };
+            self.record(seen, None, Some(error));
+        };
         let report = match report {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(record = "reconcile", result = "error", plugin = name, %key, "plugin call task failed: {err}");
-                self.record(
-                    Seen {
-                        revision: &revision,
-                        request: &request,
-                        queued: &queued,
-                        cached: cached.as_deref(),
-                        reads: &reads,
-                    },
-                    None,
-                    Some(format!("plugin call task failed: {err}")),
-                );
+                failed(format!("plugin call task failed: {err}"));
                 self.metrics.count(name, ReconcileResult::HostError);
                 self.queue.add_rate_limited(key.clone());
                 return None;
@@ -464,17 +465,7 @@ impl RunningPlugin {
             self.metrics.count(name, ReconcileResult::of_call(err));
         }
         if let Err(err) = &report.outcome {
-            self.record(
-                Seen {
-                    revision: &revision,
-                    request: &request,
-                    queued: &queued,
-                    cached: cached.as_deref(),
-                    reads: &reads,
-                },
-                None,
-                Some(err.to_string()),
-            );
+            failed(err.to_string());
         }
         let actions = match report.outcome {
             Ok(actions) => actions,

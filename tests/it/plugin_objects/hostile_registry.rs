@@ -9,7 +9,7 @@ use crate::registry_hostile::{Answer, serve};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_cannot_read_back_or_redirect_through_a_plugin() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }

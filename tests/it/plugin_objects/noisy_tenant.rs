@@ -76,7 +76,7 @@ async fn measure_quiet(t: &Tenancy, name: &str, tag: &kubeplug::oci::OciRef) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_hostile_in_every_way_leaves_another_its_bounds() -> Result<()> {
-    if !kubectl_available() {
+    if !crate::common::has_kubectl() {
         println!("SKIPPED: kubectl is not on PATH");
         return Ok(());
     }
