@@ -193,7 +193,7 @@ fn verb_of(action: &Action) -> Verb {
         Action::Patch { .. } => Verb::Patch,
         Action::Create { .. } => Verb::Create,
         Action::Delete { .. } => Verb::Delete,
-        _ => Verb::Event,
+        Action::Event { .. } | Action::Log { .. } | Action::RequeueAfter { .. } => Verb::Event,
     }
 }
 
@@ -217,7 +217,9 @@ fn assert_inside_grant(grants: &Grants, action: &Action) -> Result<(), TestCaseE
         Action::Patch { .. } => (Resource::Kind(kind.clone()), Method::Patch),
         Action::Create { .. } => (Resource::Kind(kind.clone()), Method::Post),
         Action::Delete { .. } => (Resource::Kind(kind.clone()), Method::Delete),
-        _ => (Resource::Events, Method::Post),
+        Action::Event { .. } | Action::Log { .. } | Action::RequeueAfter { .. } => {
+            (Resource::Events, Method::Post)
+        }
     };
     prop_assert_eq!(&target.resource, &expected_resource);
     prop_assert_eq!(target.method, expected_method);

@@ -66,7 +66,10 @@ impl Executor {
                 self.patch(plugin, who, &target, *patch_type, &body).await
             }
             Action::Delete { .. } => self.delete(who, &target, fenced_at).await,
-            _ => return self.execute_unfenced(plugin, who, action, &target).await,
+            Action::Create { .. } | Action::Event { .. } => {
+                return self.execute_unfenced(plugin, who, action, &target).await;
+            }
+            Action::Log { .. } | Action::RequeueAfter { .. } => return Err(ActionError::NotAWrite),
         };
         match (sent, fenced_at) {
             (Err(ActionError::Write(WriteError::Api(kube::Error::Api(e)))), Some(rv))
@@ -244,7 +247,7 @@ pub(crate) fn written_object(action: &Action) -> Option<ObjectRef> {
     match action {
         Action::Patch { target, .. } | Action::Delete { target } => Some(target.clone()),
         Action::Create { manifest } => Some(super::target::manifest_ref(manifest)),
-        _ => None,
+        Action::Event { .. } | Action::Log { .. } | Action::RequeueAfter { .. } => None,
     }
 }
 

@@ -12,7 +12,7 @@ use super::inflight::Answers;
 use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
-use crate::contract::{Action, KindRef, ObjectRef, Scope, names};
+use crate::contract::{Action, Effect, KindRef, ObjectRef, Scope, WriteVerb, names};
 use crate::coordination::{Hold, Withheld as Stage, count_withheld};
 use crate::coordination::{LostHold, WhileHeld};
 use crate::policy::{
@@ -281,7 +281,10 @@ impl Pipeline {
                             Some(outcome.requeue_after.map_or(delay, |d| d.min(delay)));
                         Decision::Executed
                     }
-                    _ => {
+                    Action::Patch { .. }
+                    | Action::Create { .. }
+                    | Action::Delete { .. }
+                    | Action::Event { .. } => {
                         self.write(&call, action, &scopes, &mut fence, &mut outcome)
                             .await
                     }
@@ -407,10 +410,13 @@ impl Pipeline {
                 let Some(mut object) = written_object(action) else {
                     return sent.decision;
                 };
-                let change = match action {
-                    Action::Patch { .. } => Change::Patched,
-                    Action::Create { .. } => Change::Created,
-                    _ => Change::Deleted,
+                let change = match action.effect() {
+                    Effect::Write(WriteVerb::Patch) => Change::Patched,
+                    Effect::Write(WriteVerb::Create) => Change::Created,
+                    Effect::Write(WriteVerb::Delete) => Change::Deleted,
+                    Effect::Write(WriteVerb::Event) | Effect::Log | Effect::Requeue => {
+                        return sent.decision;
+                    }
                 };
                 if change == Change::Created {
                     object.name = created_name(&object, sent.name.as_deref());

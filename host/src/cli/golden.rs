@@ -21,7 +21,9 @@ use std::path::Path;
 const SHOWN_ONLY: &[&str] = &["plugin", "logs", "droppedLogs"];
 
 /// The action kinds of the contract, as eval prints them (the `action` field).
-const ACTION_KINDS: &[&str] = &["patch", "create", "delete", "event", "log", "requeueAfter"];
+fn action_kinds() -> impl Iterator<Item = &'static str> {
+    crate::contract::ACTION_NAMES.iter().map(|(wire, _)| *wire)
+}
 
 /// What a call is expected to return, read from a YAML or JSON file.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,10 +67,10 @@ impl Expectation {
         for (i, action) in actions.iter().enumerate() {
             let kind = action.get("action").and_then(Value::as_str);
             match kind {
-                Some(kind) if ACTION_KINDS.contains(&kind) => {}
+                Some(kind) if action_kinds().any(|k| k == kind) => {}
                 Some(kind) => bail!(
                     "actions[{i}] has an unknown action `{kind}` (known: {})",
-                    ACTION_KINDS.join(", ")
+                    action_kinds().collect::<Vec<_>>().join(", ")
                 ),
                 None => bail!("actions[{i}] has no `action` field naming its kind"),
             }

@@ -14,7 +14,7 @@ pub mod selector;
 pub mod text;
 pub(crate) mod validate;
 
-pub use action::{Action, EventType, LogLevel, PatchType};
+pub use action::{ACTION_NAMES, Action, Effect, EventType, LogLevel, PatchType, WriteVerb};
 pub use metadata::{
     MAX_API_VERSION_BYTES, MAX_KIND_BYTES, MAX_OWNED_KINDS, MAX_PLUGIN_NAME_BYTES,
     MAX_VERSION_BYTES, PluginMetadata,

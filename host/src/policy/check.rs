@@ -56,16 +56,9 @@ fn deny(grant: Grant, reason: String) -> Result<(), Denial> {
     Err(Denial { grant, reason })
 }
 
-/// Whether `action` is an API write (logs and requeues are not). Every kind is named, so a
-/// new action does not compile until someone decides whether it writes.
+/// Whether `action` is an API write (logs and requeues are not), as [`Action::effect`] says.
 pub fn is_write(action: &Action) -> bool {
-    match action {
-        Action::Patch { .. }
-        | Action::Create { .. }
-        | Action::Delete { .. }
-        | Action::Event { .. } => true,
-        Action::Log { .. } | Action::RequeueAfter { .. } => false,
-    }
+    matches!(action.effect(), crate::contract::Effect::Write(_))
 }
 
 /// The kind an API write acts on (the regarding object's for an event); `None` for logs and
