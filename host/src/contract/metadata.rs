@@ -3,7 +3,7 @@
 //! before anything uses it.
 
 use super::KindRef;
-use super::names::{self, is_dns_label, is_dns_subdomain};
+use super::names::{self, is_dns_label};
 use super::text::shown_max;
 use serde::Serialize;
 
@@ -16,7 +16,7 @@ pub const MAX_OWNED_KINDS: usize = 16;
 /// The longest apiVersion: a group (a DNS subdomain, 253) and a version (a DNS label, 63).
 pub const MAX_API_VERSION_BYTES: usize = names::MAX_SUBDOMAIN + 1 + names::MAX_LABEL;
 /// The longest kind name (a DNS label once lower-cased, as for custom resources).
-pub const MAX_KIND_BYTES: usize = 63;
+pub const MAX_KIND_BYTES: usize = names::MAX_KIND;
 
 /// How much of a refused value an error shows.
 const SHOWN: usize = 64;
@@ -37,24 +37,15 @@ pub struct PluginMetadata {
     pub wants_previous: bool,
 }
 
-/// Whether `s` is an apiVersion: `version` or `group/version`.
+/// Whether `s` is an apiVersion: `version` or `group/version`, by the one grammar the host
+/// checks everywhere ([`names::api_version`], the API server's).
 fn is_api_version(s: &str) -> bool {
-    let version = |v: &str| {
-        !v.is_empty()
-            && v.len() <= names::MAX_LABEL
-            && v.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    };
-    match s.split_once('/') {
-        Some((group, v)) => is_dns_subdomain(group) && version(v),
-        None => version(s),
-    }
+    names::api_version(s).is_ok()
 }
 
+/// Whether `s` is a kind name ([`names::kind`]).
 fn is_kind(s: &str) -> bool {
-    s.len() <= MAX_KIND_BYTES
-        && s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
-        && s.bytes().all(|b| b.is_ascii_alphanumeric())
+    names::kind(s).is_ok()
 }
 
 /// Checks one declared kind; `role` says where it was declared.

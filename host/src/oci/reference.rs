@@ -190,14 +190,7 @@ fn check_registry(registry: &str) -> Result<(), String> {
             }
         }
     }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if host.len() > 253 || !host.split('.').all(label_ok) {
+    if !kubeplug_vocab::names::is_hostname(host) {
         return Err(format!(
             "registry host {:?} is not a host name or IPv4 address",
             crate::contract::text::prefix(host, 80)

@@ -226,17 +226,7 @@ fn host_name(host: &str) -> Option<&str> {
 pub fn is_host_pattern(value: &str) -> bool {
     let name = value.strip_prefix('.').unwrap_or(value);
     let name = name.strip_suffix('.').unwrap_or(name);
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
+    kubeplug_vocab::names::is_hostname(name)
 }
 
 /// Compares in time independent of where the strings differ.

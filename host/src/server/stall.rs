@@ -180,7 +180,9 @@ mod tests {
     #[tokio::test]
     async fn a_peer_that_reads_slowly_is_kept() {
         let disconnected = Counter::default();
-        let (mut server, mut client) = pair(Duration::from_millis(500), disconnected.clone()).await;
+        // Each read comes 5 ms after the last; the timeout leaves room for a loaded machine
+        // pausing the reader far longer than that.
+        let (mut server, mut client) = pair(Duration::from_secs(5), disconnected.clone()).await;
         let reader = tokio::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             let mut total = 0;

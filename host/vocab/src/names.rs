@@ -57,9 +57,34 @@ pub fn is_dns_subdomain(value: &str) -> bool {
         })
 }
 
+/// Whether `value` is a host name: dot-separated labels of ASCII letters (either case, as DNS
+/// compares them), digits and `-`, each 1 to 63 bytes and not starting or ending with `-`, at
+/// most 253 bytes in all (a registry's host, an allowed dashboard origin).
+pub fn is_hostname(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_SUBDOMAIN
+        && value.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= MAX_LABEL
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_names_take_either_case_and_bound_each_label() {
+        assert!(is_hostname("Registry.example.com") && is_hostname("10.0.0.5"));
+        assert!(!is_hostname("a..b") && !is_hostname("-a.b") && !is_hostname("a_b"));
+        assert!(is_hostname(&"a".repeat(63)) && !is_hostname(&"a".repeat(64)));
+        assert!(!is_hostname(&format!("{0}.{0}.{0}.{0}", "a".repeat(63))));
+    }
 
     #[test]
     fn labels_and_subdomains_follow_the_api_servers_rules() {
