@@ -29,8 +29,7 @@ const PORTS: [&str; 2] = ["image-pinner-py", "image-pinner-js"];
 fn eval(args: &[&str]) -> Output {
     // A compile cache shared by the tests of this binary: each 12-18 MB component is compiled
     // once, not once per test.
-    let cache =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+    let cache = common::compile_cache();
     Command::new(env!("CARGO_BIN_EXE_kubeplug"))
         .arg("eval")
         .args(args)
@@ -289,9 +288,7 @@ fn logged(report: &CallReport) -> Vec<String> {
 /// An infinite loop in the guest's interpreter is stopped at the deadline, an unbounded
 /// allocation at the memory limit; the same plugin and a good one beside it keep working.
 async fn sandbox_holds_for(hostile: &str) {
-    let rt = runtime(Some(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
-    ));
+    let rt = runtime(Some(&common::compile_cache()));
     let bad = rt.load_file(&test_plugin(hostile)).await.unwrap();
     let good = rt.load_file(&plugin("image-pinner-py")).await.unwrap();
     assert_eq!(

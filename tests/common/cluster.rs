@@ -101,7 +101,7 @@ pub fn runtime() -> Arc<PluginRuntime> {
     static RUNTIME: OnceLock<Arc<PluginRuntime>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
-            let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+            let cache = super::compile_cache();
             Arc::new(
                 PluginRuntime::new(RuntimeConfig {
                     cache_dir: Some(cache),

@@ -18,7 +18,7 @@ pub struct HostProcess {
 
 impl HostProcess {
     /// Starts `kubeplug run --embedded --plugins <plugins> <args>` with its own kubeconfig
-    /// output and compile cache, logging at info.
+    /// output and state directory and the tests' shared compile cache, logging at info.
     pub fn start(plugins: &Path, args: &[&str]) -> HostProcess {
         let mut all = vec!["--plugins", plugins.to_str().unwrap()];
         all.extend_from_slice(args);
@@ -33,7 +33,7 @@ impl HostProcess {
             .arg("--kubeconfig-out")
             .arg(tmp.path().join("kc"))
             .args(args)
-            .env("KUBEPLUG_CACHE_DIR", tmp.path().join("cache"))
+            .env("KUBEPLUG_CACHE_DIR", super::compile_cache())
             .env("KUBEPLUG_STATE_DIR", tmp.path().join("state"))
             .env("KUBEPLUG_LOG", "info")
             .env_remove("KUBECONFIG")

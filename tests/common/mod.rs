@@ -104,9 +104,7 @@ pub fn chaos_config(seed: u64, schedules: u64) -> kubeplug::chaos::ChaosConfig {
         seed,
         schedules,
         plugins: plugin("image-pinner").parent().unwrap().to_path_buf(),
-        compile_cache: Some(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
-        ),
+        compile_cache: Some(compile_cache()),
         settle: std::time::Duration::from_secs(20),
         plugin_sets: kubeplug::chaos::PluginChoice::Rust,
         binary: env!("CARGO_BIN_EXE_kubeplug").into(),
@@ -161,4 +159,11 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     text
+}
+
+/// The compile cache the tests share (target/test-compile-cache): a module is compiled once
+/// per build of the host, not once per test (a Python or TypeScript component takes tens of
+/// seconds). Tests of the cache itself use their own.
+pub fn compile_cache() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache")
 }

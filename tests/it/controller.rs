@@ -1023,9 +1023,7 @@ async fn a_tenant_spending_every_call_budget_leaves_another_its_share_of_sandbox
     let (sim, client, _) = alpine_deployments("team-b", &names).await?;
     alpine_deployments_in(&client, "team-a", &names).await?;
     let runtime = kubeplug::plugin::PluginRuntime::new(kubeplug::plugin::RuntimeConfig {
-        cache_dir: Some(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
-        ),
+        cache_dir: Some(crate::common::compile_cache()),
         max_sandboxes: 2,
         ..kubeplug::plugin::RuntimeConfig::default()
     })?;

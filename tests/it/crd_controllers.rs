@@ -612,7 +612,6 @@ async fn created_pods_are_awaited_after_a_later_action_of_the_call_failed(
 /// tests/fixtures/crd): its actions.
 fn eval(plugin_name: &str, object: &str, cache: &str) -> Vec<Value> {
     let dir = common::fixture("crd");
-    let compile_cache = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplug"))
         .arg("eval")
         .arg("--plugin")
@@ -621,7 +620,7 @@ fn eval(plugin_name: &str, object: &str, cache: &str) -> Vec<Value> {
         .arg(dir.join(object))
         .arg("--cache")
         .arg(dir.join(cache))
-        .env("KUBEPLUG_CACHE_DIR", compile_cache.path())
+        .env("KUBEPLUG_CACHE_DIR", common::compile_cache())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

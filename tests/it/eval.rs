@@ -12,11 +12,10 @@ fn eval(args: &[&str]) -> Output {
 
 /// `kubeplug eval` with `env` set, and no call-limit variables but those.
 fn eval_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let cache = tempfile::tempdir().unwrap();
     Command::new(env!("CARGO_BIN_EXE_kubeplug"))
         .arg("eval")
         .args(args)
-        .env("KUBEPLUG_CACHE_DIR", cache.path())
+        .env("KUBEPLUG_CACHE_DIR", crate::common::compile_cache())
         .env_remove("KUBEPLUG_TIMEOUT_MS")
         .env_remove("KUBEPLUG_MEMORY_MIB")
         .envs(env.iter().copied())
@@ -378,11 +377,10 @@ fn the_plugin_is_named_by_its_file_and_its_declared_name_is_only_shown() {
 
 /// `kubeplug test` with `args`: exit status and stdout.
 fn kubeplug_test(args: &[&str]) -> (bool, String, String) {
-    let cache = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
         .arg("test")
         .args(args)
-        .env("KUBEPLUG_CACHE_DIR", cache.path())
+        .env("KUBEPLUG_CACHE_DIR", crate::common::compile_cache())
         .output()
         .expect("run kubeplug");
     (
@@ -546,7 +544,7 @@ async fn from_cluster_takes_the_object_and_what_the_plugin_reads() {
     sim.write_kubeconfig(&kubeconfig).unwrap();
     let env = Env {
         kubeconfig: kubeconfig.clone(),
-        compile_cache: tmp.path().join("compile-cache"),
+        compile_cache: crate::common::compile_cache(),
     };
     let kubectl = |args: &[&str], stdin: &str| {
         let out = env.run("kubectl", args, stdin);

@@ -51,12 +51,11 @@ fn scaffold_and_make(name: &str, lang: &str, extra: &[&str], goal: &str) -> temp
     assert!(ok, "{text}");
     assert!(text.contains(&format!("created {name}")), "{text}");
     let dir = parent.path().join(name);
-    let cache = tempfile::tempdir().unwrap();
     let out = Command::new("make")
         .arg(goal)
         .arg(format!("KUBEPLUG={}", kubeplug()))
         .current_dir(&dir)
-        .env("KUBEPLUG_CACHE_DIR", cache.path())
+        .env("KUBEPLUG_CACHE_DIR", crate::common::compile_cache())
         .env("CARGO_TARGET_DIR", sdk.join("target/scaffolds"))
         .env_remove("MAKEFLAGS")
         .env_remove("CARGO_MAKEFLAGS")

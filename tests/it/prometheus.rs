@@ -158,7 +158,7 @@ impl Drop for Prometheus {
 /// share in target/ (a cold compile of a plugin by a debug build takes 15-20 s on a loaded
 /// machine).
 fn start_host(plugins: &Path, args: &[&str]) -> (HostProcess, String) {
-    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+    let cache = crate::common::compile_cache();
     let mut all = vec![
         "--listen",
         "127.0.0.1:0",

@@ -11,12 +11,11 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// `kubeplug ARGS` with a fresh compile cache: exit status and stdout (stderr appended).
+/// `kubeplug ARGS` with the tests' compile cache: exit status and stdout (stderr appended).
 fn kubeplug(args: &[&str]) -> (bool, String) {
-    let cache = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kubeplug"))
         .args(args)
-        .env("KUBEPLUG_CACHE_DIR", cache.path())
+        .env("KUBEPLUG_CACHE_DIR", crate::common::compile_cache())
         .output()
         .expect("run kubeplug");
     let text =

@@ -99,7 +99,11 @@ impl CompileCache {
     fn store(&self, entry: &Path, component: &Component) -> anyhow::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let bytes = component.serialize()?;
-        let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
+        // Unique per write: two processes, or two threads of one compiling the same module,
+        // never write the same temporary file.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = entry.with_extension(format!("tmp{}-{n}", std::process::id()));
         std::fs::write(&tmp, bytes)?;
         std::fs::rename(&tmp, entry)?;
         Ok(())
