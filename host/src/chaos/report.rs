@@ -40,6 +40,8 @@ pub struct Outcome {
     pub restarts: u64,
     /// Host writes.
     pub writes: Writes,
+    /// Host writes counted against the needed changes, those beyond explained.
+    pub bound: super::write_bound::WriteBound,
     /// Milliseconds from the end of the workload until the run was quiet and checked.
     pub settle_ms: u64,
     /// Broken invariants.
@@ -117,13 +119,19 @@ impl fmt::Display for Outcome {
         match self.index {
             None => write!(
                 f,
-                "fault-free run: {} writes, settled in {} ms: {verdict}",
-                self.writes, self.settle_ms
+                "fault-free run: {} writes, settled in {} ms; {}: {verdict}",
+                self.writes, self.settle_ms, self.bound
             ),
             Some(i) => write!(
                 f,
-                "schedule {i} ({} plugins): {} faults injected [{}], {} restarts, {} writes, settled in {} ms: {verdict}",
-                self.plugins, self.faults, self.plan, self.restarts, self.writes, self.settle_ms
+                "schedule {i} ({} plugins): {} faults injected [{}], {} restarts, {} writes, settled in {} ms; {}: {verdict}",
+                self.plugins,
+                self.faults,
+                self.plan,
+                self.restarts,
+                self.writes,
+                self.settle_ms,
+                self.bound
             ),
         }
     }
