@@ -147,9 +147,8 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
             run_one(config, dir, workload, Some((index, &plan))).await?;
         outcome.plugins = set;
         outcome.violations = invariants::check(&snapshot, expected, Some(reference), &problems);
-        outcome.bound = tracing::debug_span!("bound", schedule = index).in_scope(|| {
-            write_bound::check(&log.writes, Some(needed), &log.disturbances)
-        });
+        outcome.bound = tracing::debug_span!("bound", schedule = index)
+            .in_scope(|| write_bound::check(&log.writes, Some(needed), &log.disturbances));
         outcome
             .violations
             .extend(outcome.bound.violations.iter().cloned());
@@ -349,11 +348,14 @@ async fn run_one(
         restarts += 1;
         tokio::time::sleep(plan.restart_pause).await;
         let host = start_host(&spec, replicas).await?;
-        disturbed.lock().unwrap_or_else(|p| p.into_inner()).push(Disturbance {
-            from: killed,
-            until: jiff::Timestamp::now() + write_bound::HORIZON,
-            what: "a host restart".into(),
-        });
+        disturbed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Disturbance {
+                from: killed,
+                until: jiff::Timestamp::now() + write_bound::HORIZON,
+                what: "a host restart".into(),
+            });
         Ok(host)
     };
     // The second replica, if any, is frozen and resumed.
@@ -376,11 +378,14 @@ async fn run_one(
             true => ("a replica paused past its Lease", PAST_LEASE_HORIZON),
             false => ("a replica paused", write_bound::HORIZON),
         };
-        disturbed.lock().unwrap_or_else(|p| p.into_inner()).push(Disturbance {
-            from: paused,
-            until: jiff::Timestamp::now() + horizon,
-            what: what.into(),
-        });
+        disturbed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Disturbance {
+                from: paused,
+                until: jiff::Timestamp::now() + horizon,
+                what: what.into(),
+            });
         Ok(())
     };
     let (written, restarted, paused) = tokio::join!(writes, restart, pause);
@@ -413,7 +418,12 @@ async fn run_one(
     let records = sim.requests().records();
     let stall = write_bound::stall_horizon(config.watch_timeout);
     let mut disturbances = write_bound::read_faults(&records, stall);
-    disturbances.extend(disturbed.lock().unwrap_or_else(|p| p.into_inner()).drain(..));
+    disturbances.extend(
+        disturbed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..),
+    );
     let log = WriteLog {
         writes: write_bound::host_writes(&records),
         disturbances,

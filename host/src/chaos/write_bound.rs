@@ -207,6 +207,19 @@ pub enum Cause {
     StaleView(String),
 }
 
+impl Cause {
+    /// The cause without the fault's resource (`stale view (stallWatch)`), for totals.
+    pub fn kind(&self) -> String {
+        match self {
+            Cause::StaleView(what) => {
+                let kind = what.split(" on a ").next().unwrap_or(what);
+                format!("stale view ({kind})")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -245,12 +258,7 @@ impl fmt::Display for WriteBound {
         write!(
             f,
             "{} writes = {} changes ({} beyond the needed) + {} no-ops + {} faulted + {} refused",
-            self.writes,
-            self.changes,
-            self.extra_changes,
-            self.no_ops,
-            self.faulted,
-            self.refused
+            self.writes, self.changes, self.extra_changes, self.no_ops, self.faulted, self.refused
         )?;
         if !self.causes.is_empty() {
             let causes: Vec<String> = self
@@ -290,16 +298,7 @@ pub fn check(
             .iter()
             .filter(|d| d.from <= w.at && w.at <= d.until)
             .max_by_key(|d| d.until)
-            .map(|d| {
-                tracing::debug!(
-                    left_ms = d.until.duration_since(w.at).as_millis() as i64,
-                    what = d.what,
-                    target = w.target,
-                    effect = ?w.effect,
-                    "chaos: a stale view"
-                );
-                Cause::StaleView(d.what.clone())
-            })
+            .map(|d| Cause::StaleView(d.what.clone()))
     };
     for (target, ws) in by_target {
         let changes = ws.iter().filter(|w| w.effect == Effect::Change).count() as u64;
@@ -320,9 +319,13 @@ pub fn check(
                 if needed.is_none() {
                     return None;
                 }
+                // A refusal says the host's view was stale: it needs a cause of its own, or
+                // a host retrying with a stale view would explain itself.
                 match i.checked_sub(1).map(|p| ws[p]) {
                     Some(p) if p.faulted => Some(Cause::RetryAfterFault),
-                    Some(p) if p.effect == Effect::Refused => Some(Cause::RetryAfterRefusal),
+                    Some(p) if p.effect == Effect::Refused && w.effect != Effect::Refused => {
+                        Some(Cause::RetryAfterRefusal)
+                    }
                     _ => stale(w),
                 }
             })
@@ -345,7 +348,8 @@ pub fn check(
             .filter(|(w, _)| w.effect == Effect::Change)
             .filter_map(|(_, c)| c.as_ref())
             .collect();
-        for cause in explained.iter().take(extra_changes as usize) {
+        // The later changes count as the extra ones (a retry after the change it repeats).
+        for cause in explained.iter().rev().take(extra_changes as usize) {
             *bound.causes.entry((*cause).clone()).or_default() += 1;
         }
         let unexplained_changes = extra_changes.saturating_sub(explained.len() as u64);
@@ -353,20 +357,12 @@ pub fn check(
             let detail: Vec<String> = ws
                 .iter()
                 .zip(&causes)
-                .map(|(w, c)| {
-                    let since = disturbances
-                        .iter()
-                        .filter(|d| d.from <= w.at)
-                        .map(|d| (w.at.duration_since(d.until), d.what.as_str()))
-                        .min_by_key(|(gap, _)| gap.abs());
-                    format!("{w} at {} cause {c:?} nearest {since:?}", w.at)
-                })
+                .map(|(w, c)| format!("{w} at {}: {c:?}", w.at))
                 .collect();
             tracing::debug!(
                 target,
                 changes,
                 extra_changes,
-                needed = needed.and_then(|n| n.get(target)).copied(),
                 "chaos: writes beyond the needed: {}",
                 detail.join("; ")
             );
@@ -383,4 +379,224 @@ pub fn check(
         }
     }
     bound
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A chaos host's patch of Deployment `crd-demo/web` at `ms` milliseconds, answered
+    /// `status`, that `changed` the object or not, answered by `fault` if any.
+    fn patch(seq: u64, ms: i64, status: u16, changed: bool, fault: Option<&str>) -> RequestRecord {
+        RequestRecord {
+            seq,
+            time: at(ms).to_string(),
+            verb: "patch".into(),
+            path: "/apis/apps/v1/namespaces/crd-demo/deployments/web".into(),
+            group: "apps".into(),
+            resource: "deployments".into(),
+            namespace: Some("crd-demo".into()),
+            name: Some("web".into()),
+            status,
+            user_agent: format!("kubeplug/chaos ({HOST_AGENT}-0)"),
+            fault: fault.map(str::to_string),
+            changed: Some(changed),
+            body: Some(json!({"spec": {"replicas": 2}})),
+            ..RequestRecord::default()
+        }
+    }
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(1_800_000_000_000 + ms).unwrap()
+    }
+
+    /// The fault-free run changed `crd-demo/web` once.
+    fn needed_once() -> BTreeMap<String, u64> {
+        let baseline = host_writes(&[patch(1, 0, 200, true, None)]);
+        let bound = check(&baseline, None, &[]);
+        assert_eq!(bound.violations, Vec::<String>::new());
+        needed(&baseline)
+    }
+
+    #[test]
+    fn a_doubled_patch_without_a_fault_is_a_violation_naming_the_object_and_counts() {
+        let writes = host_writes(&[patch(1, 0, 200, true, None), patch(2, 100, 200, true, None)]);
+        let bound = check(&writes, Some(&needed_once()), &[]);
+        assert_eq!(
+            (bound.writes, bound.changes, bound.extra_changes),
+            (2, 2, 1)
+        );
+        assert_eq!(bound.violations.len(), 1, "{bound:?}");
+        let v = &bound.violations[0];
+        assert!(
+            v.contains("deployments crd-demo/web: 2 changes where the fault-free run needed 1"),
+            "{v}"
+        );
+        assert!(
+            v.contains("#2 patch /apis/apps/v1/namespaces/crd-demo/deployments/web 200 (a change)"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn a_doubled_patch_after_a_fault_on_the_first_is_explained() {
+        // The first one changed the object, but a fault cut its answer: the host retried.
+        let writes = host_writes(&[
+            patch(
+                1,
+                0,
+                200,
+                true,
+                Some("rule 0: {\"reset\":{\"afterEvents\":0}}"),
+            ),
+            patch(2, 100, 200, true, None),
+        ]);
+        let bound = check(&writes, Some(&needed_once()), &[]);
+        assert_eq!(bound.violations, Vec::<String>::new());
+        assert_eq!(bound.causes, [(Cause::RetryAfterFault, 1)].into());
+        // An error answered the first: it changed nothing, and is the write beyond.
+        let writes = host_writes(&[
+            patch(
+                1,
+                0,
+                503,
+                false,
+                Some("rule 0: {\"error\":{\"status\":503}}"),
+            ),
+            patch(2, 100, 200, true, None),
+        ]);
+        let bound = check(&writes, Some(&needed_once()), &[]);
+        assert_eq!(bound.violations, Vec::<String>::new());
+        assert_eq!((bound.changes, bound.faulted), (1, 1));
+        assert_eq!(bound.causes, [(Cause::Fault, 1)].into());
+        assert_eq!(
+            bound.to_string(),
+            "2 writes = 1 changes (0 beyond the needed) + 0 no-ops + 1 faulted + 0 refused; beyond the needed: 1 answered by a fault"
+        );
+    }
+
+    #[test]
+    fn a_no_op_patch_in_the_fault_free_run_is_a_violation() {
+        let writes = host_writes(&[
+            patch(1, 0, 200, true, None),
+            patch(2, 100, 200, false, None),
+        ]);
+        let bound = check(&writes, None, &[]);
+        assert_eq!(bound.no_ops, 1);
+        assert_eq!(bound.violations.len(), 1, "{bound:?}");
+        assert!(
+            bound.violations[0].contains(
+                "#2 patch /apis/apps/v1/namespaces/crd-demo/deployments/web 200 (a no-op)"
+            ),
+            "{bound:?}"
+        );
+    }
+
+    #[test]
+    fn a_no_op_is_explained_while_a_disturbance_lasts_and_not_after() {
+        let restart = Disturbance {
+            from: at(50),
+            until: at(1000),
+            what: "a host restart".into(),
+        };
+        let during = host_writes(&[
+            patch(1, 0, 200, true, None),
+            patch(2, 900, 200, false, None),
+        ]);
+        let bound = check(&during, Some(&needed_once()), &[restart.clone()]);
+        assert_eq!(bound.violations, Vec::<String>::new());
+        assert_eq!(
+            bound.causes,
+            [(Cause::StaleView("a host restart".into()), 1)].into()
+        );
+        let after = host_writes(&[
+            patch(1, 0, 200, true, None),
+            patch(2, 1100, 200, false, None),
+        ]);
+        assert_eq!(
+            check(&after, Some(&needed_once()), &[restart])
+                .violations
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_refusal_needs_a_stale_view_and_explains_one_retry_only() {
+        let conflicts = [
+            patch(1, 0, 409, false, None),
+            patch(2, 100, 200, true, None),
+        ];
+        let bound = check(&host_writes(&conflicts), Some(&needed_once()), &[]);
+        assert_eq!(bound.refused, 1);
+        assert_eq!(bound.violations.len(), 1, "the 409 itself: {bound:?}");
+        let watch = RequestRecord {
+            verb: "watch".into(),
+            fault: Some("rule 1: {\"goneWatch\":{}}".into()),
+            changed: None,
+            ..patch(0, -10, 410, false, None)
+        };
+        let stale = read_faults(&[watch], SignedDuration::from_secs(9));
+        assert_eq!(stale[0].what, "goneWatch on a watch of deployments");
+        let bound = check(&host_writes(&conflicts), Some(&needed_once()), &stale);
+        assert_eq!(bound.violations, Vec::<String>::new());
+        assert_eq!(
+            bound.causes,
+            [(
+                Cause::StaleView("goneWatch on a watch of deployments".into()),
+                1
+            )]
+            .into()
+        );
+        // A host refused again and again once the stale view is over explains nothing.
+        let again: Vec<RequestRecord> = (0..3)
+            .map(|i| patch(i, 6000 + i as i64, 409, false, None))
+            .collect();
+        let bound = check(&host_writes(&again), Some(&needed_once()), &stale);
+        assert_eq!(bound.violations.len(), 1, "{bound:?}");
+        assert!(
+            bound.violations[0].starts_with("3 unexplained writes"),
+            "{bound:?}"
+        );
+    }
+
+    #[test]
+    fn generated_names_are_counted_by_prefix_and_leases_and_other_clients_are_not_counted() {
+        let host = format!("kubeplug/chaos ({HOST_AGENT}-1)");
+        let create = RequestRecord {
+            verb: "create".into(),
+            resource: "events".into(),
+            namespace: Some("demo".into()),
+            status: 201,
+            changed: Some(true),
+            user_agent: host.clone(),
+            body: Some(json!({"metadata": {"generateName": "web-0."}})),
+            ..RequestRecord::default()
+        };
+        let delete = RequestRecord {
+            verb: "delete".into(),
+            name: Some("web-0.bcdfg".into()),
+            status: 200,
+            ..create.clone()
+        };
+        let lease = RequestRecord {
+            verb: "update".into(),
+            resource: "leases".into(),
+            namespace: Some(LEASE_NAMESPACE.into()),
+            name: Some("kubeplug-chaos-host-1".into()),
+            ..create.clone()
+        };
+        let workload = RequestRecord {
+            user_agent: "kubeplug-sim/client".into(),
+            ..create.clone()
+        };
+        let writes = host_writes(&[create, delete, lease, workload]);
+        let targets: Vec<&str> = writes.iter().map(|w| w.target.as_str()).collect();
+        assert_eq!(targets, ["events demo/web-0.*", "events demo/web-0.*"]);
+        assert_eq!(
+            needed(&writes),
+            [("events demo/web-0.*".to_string(), 2)].into()
+        );
+    }
 }
