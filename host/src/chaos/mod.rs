@@ -3,7 +3,10 @@
 //! plugins as `kubeplug run` processes (one, or two sharded replicas), a workload changing
 //! specs steadily while a random fault schedule is active, a host killed (SIGKILL) and
 //! started again and a replica paused (SIGSTOP) and resumed at random points; then quiet,
-//! and the invariants checked against a fault-free run of the same workload (issue 36).
+//! and the invariants checked against a fault-free run of the same workload (issue 36),
+//! among them the write bound ([`write_bound`]): every host write of a schedule beyond the
+//! changes the fault-free run needed per object is explained by a fault, a retry or a stale
+//! view the schedule made, and the fault-free run sends no no-op or refused write.
 
 mod host_process;
 pub mod invariants;

@@ -52,6 +52,9 @@ pub struct HostWrite {
     pub effect: Effect,
     /// Whether an injected fault answered it (a cut answer may still have changed it).
     pub faulted: bool,
+    /// Whether the server refused an update or patch with 409 Conflict (not injected): the
+    /// object changed since the host read it.
+    pub conflict: bool,
 }
 
 impl fmt::Display for HostWrite {
@@ -106,6 +109,9 @@ pub fn host_writes(records: &[RequestRecord]) -> Vec<HostWrite> {
                 request: format!("{} {} {}", r.verb, r.path, r.status),
                 effect,
                 faulted,
+                conflict: effect == Effect::Refused
+                    && r.status == 409
+                    && matches!(r.verb.as_str(), "update" | "patch"),
             }
         })
         .collect()
@@ -201,6 +207,9 @@ pub enum Cause {
     Fault,
     /// It followed a faulted write to the same object.
     RetryAfterFault,
+    /// The server refused it with 409 Conflict: another writer (the workload, the sim's
+    /// status controller) changed the object since the host read it.
+    Conflict,
     /// It followed a write to the same object the server refused (a stale view).
     RetryAfterRefusal,
     /// The host's view was stale: the disturbance named.
@@ -225,6 +234,7 @@ impl fmt::Display for Cause {
         match self {
             Cause::Fault => write!(f, "answered by a fault"),
             Cause::RetryAfterFault => write!(f, "retry after a faulted write"),
+            Cause::Conflict => write!(f, "conflict with another writer (409)"),
             Cause::RetryAfterRefusal => write!(f, "retry after a refused write"),
             Cause::StaleView(what) => write!(f, "stale view ({what})"),
         }
@@ -273,8 +283,9 @@ impl fmt::Display for WriteBound {
 }
 
 /// Counts `writes` against `needed` (`None`: this is the fault-free run, whose every write
-/// must be a change) and explains each one beyond it by the `disturbances` it came during,
-/// or by the faulted or refused write to the same object before it.
+/// must be a change or a conflict) and explains each one beyond it by the fault that answered
+/// it, a conflict with another writer, the faulted or refused write to the same object
+/// before it, or the `disturbances` it came during.
 pub fn check(
     writes: &[HostWrite],
     needed: Option<&BTreeMap<String, u64>>,
@@ -316,14 +327,20 @@ pub fn check(
                 if w.faulted {
                     return Some(Cause::Fault);
                 }
+                let previous = i.checked_sub(1).map(|p| ws[p]);
+                let refused_before = previous.is_some_and(|p| p.effect == Effect::Refused);
+                // Optimistic concurrency refuses a write that raced another writer, with or
+                // without faults; refused again, the host's view stayed stale, which needs a
+                // cause of its own (or a host retrying with a stale view would explain itself).
+                if w.conflict && !refused_before {
+                    return Some(Cause::Conflict);
+                }
                 if needed.is_none() {
                     return None;
                 }
-                // A refusal says the host's view was stale: it needs a cause of its own, or
-                // a host retrying with a stale view would explain itself.
-                match i.checked_sub(1).map(|p| ws[p]) {
+                match previous {
                     Some(p) if p.faulted => Some(Cause::RetryAfterFault),
-                    Some(p) if p.effect == Effect::Refused && w.effect != Effect::Refused => {
+                    Some(_) if refused_before && w.effect != Effect::Refused => {
                         Some(Cause::RetryAfterRefusal)
                     }
                     _ => stale(w),
@@ -523,14 +540,36 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_needs_a_stale_view_and_explains_one_retry_only() {
-        let conflicts = [
+    fn a_conflict_is_explained_once_and_other_refusals_need_a_stale_view() {
+        // A 409 on a patch: another writer changed the object since the host read it.
+        let conflict = [
             patch(1, 0, 409, false, None),
             patch(2, 100, 200, true, None),
         ];
-        let bound = check(&host_writes(&conflicts), Some(&needed_once()), &[]);
-        assert_eq!(bound.refused, 1);
-        assert_eq!(bound.violations.len(), 1, "the 409 itself: {bound:?}");
+        let bound = check(&host_writes(&conflict), Some(&needed_once()), &[]);
+        assert_eq!(bound.violations, Vec::<String>::new());
+        assert_eq!(bound.causes, [(Cause::Conflict, 1)].into());
+        assert_eq!(
+            check(&host_writes(&conflict), None, &[]).violations,
+            Vec::<String>::new()
+        );
+        // Refused again and again, the host's view stayed stale: that needs a disturbance.
+        let again: Vec<RequestRecord> = (0..3)
+            .map(|i| patch(i, 6000 + i as i64, 409, false, None))
+            .collect();
+        let bound = check(&host_writes(&again), Some(&needed_once()), &[]);
+        assert_eq!(bound.violations.len(), 1, "{bound:?}");
+        assert!(
+            bound.violations[0].starts_with("2 unexplained writes"),
+            "{bound:?}"
+        );
+        // A create refused (already exists) is a stale view, explained by a watch fault.
+        let exists = RequestRecord {
+            verb: "create".into(),
+            ..patch(1, 0, 409, false, None)
+        };
+        let bound = check(&host_writes(&[exists.clone()]), Some(&needed_once()), &[]);
+        assert_eq!(bound.violations.len(), 1, "{bound:?}");
         let watch = RequestRecord {
             verb: "watch".into(),
             fault: Some("rule 1: {\"goneWatch\":{}}".into()),
@@ -539,7 +578,7 @@ mod tests {
         };
         let stale = read_faults(&[watch], SignedDuration::from_secs(9));
         assert_eq!(stale[0].what, "goneWatch on a watch of deployments");
-        let bound = check(&host_writes(&conflicts), Some(&needed_once()), &stale);
+        let bound = check(&host_writes(&[exists]), Some(&needed_once()), &stale);
         assert_eq!(bound.violations, Vec::<String>::new());
         assert_eq!(
             bound.causes,
@@ -548,16 +587,6 @@ mod tests {
                 1
             )]
             .into()
-        );
-        // A host refused again and again once the stale view is over explains nothing.
-        let again: Vec<RequestRecord> = (0..3)
-            .map(|i| patch(i, 6000 + i as i64, 409, false, None))
-            .collect();
-        let bound = check(&host_writes(&again), Some(&needed_once()), &stale);
-        assert_eq!(bound.violations.len(), 1, "{bound:?}");
-        assert!(
-            bound.violations[0].starts_with("3 unexplained writes"),
-            "{bound:?}"
         );
     }
 
