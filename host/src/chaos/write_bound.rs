@@ -335,9 +335,8 @@ pub fn check(
                 if w.conflict && !refused_before {
                     return Some(Cause::Conflict);
                 }
-                if needed.is_none() {
-                    return None;
-                }
+                // The fault-free run's writes have no other cause.
+                needed?;
                 match previous {
                     Some(p) if p.faulted => Some(Cause::RetryAfterFault),
                     Some(_) if refused_before && w.effect != Effect::Refused => {
@@ -521,7 +520,11 @@ mod tests {
             patch(1, 0, 200, true, None),
             patch(2, 900, 200, false, None),
         ]);
-        let bound = check(&during, Some(&needed_once()), &[restart.clone()]);
+        let bound = check(
+            &during,
+            Some(&needed_once()),
+            std::slice::from_ref(&restart),
+        );
         assert_eq!(bound.violations, Vec::<String>::new());
         assert_eq!(
             bound.causes,
@@ -568,7 +571,11 @@ mod tests {
             verb: "create".into(),
             ..patch(1, 0, 409, false, None)
         };
-        let bound = check(&host_writes(&[exists.clone()]), Some(&needed_once()), &[]);
+        let bound = check(
+            &host_writes(std::slice::from_ref(&exists)),
+            Some(&needed_once()),
+            &[],
+        );
         assert_eq!(bound.violations.len(), 1, "{bound:?}");
         let watch = RequestRecord {
             verb: "watch".into(),
