@@ -384,10 +384,16 @@ pub fn check(
             );
         }
         if unexplained_changes > 0 || !unexplained.is_empty() {
-            let needed_here = needed.map_or(changes, |n| n.get(target).copied().unwrap_or(0));
+            let counts = match needed {
+                Some(n) => format!(
+                    "{changes} changes where the fault-free run needed {}",
+                    n.get(target).copied().unwrap_or(0)
+                ),
+                None => format!("{changes} changes in the fault-free run"),
+            };
             let listed: Vec<String> = ws.iter().map(|w| w.to_string()).collect();
             bound.violations.push(format!(
-                "{} unexplained writes to {target}: {changes} changes where the fault-free run needed {needed_here}, {} other writes without a fault, refusal or stale view to explain them: {}",
+                "{} unexplained writes to {target}: {counts}, {} other writes without a fault, refusal or stale view to explain them: {}",
                 unexplained_changes + unexplained.len() as u64,
                 unexplained.len(),
                 listed.join(", ")
