@@ -2,7 +2,8 @@
 //! processes, against the embedded API server under generated fault schedules, host kills
 //! and restarts, and (seed 1's schedules 0 and 1) two sharded replicas one of which is
 //! paused longer, then shorter, than its Lease; it reports in its format. The fault-free run
-//! must pass the invariants. The checker's own tests (planted duplicated children, unpinned
+//! must pass the invariants, its writes all changes (no no-op), and every outcome counts its
+//! writes against the write bound. The checker's own tests (planted duplicated children, unpinned
 //! Deployments, orphans, silent metrics and stream) are beside it in host/src/chaos/.
 
 use crate::common;
@@ -49,6 +50,23 @@ async fn chaos_runs_schedules_with_faults_restarts_and_paused_replicas_and_repor
         "the fault-free run holds every invariant:\n{text}"
     );
     assert!(report.baseline.writes.total > 0, "{text}");
+    let bound = &report.baseline.bound;
+    assert!(
+        bound.changes > 0 && bound.no_ops == 0 && bound.violations.is_empty(),
+        "the fault-free run's writes are changes, no no-op among them:\n{text}"
+    );
+    for s in &report.schedules {
+        let b = &s.bound;
+        assert_eq!(
+            b.writes,
+            b.changes + b.no_ops + b.faulted + b.refused,
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains(" writes = ") && text.contains(" changes ("),
+        "each outcome says its writes: {text}"
+    );
     assert_eq!(report.schedules.len(), 2);
     for s in &report.schedules {
         assert!(s.plan.contains("2 replicas, one paused"), "{text}");

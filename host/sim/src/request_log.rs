@@ -42,6 +42,12 @@ pub struct RequestRecord {
     pub user_agent: String,
     /// The injected fault that answered, if any.
     pub fault: Option<String>,
+    /// For a write of a resource: whether it changed what is stored (`false` for a no-op
+    /// update or patch, answered with the unchanged object as the real server does, and for a
+    /// refused or faulted write). A write that raced another one to the same object within
+    /// the microseconds between its start and its read may count that one's change as its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
     /// The user the request acted as (the impersonated one when it impersonated; the sim's
     /// administrator when authorization is off and it did not); empty when it was not
     /// authenticated.

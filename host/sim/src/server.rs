@@ -397,12 +397,15 @@ async fn dispatch(
     record.name = req.name.clone();
     record.subresource = req.subresource.clone();
     record.field_manager = query.get("fieldManager").cloned();
-    if shared.config.record_write_bodies
-        && matches!(
-            verb,
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        )
-    {
+    let write = matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    );
+    if write {
+        // Nothing changed until the write is served (a refused or faulted one changes nothing).
+        record.changed = Some(false);
+    }
+    if shared.config.record_write_bodies && write {
         record.body = serde_json::from_slice(&body).ok();
     }
     let patch_type = headers
@@ -485,10 +488,24 @@ async fn dispatch(
     }
 
     let warnings = field_validation(query, &kind, verb, patch_type, &body)?;
+    let mut changed = false;
     let mut response = dispatch_verb(
-        shared, method, query, headers, body, &req, verb, &manager, patch_type, injected,
+        shared,
+        method,
+        query,
+        headers,
+        body,
+        &req,
+        verb,
+        &manager,
+        patch_type,
+        injected,
+        &mut changed,
     )
     .await?;
+    if write {
+        record.changed = Some(changed);
+    }
     if injected.cut_body {
         response = response_faults::cut_mid_body(response).await;
     }
@@ -701,7 +718,9 @@ fn field_validation(
     Ok(shown)
 }
 
-/// Serves one resource request once its faults and field validation passed.
+/// Serves one resource request once its faults and field validation passed; sets `changed`
+/// when a write changed what is stored. An update or patch changed it when the object it
+/// answers is newer than the store was as the write began (a no-op answers the old object).
 #[allow(clippy::too_many_arguments)]
 async fn dispatch_verb(
     shared: &Arc<Shared>,
@@ -714,7 +733,15 @@ async fn dispatch_verb(
     manager: &str,
     patch_type: Option<PatchType>,
     injected: Injected,
+    changed: &mut bool,
 ) -> Result<Response, ApiError> {
+    let before = shared.store.current_rv();
+    let newer = |object: &Value| {
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .is_some_and(|rv| rv > before)
+    };
     let kind = req.kind.clone();
     let manager = manager.to_string();
     let ns = req.namespace.clone().unwrap_or_default();
@@ -812,6 +839,7 @@ async fn dispatch_verb(
                 kinds_from_crd(&body)?;
             }
             let created = shared.create(&kind, req.namespace.as_deref(), body, &manager, false)?;
+            *changed = true;
             if is_crd(&kind) {
                 register_crd(shared, &created);
             }
@@ -820,15 +848,15 @@ async fn dispatch_verb(
         "update" => {
             let body = parse_body(headers, &body)?;
             if is_scale {
-                return Ok(value_response(
-                    StatusCode::OK,
-                    &scale::update(shared, &kind, &ns, &name, &body, &manager)?,
-                ));
+                let scale = scale::update(shared, &kind, &ns, &name, &body, &manager)?;
+                *changed = newer(&scale);
+                return Ok(value_response(StatusCode::OK, &scale));
             }
             if is_crd(&kind) && sub == Sub::Main {
                 kinds_from_crd(&body)?;
             }
             let updated = shared.update(&kind, &ns, &name, body, sub, &manager)?;
+            *changed = newer(&updated);
             if is_crd(&kind) {
                 register_crd(shared, &updated);
             }
@@ -845,10 +873,9 @@ async fn dispatch_verb(
                 ))
             })?;
             if is_scale {
-                return Ok(value_response(
-                    StatusCode::OK,
-                    &scale::patch(shared, &kind, &ns, &name, &body, patch_type, &manager)?,
-                ));
+                let scale = scale::patch(shared, &kind, &ns, &name, &body, patch_type, &manager)?;
+                *changed = newer(&scale);
+                return Ok(value_response(StatusCode::OK, &scale));
             }
             if patch_type == PatchType::Apply
                 && query.get("fieldManager").is_none_or(|m| m.is_empty())
@@ -860,6 +887,7 @@ async fn dispatch_verb(
             let force = flag(query, "force");
             let (object, created) =
                 shared.patch(&kind, &ns, &name, &body, patch_type, sub, &manager, force)?;
+            *changed = created || newer(&object);
             if is_crd(&kind) {
                 register_crd(shared, &object);
             }
@@ -873,6 +901,7 @@ async fn dispatch_verb(
         "delete" => {
             let opts = delete_options(query, headers, &body)?;
             let object = shared.delete(&kind, &ns, &name, &opts)?;
+            *changed = true;
             Ok(json_response(StatusCode::OK, render(&kind, &object)))
         }
         "deletecollection" => {
@@ -894,7 +923,10 @@ async fn dispatch_verb(
             for item in items {
                 let (ns, name) = super::store::key_of(&item);
                 match shared.delete(&kind, &ns, &name, &opts) {
-                    Ok(_) => deleted += 1,
+                    Ok(_) => {
+                        deleted += 1;
+                        *changed = true;
+                    }
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
                 }

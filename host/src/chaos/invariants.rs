@@ -2,7 +2,8 @@
 //! Foo's one Deployment with its replicas, each Customcluster with `count` Pods of its
 //! message and its status), no duplicated child and no orphan, no plugin left failed, the
 //! same final objects as the fault-free run of the same workload, and every write the hosts
-//! sent inside the policy of the loaded plugin that sent it.
+//! sent inside the policy of the loaded plugin that sent it. How many writes they sent is
+//! bounded beside, in [`super::write_bound`].
 
 use super::schedule::HOST_AGENT;
 use super::snapshot::{Child, Snapshot};

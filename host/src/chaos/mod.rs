@@ -3,7 +3,10 @@
 //! plugins as `kubeplug run` processes (one, or two sharded replicas), a workload changing
 //! specs steadily while a random fault schedule is active, a host killed (SIGKILL) and
 //! started again and a replica paused (SIGSTOP) and resumed at random points; then quiet,
-//! and the invariants checked against a fault-free run of the same workload (issue 36).
+//! and the invariants checked against a fault-free run of the same workload (issue 36),
+//! among them the write bound ([`write_bound`]): every host write of a schedule beyond the
+//! changes the fault-free run needed per object is explained by a fault, a retry or a stale
+//! view the schedule made, and the fault-free run sends no no-op or refused write.
 
 mod host_process;
 pub mod invariants;
@@ -15,6 +18,7 @@ pub mod schedule;
 pub mod snapshot;
 pub mod workload;
 mod write_action;
+pub mod write_bound;
 
 pub use host_process::LEASE;
 pub use plugin_set::{PluginChoice, PluginSet};
@@ -29,6 +33,7 @@ use kubeplug_sim::Sim;
 use snapshot::Snapshot;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use write_bound::{Disturbance, HostWrite};
 
 /// The Rust seed plugins, from the plugins directory, under their sample policies (the
 /// fault-free run's set; schedules run them or their ports, see [`PluginChoice`]).
@@ -108,8 +113,16 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
         steps = workload.steps.len(),
         "chaos: the fault-free run"
     );
-    let (mut baseline, snapshot, problems) = run_one(config, dir.path(), &workload, None).await?;
+    let (mut baseline, snapshot, problems, log) =
+        run_one(config, dir.path(), &workload, None).await?;
     baseline.violations = invariants::check(&snapshot, &expected, None, &problems);
+    baseline.bound = write_bound::check(&log.writes, None, &[]);
+    baseline
+        .violations
+        .extend(baseline.bound.violations.iter().cloned());
+    let needed = write_bound::needed(&log.writes);
+    tracing::debug!(?needed, "chaos: the changes the fault-free run needed");
+    let needed = &needed;
     let reference = snapshot.comparable();
     let indexes: Vec<u64> = match config.only {
         Some(i) => vec![i],
@@ -133,10 +146,15 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
             PluginSet::Rust => rust_dir,
             PluginSet::Ports => ports_dir.expect("made above for every ports schedule"),
         };
-        let (mut outcome, snapshot, problems) =
+        let (mut outcome, snapshot, problems, log) =
             run_one(config, dir, workload, Some((index, &plan))).await?;
         outcome.plugins = set;
         outcome.violations = invariants::check(&snapshot, expected, Some(reference), &problems);
+        outcome.bound = tracing::debug_span!("bound", schedule = index)
+            .in_scope(|| write_bound::check(&log.writes, Some(needed), &log.disturbances));
+        outcome
+            .violations
+            .extend(outcome.bound.violations.iter().cloned());
         tracing::info!(
             seed = config.seed,
             schedule = index,
@@ -167,6 +185,16 @@ fn plugin_dir(plugins: &Path, set: PluginSet) -> anyhow::Result<tempfile::TempDi
         .tempdir()?;
     set.install(plugins, dir.path())?;
     Ok(dir)
+}
+
+/// How long a replica paused past its Lease may explain writes after it resumed: measured
+/// on seed 1's schedules, up to 8.6 s (three Leases).
+const PAST_LEASE_HORIZON: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
+
+/// A run's host writes and what disturbed the hosts' views meanwhile.
+struct WriteLog {
+    writes: Vec<HostWrite>,
+    disturbances: Vec<Disturbance>,
 }
 
 /// Starts host `n`, starting it again (as a pod would be restarted) while starting fails.
@@ -246,14 +274,14 @@ async fn quiet(sim: &Sim, hosts: &[&HostProcess], quiet: Duration, deadline: Ins
 }
 
 /// One run: the fault-free one (`plan` `None`) or schedule `index`. Returns its outcome
-/// (without violations), the final objects and what is wrong beyond them (plugins left
-/// failed, endpoints that no longer answer).
+/// (without violations), the final objects, what is wrong beyond them (plugins left
+/// failed, endpoints that no longer answer) and its writes with what disturbed them.
 async fn run_one(
     config: &ChaosConfig,
     dir: &Path,
     workload: &Workload,
     plan: Option<(u64, &FaultPlan)>,
-) -> anyhow::Result<(Outcome, Snapshot, Vec<String>)> {
+) -> anyhow::Result<(Outcome, Snapshot, Vec<String>, WriteLog)> {
     let sim = CRDS
         .iter()
         .fold(Sim::builder(), |b, crd| b.manifest(*crd))
@@ -280,6 +308,7 @@ async fn run_one(
         sharding: replicas > 1,
     };
     let writer = sim.client()?;
+    let started = jiff::Timestamp::now();
     let first = start_host(&spec, 0).await?;
     let second = match replicas > 1 {
         true => Some(start_host(&spec, 1).await?),
@@ -287,11 +316,18 @@ async fn run_one(
     };
     let both: Vec<&HostProcess> = std::iter::once(&first).chain(&second).collect();
     quiet(&sim, &both, config.quiet, Instant::now() + config.settle).await;
+    // Two replicas starting hand keys over as their ring forms (a fault-free run has one).
+    let ring = (replicas > 1).then(|| Disturbance {
+        from: started,
+        until: jiff::Timestamp::now() + write_bound::HORIZON,
+        what: "two replicas forming their ring".into(),
+    });
 
     if let Some((_, plan)) = plan {
         sim.faults().set_schedule(plan.schedule.clone())?;
     }
     let start = tokio::time::Instant::now();
+    tracing::debug!(schedule = ?plan.map(|(i, _)| i), at = %jiff::Timestamp::now(), "chaos: the workload starts");
     let writes = async {
         for step in &workload.steps {
             tokio::time::sleep_until(start + step.at).await;
@@ -301,16 +337,29 @@ async fn run_one(
         anyhow::Ok(())
     };
     let mut restarts = 0;
+    // Restarts and pauses, as they happen.
+    let disturbed = std::sync::Mutex::new(Vec::from_iter(ring));
+    let disturbed = &disturbed;
     // The first host is killed and a new one (the next number) started in its place.
     let restart = async {
         let Some((_, plan)) = plan else {
             return anyhow::Ok(first);
         };
         tokio::time::sleep_until(start + plan.restart_at).await;
+        let killed = jiff::Timestamp::now();
         tokio::task::spawn_blocking(move || first.kill()).await?;
         restarts += 1;
         tokio::time::sleep(plan.restart_pause).await;
-        start_host(&spec, replicas).await
+        let host = start_host(&spec, replicas).await?;
+        disturbed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Disturbance {
+                from: killed,
+                until: jiff::Timestamp::now() + write_bound::HORIZON,
+                what: "a host restart".into(),
+            });
+        Ok(host)
     };
     // The second replica, if any, is frozen and resumed.
     let pause = async {
@@ -321,10 +370,26 @@ async fn run_one(
             return Ok(());
         };
         tokio::time::sleep_until(start + pause.at).await;
+        let paused = jiff::Timestamp::now();
         second.pause()?;
         tracing::debug!(host = second.n, length = ?pause.length, "chaos: a replica paused");
         tokio::time::sleep(pause.length).await;
-        second.resume()
+        second.resume()?;
+        // Paused past its Lease, it lost its keys to the other replica and takes them back
+        // when it renews: the ring changes twice, each time within a Lease.
+        let (what, horizon) = match pause.length > LEASE {
+            true => ("a replica paused past its Lease", PAST_LEASE_HORIZON),
+            false => ("a replica paused", write_bound::HORIZON),
+        };
+        disturbed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Disturbance {
+                from: paused,
+                until: jiff::Timestamp::now() + horizon,
+                what: what.into(),
+            });
+        Ok(())
     };
     let (written, restarted, paused) = tokio::join!(writes, restart, pause);
     written?;
@@ -352,6 +417,20 @@ async fn run_one(
     };
     let settle_ms = settled_from.elapsed().as_millis() as u64;
     let writes = host_writes(&sim);
+    // The bound counts the writes until quiet, before the live check's own change.
+    let records = sim.requests().records();
+    let stall = write_bound::stall_horizon(config.watch_timeout);
+    let mut disturbances = write_bound::read_faults(&records, stall);
+    disturbances.extend(
+        disturbed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..),
+    );
+    let log = WriteLog {
+        writes: write_bound::host_writes(&records),
+        disturbances,
+    };
     let endpoints: Vec<live::Endpoint> = hosts.iter().map(|h| h.endpoint()).collect();
     problems.extend(live::check(&endpoints, &writer, Instant::now() + config.settle).await);
     problems.extend(invariants::writes_in_policy(
@@ -373,5 +452,5 @@ async fn run_one(
         drop(second);
     })
     .await?;
-    Ok((outcome, snapshot, problems))
+    Ok((outcome, snapshot, problems, log))
 }

@@ -40,6 +40,8 @@ pub struct Outcome {
     pub restarts: u64,
     /// Host writes.
     pub writes: Writes,
+    /// Host writes counted against the needed changes, those beyond explained.
+    pub bound: super::write_bound::WriteBound,
     /// Milliseconds from the end of the workload until the run was quiet and checked.
     pub settle_ms: u64,
     /// Broken invariants.
@@ -96,6 +98,16 @@ impl Report {
         self.schedules.iter().map(|o| o.restarts).sum()
     }
 
+    /// The writes beyond the needed changes over every schedule, by cause (a stale view by
+    /// its kind of disturbance).
+    pub fn write_causes(&self) -> BTreeMap<String, u64> {
+        let mut causes = BTreeMap::new();
+        for (cause, n) in self.schedules.iter().flat_map(|o| &o.bound.causes) {
+            *causes.entry(cause.kind()).or_default() += n;
+        }
+        causes
+    }
+
     /// `chaos: N schedules, V violations, F faults injected, R restarts`.
     pub fn summary(&self) -> String {
         format!(
@@ -117,13 +129,19 @@ impl fmt::Display for Outcome {
         match self.index {
             None => write!(
                 f,
-                "fault-free run: {} writes, settled in {} ms: {verdict}",
-                self.writes, self.settle_ms
+                "fault-free run: {} writes, settled in {} ms; {}: {verdict}",
+                self.writes, self.settle_ms, self.bound
             ),
             Some(i) => write!(
                 f,
-                "schedule {i} ({} plugins): {} faults injected [{}], {} restarts, {} writes, settled in {} ms: {verdict}",
-                self.plugins, self.faults, self.plan, self.restarts, self.writes, self.settle_ms
+                "schedule {i} ({} plugins): {} faults injected [{}], {} restarts, {} writes, settled in {} ms; {}: {verdict}",
+                self.plugins,
+                self.faults,
+                self.plan,
+                self.restarts,
+                self.writes,
+                self.settle_ms,
+                self.bound
             ),
         }
     }
@@ -135,8 +153,16 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.baseline)?;
         for outcome in &self.schedules {
-            let extra = outcome.writes.total as i64 - self.baseline.writes.total as i64;
-            writeln!(f, "{outcome} ({extra:+} writes against the fault-free run)")?;
+            writeln!(f, "{outcome}")?;
+        }
+        let causes = self.write_causes();
+        if !causes.is_empty() {
+            let causes: Vec<String> = causes.iter().map(|(c, n)| format!("{n} {c}")).collect();
+            writeln!(
+                f,
+                "writes beyond the needed changes, over every schedule: {}",
+                causes.join(", ")
+            )?;
         }
         for v in self.violations() {
             let run = match v.schedule {
@@ -154,6 +180,7 @@ impl fmt::Display for Report {
 
 #[cfg(test)]
 mod tests {
+    use super::super::write_bound::{Cause, WriteBound};
     use super::*;
 
     #[test]
@@ -166,6 +193,14 @@ mod tests {
                     index: Some(0),
                     faults: 3,
                     restarts: 1,
+                    bound: WriteBound {
+                        causes: [
+                            (Cause::Fault, 2),
+                            (Cause::StaleView("stallWatch on a watch of pods".into()), 1),
+                        ]
+                        .into(),
+                        ..WriteBound::default()
+                    },
                     ..Outcome::default()
                 },
                 Outcome {
@@ -179,6 +214,10 @@ mod tests {
             ],
         };
         let text = report.to_string();
+        assert!(
+            text.contains("writes beyond the needed changes, over every schedule: 2 answered by a fault, 1 stale view (stallWatch)"),
+            "{text}"
+        );
         assert!(text.contains("violation: seed 7, schedule 1 (kubeplug chaos --seed 7 --only 1 --plugin-set ports): Customcluster crd-demo/cc-0 has 5 Pods"), "{text}");
         assert_eq!(
             text.lines().last(),

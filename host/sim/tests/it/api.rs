@@ -2254,3 +2254,44 @@ async fn plugin_crds_configmaps_and_crd_changes_at_runtime() -> Result {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_log_says_whether_each_write_changed_the_object() -> Result {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::default_namespaced(sim.client()?);
+    let cursor = sim.requests().cursor();
+    api.create(&PostParams::default(), &deployment("w", 1, "i"))
+        .await?;
+    let replicas = |n: i32| Patch::Merge(json!({"spec": {"replicas": n}}));
+    api.patch("w", &PatchParams::default(), &replicas(2))
+        .await?;
+    // The same patch again changes nothing: the server answers the stored object.
+    api.patch("w", &PatchParams::default(), &replicas(2))
+        .await?;
+    let stale =
+        Patch::Merge(json!({"metadata": {"resourceVersion": "1"}, "spec": {"replicas": 3}}));
+    assert!(
+        api.patch("w", &PatchParams::default(), &stale)
+            .await
+            .is_err()
+    );
+    api.get("w").await?;
+    let writes: Vec<(String, u16, Option<bool>)> = sim
+        .requests()
+        .since(cursor)
+        .into_iter()
+        .map(|r| (r.verb, r.status, r.changed))
+        .collect();
+    let w = |verb: &str, status: u16, changed: Option<bool>| (verb.to_string(), status, changed);
+    assert_eq!(
+        writes,
+        vec![
+            w("create", 201, Some(true)),
+            w("patch", 200, Some(true)),
+            w("patch", 200, Some(false)),
+            w("patch", 409, Some(false)),
+            w("get", 200, None),
+        ]
+    );
+    Ok(())
+}
