@@ -390,10 +390,11 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(crate::policy::PolicyDocument::read)
         .transpose()?;
-    let mut objects: Arc<dyn ObjectSource> = match &args.cache {
-        Some(dir) => Arc::new(FixtureObjects::from_dir(dir)?),
-        None => Arc::new(NoObjects),
-    };
+    let mut fixtures = args
+        .cache
+        .as_deref()
+        .map(FixtureObjects::from_dir)
+        .transpose()?;
     let loaded = match args.plugin.to_str().filter(|p| p.starts_with("oci://")) {
         Some(text) => {
             let reference = crate::oci::OciRef::parse(text)?;
@@ -405,21 +406,38 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         ),
         None => Loaded::load(&args.plugin, args.compile_cache.clone()).await?,
     };
+    // What the plugin may read: with --policy, as `kubeplug run` decides it (the policy's
+    // readable kinds in the namespaces it grants); without one, the kinds it reconciles and
+    // owns and every kind of the fixtures, in every namespace (what it was given to read).
+    let meta = loaded.plugin.metadata();
+    let grants = policy
+        .as_ref()
+        .map(|doc| crate::policy::Grants::from_spec(&doc.spec).context("--policy"))
+        .transpose()?;
+    let reads = match &grants {
+        Some(grants) => grants.readable(&meta.reconciles, &meta.owns),
+        None => {
+            let mut kinds = vec![meta.reconciles.clone()];
+            kinds.extend(meta.owns.iter().filter(|k| **k != meta.reconciles).cloned());
+            for kind in fixtures.iter().flat_map(FixtureObjects::kinds) {
+                if !kinds.contains(&kind) {
+                    kinds.push(kind);
+                }
+            }
+            kinds
+        }
+    };
+    let namespaces: crate::cluster::NamespaceFilter = match &grants {
+        Some(grants) => {
+            let granted = grants.namespaces.clone();
+            Arc::new(move |namespace| granted.allows(namespace))
+        }
+        None => Arc::new(|_| true),
+    };
     let mut captured = None;
     let object = match (file_object, &spec) {
         (Some(object), _) => object,
         (None, Some(spec)) => {
-            let meta = loaded.plugin.metadata();
-            let reads = match &policy {
-                Some(doc) => crate::policy::Grants::from_spec(&doc.spec)
-                    .context("--policy")?
-                    .readable(&meta.reconciles, &meta.owns),
-                None => {
-                    let mut kinds = vec![meta.reconciles.clone()];
-                    kinds.extend(meta.owns.iter().filter(|k| **k != meta.reconciles).cloned());
-                    kinds
-                }
-            };
             let cluster = crate::cluster::ClusterArgs {
                 kubeconfig: args.kubeconfig.clone(),
                 context: args.context.clone(),
@@ -430,11 +448,11 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
                 max_bytes: (args.capture_max_mib as usize) << 20,
             };
             let got = from_cluster::capture(&cluster, spec, &reads, bounds).await?;
-            let mut fixtures = FixtureObjects::default();
+            let mut taken = FixtureObjects::default();
             for object in &got.cache {
-                fixtures.insert(object.clone());
+                taken.insert(object.clone());
             }
-            objects = Arc::new(fixtures);
+            fixtures = Some(taken);
             let object = got.object.clone();
             captured = Some(got);
             object
@@ -448,6 +466,19 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         deleted: args.deleted,
         reason: args.reason,
         attempt: args.attempt,
+    };
+    let mut reads = reads;
+    // Offline, the object may be of another kind than the plugin declares: readable too.
+    let own = crate::contract::KindRef::new(
+        inputs.object["apiVersion"].as_str().unwrap_or_default(),
+        inputs.object["kind"].as_str().unwrap_or_default(),
+    );
+    if grants.is_none() && !reads.contains(&own) {
+        reads.push(own);
+    }
+    let objects: Arc<dyn ObjectSource> = match fixtures {
+        Some(fixtures) => Arc::new(fixtures.access(&reads, namespaces)),
+        None => Arc::new(NoObjects),
     };
     match loaded.call(inputs, limits, objects).await {
         Ok(out) => {
