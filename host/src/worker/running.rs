@@ -13,7 +13,7 @@ use crate::actions::{
 use crate::cluster::{CachedObject, CallObjects, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
-use crate::ledger::{Entry, Ledger, ObjectId, TriggerRecord, Verdict, Written};
+use crate::ledger::{Entry, Ledger, ObjectId, Verdict, Written};
 use crate::plugin::CallContext;
 use crate::policy::{Mode, Policy, is_write};
 use crate::queue::{TenantSlots, WorkQueue};
@@ -160,7 +160,7 @@ impl RunningPlugin {
 
     /// [`Self::enqueue`], with the change that queued it (kept for the ledger only while a
     /// ledger records the calls).
-    pub(crate) fn enqueue_with(&self, key: ObjKey, mut trigger: Trigger) {
+    pub(crate) fn enqueue_with(&self, key: ObjKey, trigger: Trigger) {
         if !self
             .current()
             .policy
@@ -170,16 +170,20 @@ impl RunningPlugin {
         {
             return;
         }
-        if self.ledger.is_none() {
-            // Nobody reads the objects: do not keep them alive.
-            trigger.before = None;
-            trigger.after = None;
-        }
+        let kept = trigger.kept(self.ledger_kind().as_deref());
         lock(&self.reasons)
             .entry(key.clone())
             .or_default()
-            .add(trigger);
+            .add(kept);
         self.queue.add(key);
+    }
+
+    /// The kind reconciled, when a ledger records the triggers (`None`: nothing is kept but
+    /// their reasons).
+    fn ledger_kind(&self) -> Option<String> {
+        self.ledger
+            .as_ref()
+            .map(|_| self.current().plugin.metadata().reconciles.kind.clone())
     }
 
     /// Queues this plugin's keys in `namespace` (its labels changed: a label selector in the
@@ -347,7 +351,7 @@ impl RunningPlugin {
             triggers: queued
                 .triggers
                 .iter()
-                .map(|t| trigger_record(t, &target.kind))
+                .filter_map(|t| t.record.clone())
                 .collect(),
             queued: queued.count,
             actions,
@@ -367,11 +371,11 @@ impl RunningPlugin {
         let mut queued = lock(&self.reasons).remove(key).unwrap_or_default();
         if queued.triggers.is_empty() {
             // Queued by the queue itself: a retry's backoff, or a requeue-after.
-            queued.add(Trigger::only(if requeues > 0 {
-                Reason::Retry
-            } else {
-                Reason::Requeue
-            }));
+            let reason = match requeues > 0 {
+                true => Reason::Retry,
+                false => Reason::Requeue,
+            };
+            queued.add(Trigger::only(reason).kept(self.ledger_kind().as_deref()));
         }
         let reason = queued.reason().unwrap_or(Reason::Requeue);
         let kind = &revision.plugin.metadata().reconciles;
@@ -581,34 +585,6 @@ struct Seen<'a> {
     reads: &'a CallObjects,
 }
 
-/// A trigger as the ledger keeps it: the change's versions, who made it and the fields it
-/// changed (a Secret's without their values).
-fn trigger_record(t: &Trigger, kind: &str) -> TriggerRecord {
-    let parse = |o: &Option<Arc<CachedObject>>| {
-        o.as_ref()
-            .and_then(|o| serde_json::from_str::<serde_json::Value>(&o.json).ok())
-    };
-    let changed = match (parse(&t.before), parse(&t.after)) {
-        (Some(before), Some(after)) => {
-            crate::ledger::changed_paths(&before, &after, kind != "Secret")
-        }
-        _ => Vec::new(),
-    };
-    // Who wrote the version that queued it (an addition's creator, a change's writer).
-    let by = t
-        .after
-        .as_ref()
-        .and_then(|o| o.manager.as_deref().map(str::to_string));
-    TriggerRecord {
-        reason: t.reason.as_str().to_string(),
-        via: t.via.clone(),
-        by,
-        rv_before: t.before.as_ref().map(|o| o.resource_version.to_string()),
-        rv_after: t.after.as_ref().map(|o| o.resource_version.to_string()),
-        changed,
-    }
-}
-
 /// What a worker's turn came to.
 enum Taken {
     /// The queue is shut down and empty.
@@ -692,7 +668,7 @@ impl RunningPlugin {
         lock(&self.reasons)
             .entry(key.clone())
             .or_default()
-            .add(Trigger::only(Reason::Changed));
+            .add(Trigger::only(Reason::Changed).kept(self.ledger_kind().as_deref()));
         self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
         tracing::info!(record = "reconcile", result = "conflict", plugin = name, %key, object = %crate::contract::text::shown(&object.to_string()), fenced_at, "a write was refused: the object changed after the version the plugin decided on; reconciling again once the cache shows the newer one");
     }

@@ -1,9 +1,14 @@
 //! Why a key was queued: each change, resync or requeue that queued it since its last call
 //! (the queue keeps a key once however often it is added, so several may merge into one
-//! call). The decision ledger records them; the plugin sees only the latest reason.
+//! call). The decision ledger records them; the plugin sees only the latest reason. What the
+//! ledger keeps of a change (its versions, who made it, the fields it changed) is taken when
+//! it is queued, and the objects are let go: a queued key must not hold its object's
+//! superseded versions alive until its call (a cold start queues every key again by the
+//! watch event of its own patch, and those versions were 15 KiB a key in the e2e bench).
 
 use crate::cluster::CachedObject;
 use crate::contract::Reason;
+use crate::ledger::TriggerRecord;
 use std::sync::Arc;
 
 /// The most triggers kept per queued key (the newest); the rest are only counted.
@@ -32,20 +37,66 @@ impl Trigger {
             after: None,
         }
     }
+
+    /// What is kept of it until the call: its reason and, for a ledger (`kind` the kind
+    /// reconciled), its record; never the objects.
+    pub(crate) fn kept(self, kind: Option<&str>) -> Kept {
+        Kept {
+            reason: self.reason,
+            record: kind.map(|kind| self.record(kind)),
+        }
+    }
+
+    /// The trigger as the ledger keeps it: the change's versions, who made it and the fields
+    /// it changed (a Secret's without their values).
+    fn record(&self, kind: &str) -> TriggerRecord {
+        let parse = |o: &Arc<CachedObject>| serde_json::from_str::<serde_json::Value>(&o.json).ok();
+        let changed = match (&self.before, &self.after) {
+            (Some(before), Some(after)) => match (parse(before), parse(after)) {
+                (Some(before), Some(after)) => {
+                    crate::ledger::changed_paths(&before, &after, kind != "Secret")
+                }
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        // Who wrote the version that queued it (an addition's creator, a change's writer).
+        let by = self
+            .after
+            .as_ref()
+            .and_then(|o| o.manager.as_deref().map(str::to_string));
+        TriggerRecord {
+            reason: self.reason.as_str().to_string(),
+            via: self.via.clone(),
+            by,
+            rv_before: self.before.as_ref().map(|o| o.resource_version.to_string()),
+            rv_after: self.after.as_ref().map(|o| o.resource_version.to_string()),
+            changed,
+        }
+    }
+}
+
+/// A trigger as a queued key keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    /// What happened.
+    pub reason: Reason,
+    /// What the ledger records of it (`None` without a ledger).
+    pub record: Option<TriggerRecord>,
 }
 
 /// What queued a key since its last call.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queued {
     /// The newest triggers, oldest first (at most [`MAX_TRIGGERS`]).
-    pub triggers: Vec<Trigger>,
+    pub triggers: Vec<Kept>,
     /// How many triggers queued it, kept or not.
     pub count: u32,
 }
 
 impl Queued {
     /// Adds `trigger`, dropping the oldest kept one past the bound.
-    pub(crate) fn add(&mut self, trigger: Trigger) {
+    pub(crate) fn add(&mut self, trigger: Kept) {
         if self.triggers.len() == MAX_TRIGGERS {
             self.triggers.remove(0);
         }
@@ -67,11 +118,15 @@ mod tests {
     fn keeps_the_newest_and_counts_all() {
         let mut q = Queued::default();
         for _ in 0..MAX_TRIGGERS {
-            q.add(Trigger::only(Reason::Changed));
+            q.add(Trigger::only(Reason::Changed).kept(None));
         }
-        q.add(Trigger::only(Reason::Resync));
+        q.add(Trigger::only(Reason::Resync).kept(Some("Deployment")));
         assert_eq!(q.triggers.len(), MAX_TRIGGERS);
         assert_eq!(q.count, MAX_TRIGGERS as u32 + 1);
         assert_eq!(q.reason(), Some(Reason::Resync));
+        assert_eq!(
+            q.triggers[MAX_TRIGGERS - 1].record.as_ref().unwrap().reason,
+            "resync"
+        );
     }
 }
