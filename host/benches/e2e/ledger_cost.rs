@@ -51,6 +51,19 @@ impl Cost {
         (on / off - 1.0) * 100.0
     }
 
+    /// `ledger cost T % throughput, M % memory`, with the medians they come from.
+    pub fn summary(&self) -> String {
+        let (wall_on, wall_off) = self.medians(|r| r.wall.as_secs_f64());
+        let (rss_on, rss_off) = self.medians(|r| r.rss_mib);
+        format!(
+            "ledger cost {:.1} % throughput, {:.1} % memory (medians of {} runs each, {}: cold start {wall_on:.2} s with the ledger, {wall_off:.2} s without; RSS {rss_on:.0} / {rss_off:.0} MiB)",
+            self.throughput_percent(),
+            self.memory_percent(),
+            self.on.len(),
+            self.order()
+        )
+    }
+
     /// The order the runs went in (`off/on/on/off`).
     pub fn order(&self) -> String {
         (0..self.on.len())
@@ -110,12 +123,15 @@ fn cold_start(dir: &Inputs, n: usize, ledger: Ledger) -> Run {
     let cpu = controller.cpu_seconds();
     std::thread::sleep(Duration::from_secs(3));
     let rss_mib = controller.rss_mib();
+    // `+ 0.0`: a sum of no series is -0.0.
     let written = controller
         .metric("kubeplug_ledger_entries_written_total")
-        .unwrap_or(0.0);
+        .unwrap_or(0.0)
+        + 0.0;
     let dropped = controller
         .metric("kubeplug_ledger_entries_dropped_total")
-        .unwrap_or(0.0);
+        .unwrap_or(0.0)
+        + 0.0;
     let file_mib = controller
         .state_dir
         .as_ref()

@@ -31,9 +31,9 @@
 //! M % memory`, where R is kubeplug's change-to-patch p99 under the paced load of phase 3 over
 //! kube-rs's in the same run (below one: kubeplug answers faster under load), T the cold-start
 //! throughput the ledger costs and M the converged RSS it adds, both against `--no-ledger`.
-//! `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs;
-//! `KUBEPLUG_E2E_HOST_LOG=FILE` keeps kubeplug's log at info level (idle changes answered
-//! after more than 100 ms are named on stderr, to be found there). Run with
+//! `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs, `KUBEPLUG_E2E_ONLY=ledger` runs
+//! phase 8 alone; `KUBEPLUG_E2E_HOST_LOG=FILE` keeps kubeplug's log at info level (idle
+//! changes answered after more than 100 ms are named on stderr, to be found there). Run with
 //! `cargo bench -p kubeplug --bench e2e` after `make plugins`.
 //!
 //! Every sim is settled (the status of what it loaded written) before a controller starts. A
@@ -70,6 +70,7 @@ fn main() {
     let n = env_usize("KUBEPLUG_E2E_OBJECTS", 10_000).max(2);
     let ten_n = env_usize("KUBEPLUG_E2E_TEN_OBJECTS", 1_000).max(1);
     let only_kubeplug = std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "kubeplug");
+    let only_ledger = std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "ledger");
     let tmp = tempfile::tempdir().unwrap();
     let dir = Inputs {
         scratch: tmp.path(),
@@ -83,6 +84,11 @@ fn main() {
     };
     // The first kubeplug run compiles the plugin into the compile cache: measured apart, as
     // Cranelift's memory is not what a running host holds per object.
+    if only_ledger {
+        let cost = ledger_cost::measure(&dir, n, ledger_cost::pairs().max(1));
+        println!("e2e: {}", cost.summary());
+        return;
+    }
     let cold_compile = rss_with_one_object(&dir, Contender::Kubeplug);
     println!(
         "Kubeplug: RSS {cold_compile:.0} MiB with one object, right after compiling the plugin"
