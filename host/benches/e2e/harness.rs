@@ -37,6 +37,14 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A state directory of its own for one kubeplug process (`state-0`, `state-1`, … under
+/// `scratch`): its decision ledger, which no other process shares.
+pub fn state_dir(scratch: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    scratch.join(format!("state-{n}"))
+}
+
 /// The kubeplug binary (the sim and the host).
 pub fn kubeplug_bin() -> &'static str {
     env!("CARGO_BIN_EXE_kubeplug")

@@ -18,14 +18,22 @@
 //! 6. RSS per extra loaded plugin: kubeplug with 100 copies against one, on 10 objects;
 //! 7. write conflicts: the controller's Deployment writes of phases 1 and 3 that the API
 //!    server refused with 409 Conflict, per 10,000 writes (kubeplug fences each write with
-//!    the resourceVersion the plugin decided on; kube-rs's patches carry none).
+//!    the resourceVersion the plugin decided on; kube-rs's patches carry none);
+//! 8. the decision ledger's cost: phases 1 and 4 of kubeplug with its ledger and with
+//!    `--no-ledger`, alternated off/on/on/off, medians compared (`ledger_cost.rs`;
+//!    `KUBEPLUG_E2E_LEDGER` pairs, default 2, `0` skips it).
+//!
+//! Every kubeplug process keeps its ledger in a state directory of its own under the bench's
+//! scratch directory, never the user's.
 //!
 //! It ends with `e2e: throughput X x kube-rs, memory Y x ten kube-rs controllers, p99 Z ms,
-//! noop N/s, load p99 R x kube-rs, conflicts C per 10,000 writes`, where R is kubeplug's
-//! change-to-patch p99 under the paced load of phase 3 over kube-rs's in the same run (below
-//! one: kubeplug answers faster under load). `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs;
-//! `KUBEPLUG_E2E_HOST_LOG=FILE` keeps kubeplug's log at info level (idle changes answered
-//! after more than 100 ms are named on stderr, to be found there). Run with
+//! noop N/s, load p99 R x kube-rs, conflicts C per 10,000 writes, ledger cost T % throughput,
+//! M % memory`, where R is kubeplug's change-to-patch p99 under the paced load of phase 3 over
+//! kube-rs's in the same run (below one: kubeplug answers faster under load), T the cold-start
+//! throughput the ledger costs and M the converged RSS it adds, both against `--no-ledger`.
+//! `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs, `KUBEPLUG_E2E_ONLY=ledger` runs
+//! phase 8 alone; `KUBEPLUG_E2E_HOST_LOG=FILE` keeps kubeplug's log at info level (idle
+//! changes answered after more than 100 ms are named on stderr, to be found there). Run with
 //! `cargo bench -p kubeplug --bench e2e` after `make plugins`.
 //!
 //! Every sim is settled (the status of what it loaded written) before a controller starts. A
@@ -36,6 +44,7 @@
 mod baseline;
 mod fixtures;
 mod harness;
+mod ledger_cost;
 
 use harness::{LIMIT, Process, RequestLog, Sim};
 use std::collections::HashMap;
@@ -61,6 +70,7 @@ fn main() {
     let n = env_usize("KUBEPLUG_E2E_OBJECTS", 10_000).max(2);
     let ten_n = env_usize("KUBEPLUG_E2E_TEN_OBJECTS", 1_000).max(1);
     let only_kubeplug = std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "kubeplug");
+    let only_ledger = std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "ledger");
     let tmp = tempfile::tempdir().unwrap();
     let dir = Inputs {
         scratch: tmp.path(),
@@ -74,6 +84,13 @@ fn main() {
     };
     // The first kubeplug run compiles the plugin into the compile cache: measured apart, as
     // Cranelift's memory is not what a running host holds per object.
+    if only_ledger {
+        // The first run compiles the plugin into the compile cache: not one of the measured.
+        rss_with_one_object(&dir, Contender::Kubeplug);
+        let cost = ledger_cost::measure(&dir, n, ledger_cost::pairs().max(1));
+        println!("e2e: {}", cost.summary());
+        return;
+    }
     let cold_compile = rss_with_one_object(&dir, Contender::Kubeplug);
     println!(
         "Kubeplug: RSS {cold_compile:.0} MiB with one object, right after compiling the plugin"
@@ -82,6 +99,10 @@ fn main() {
         single(&dir, n, Contender::Kubeplug).expect("kubeplug converged within the memory cap");
     let kubeplug_ten = ten(&dir, ten_n, Contender::Kubeplug);
     let per_plugin = rss_per_plugin(&dir);
+    let ledger = match ledger_cost::pairs() {
+        0 => None,
+        pairs => Some(ledger_cost::measure(&dir, n, pairs)),
+    };
     let (kube_rs, kube_rs_ten) = if only_kubeplug {
         (None, None)
     } else {
@@ -97,6 +118,7 @@ fn main() {
         (&kubeplug_ten, kube_rs_ten.as_ref()),
         per_plugin,
         cold_compile,
+        ledger.as_ref(),
     );
 }
 
@@ -131,10 +153,19 @@ enum Contender {
     KubeRs,
 }
 
-/// One contender's controllers (one process, or ten kube-rs ones), and kubeplug's status port.
+/// Whether kubeplug keeps its decision ledger (the default) or runs with `--no-ledger`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ledger {
+    On,
+    Off,
+}
+
+/// One contender's controllers (one process, or ten kube-rs ones), and kubeplug's status port
+/// and state directory (its own, under the bench's scratch directory).
 struct Controllers {
     processes: Vec<Process>,
     status_port: Option<u16>,
+    state_dir: Option<std::path::PathBuf>,
 }
 
 impl Controllers {
@@ -146,9 +177,23 @@ impl Controllers {
         kube_rs_count: usize,
         noop: Option<usize>,
     ) -> Controllers {
+        Controllers::start_with(who, sim, plugins, dir, kube_rs_count, noop, Ledger::On)
+    }
+
+    /// [`Controllers::start`], kubeplug with its decision ledger or with `--no-ledger`.
+    fn start_with(
+        who: Contender,
+        sim: &Sim,
+        plugins: &Path,
+        dir: &Inputs,
+        kube_rs_count: usize,
+        noop: Option<usize>,
+        ledger: Ledger,
+    ) -> Controllers {
         match who {
             Contender::Kubeplug => {
                 let port = harness::free_port();
+                let state_dir = harness::state_dir(dir.scratch);
                 // `KUBEPLUG_E2E_HOST_LOG=FILE` keeps the host's log (info level) for diagnosis.
                 let (log, level) = match std::env::var_os(HOST_LOG_ENV) {
                     Some(path) => {
@@ -161,21 +206,29 @@ impl Controllers {
                     }
                     None => (Stdio::null(), "warn"),
                 };
-                let child = Command::new(harness::kubeplug_bin())
+                let mut command = Command::new(harness::kubeplug_bin());
+                command
                     .args(["run", "--watch=false", "--kubeconfig"])
                     .arg(&sim.kubeconfig)
                     .arg("--plugins")
                     .arg(plugins)
                     .args(["--listen", &format!("127.0.0.1:{port}")])
+                    // Its own ledger, not the user's (~/.local/state/kubeplug), which a
+                    // second host could not open while another holds it.
+                    .arg("--state-dir")
+                    .arg(&state_dir)
+                    .env_remove("KUBEPLUG_NO_LEDGER")
                     .env("KUBEPLUG_CACHE_DIR", dir.scratch.join("cache"))
                     .env("KUBEPLUG_LOG", level)
                     .stdout(Stdio::null())
-                    .stderr(log)
-                    .spawn()
-                    .unwrap();
+                    .stderr(log);
+                if ledger == Ledger::Off {
+                    command.arg("--no-ledger");
+                }
                 Controllers {
-                    processes: vec![Process(child)],
+                    processes: vec![Process(command.spawn().unwrap())],
                     status_port: Some(port),
+                    state_dir: Some(state_dir),
                 }
             }
             Contender::KubeRs => {
@@ -195,6 +248,7 @@ impl Controllers {
                 Controllers {
                     processes,
                     status_port: None,
+                    state_dir: None,
                 }
             }
         }
@@ -222,8 +276,13 @@ impl Controllers {
 
     /// kubeplug's reconciles so far, from its `/metrics`.
     fn reconciles(&self) -> Option<f64> {
+        self.metric("kubeplug_reconcile_total")
+    }
+
+    /// The sum of one of kubeplug's counters, from its `/metrics`.
+    fn metric(&self, name: &str) -> Option<f64> {
         let page = harness::http_get(self.status_port?, "/metrics")?;
-        Some(harness::metric_sum(&page, "kubeplug_reconcile_total"))
+        Some(harness::metric_sum(&page, name))
     }
 }
 
@@ -712,6 +771,7 @@ fn report(
     (kp10, kr10): (&Ten, Option<&Ten>),
     per_plugin_mib: f64,
     cold_compile_mib: f64,
+    ledger: Option<&ledger_cost::Cost>,
 ) {
     println!();
     println!(
@@ -873,9 +933,45 @@ fn report(
         None,
         "Mi",
     );
+    if let Some(cost) = ledger {
+        println!(
+            "{:<44} {:>14} {:>14} {:>8}",
+            format!(
+                "ledger, medians of {} runs ({})",
+                cost.on.len(),
+                cost.order()
+            ),
+            "with ledger",
+            "--no-ledger",
+            "ratio"
+        );
+        let medians = |figure: fn(&ledger_cost::Run) -> f64| {
+            let (on, off) = cost.medians(figure);
+            (on, Some(off))
+        };
+        let (on, off) = medians(|r| r.wall.as_secs_f64());
+        row("ledger: cold start to converged", on, off, "s");
+        let (on, off) = medians(|r| r.cpu);
+        row("ledger: CPU seconds", on, off, "s");
+        let (on, off) = medians(|r| r.rss_mib);
+        row("ledger: RSS converged", on, off, "Mi");
+        let (on, _) = medians(|r| r.written);
+        row("ledger: entries written", on, None, "");
+        let (on, _) = medians(|r| r.dropped);
+        row("ledger: entries dropped", on, None, "");
+        let (on, _) = medians(|r| r.file_mib);
+        row("ledger: file size", on, None, "Mi");
+    }
     let ratio = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+    let ledger_cost = ledger.map_or("ledger cost n/a".to_string(), |c| {
+        format!(
+            "ledger cost {:.1} % throughput, {:.1} % memory",
+            c.throughput_percent(),
+            c.memory_percent()
+        )
+    });
     println!(
-        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s, load p99 {} x kube-rs, conflicts {:.1} per 10,000 writes ({} of {})",
+        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s, load p99 {} x kube-rs, conflicts {:.1} per 10,000 writes ({} of {}), {ledger_cost}",
         ratio(kr.map(|s| s.wall.as_secs_f64() / kp.wall.as_secs_f64())),
         ratio(kr10.map(|t| kp10.rss_mib / t.rss_mib)),
         harness::percentile_ms(&kp.idle, 0.99),
