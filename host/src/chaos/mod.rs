@@ -170,6 +170,14 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
             faults = outcome.faults,
             "chaos: schedule done"
         );
+        // Said as they happen: a long run stopped early still shows what broke.
+        for what in &outcome.violations {
+            tracing::warn!(
+                seed = config.seed,
+                schedule = index,
+                "chaos: violation: {what}"
+            );
+        }
         anyhow::Ok(outcome)
     };
     // `buffered` runs up to `jobs` schedules at once and yields them in index order.
