@@ -22,25 +22,13 @@ fn why(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-#[test]
-fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["image-pinner", "sample-controller", "change-logger"] {
-        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
-        std::fs::copy(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(format!("samples/policies/{name}.policy.yaml")),
-            dir.path().join(format!("{name}.policy.yaml")),
-        )
-        .unwrap();
-    }
-    let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_str().unwrap();
+/// `kubeplug run --embedded` on `plugins` with its ledger in `state_dir`, served and its
+/// plugins loaded (their first compile may be slow beside other tests): it and its address.
+fn serve(plugins: &std::path::Path, state_dir: &str) -> (HostProcess, String) {
     let mut host = HostProcess::start(
-        dir.path(),
+        plugins,
         &["--listen", "127.0.0.1:0", "--state-dir", state_dir],
     );
-    // Served, and its plugins loaded (their first compile may be slow beside other tests).
     assert!(
         host.saw_within("dashboard: http://", Duration::from_secs(300)),
         "{}",
@@ -56,6 +44,24 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
         .logged("dashboard: http://", "http://")
         .trim_end_matches('/')
         .to_string();
+    (host, addr)
+}
+
+#[test]
+fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["image-pinner", "sample-controller", "change-logger"] {
+        std::fs::copy(plugin(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("samples/policies/{name}.policy.yaml")),
+            dir.path().join(format!("{name}.policy.yaml")),
+        )
+        .unwrap();
+    }
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let (mut host, addr) = serve(dir.path(), state_dir);
 
     // The embedded cluster's demo/web runs nginx:latest: the pinner patches it.
     let path = "/api/why?kind=Deployment&namespace=demo&name=web";
@@ -189,19 +195,7 @@ fn why_answers_from_a_running_host_and_from_a_stopped_ones_state_dir() {
 
     // A restarted host keeps the history: the scale is still there.
     host.stop();
-    let mut host = HostProcess::start(
-        dir.path(),
-        &["--listen", "127.0.0.1:0", "--state-dir", state_dir],
-    );
-    assert!(
-        host.saw_within("dashboard: http://", Duration::from_secs(300)),
-        "{}",
-        host.seen
-    );
-    let addr = host
-        .logged("dashboard: http://", "http://")
-        .trim_end_matches('/')
-        .to_string();
+    let (host, addr) = serve(dir.path(), state_dir);
     let (ok, out, err) = why(&["deploy/demo/web", "--server", &format!("http://{addr}")]);
     assert!(ok, "{err}");
     assert!(
