@@ -51,6 +51,7 @@ pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: Running
                         change.previous.clone()
                     },
                     after: (!deleted).then(|| change.object.clone()),
+                    kind: Some(change.kind.kind.clone()),
                 };
                 plugin.enqueue_with(key, trigger);
             }

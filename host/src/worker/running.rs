@@ -170,20 +170,12 @@ impl RunningPlugin {
         {
             return;
         }
-        let kept = trigger.kept(self.ledger_kind().as_deref());
+        let kept = trigger.kept(self.ledger.is_some());
         lock(&self.reasons)
             .entry(key.clone())
             .or_default()
             .add(kept);
         self.queue.add(key);
-    }
-
-    /// The kind reconciled, when a ledger records the triggers (`None`: nothing is kept but
-    /// their reasons).
-    fn ledger_kind(&self) -> Option<String> {
-        self.ledger
-            .as_ref()
-            .map(|_| self.current().plugin.metadata().reconciles.kind.clone())
     }
 
     /// Queues this plugin's keys in `namespace` (its labels changed: a label selector in the
@@ -375,7 +367,7 @@ impl RunningPlugin {
                 true => Reason::Retry,
                 false => Reason::Requeue,
             };
-            queued.add(Trigger::only(reason).kept(self.ledger_kind().as_deref()));
+            queued.add(Trigger::only(reason).kept(self.ledger.is_some()));
         }
         let reason = queued.reason().unwrap_or(Reason::Requeue);
         let kind = &revision.plugin.metadata().reconciles;
@@ -668,7 +660,7 @@ impl RunningPlugin {
         lock(&self.reasons)
             .entry(key.clone())
             .or_default()
-            .add(Trigger::only(Reason::Changed).kept(self.ledger_kind().as_deref()));
+            .add(Trigger::only(Reason::Changed).kept(self.ledger.is_some()));
         self.queue.add_after(key.clone(), EXPECTATION_RECHECK);
         tracing::info!(record = "reconcile", result = "conflict", plugin = name, %key, object = %crate::contract::text::shown(&object.to_string()), fenced_at, "a write was refused: the object changed after the version the plugin decided on; reconciling again once the cache shows the newer one");
     }

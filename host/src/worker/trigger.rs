@@ -25,6 +25,8 @@ pub(crate) struct Trigger {
     pub before: Option<Arc<CachedObject>>,
     /// The object after it (an addition or a change).
     pub after: Option<Arc<CachedObject>>,
+    /// The changed object's kind (`Secret`: its values are never recorded), when a change.
+    pub kind: Option<String>,
 }
 
 impl Trigger {
@@ -35,26 +37,30 @@ impl Trigger {
             via: None,
             before: None,
             after: None,
+            kind: None,
         }
     }
 
-    /// What is kept of it until the call: its reason and, for a ledger (`kind` the kind
-    /// reconciled), its record; never the objects.
-    pub(crate) fn kept(self, kind: Option<&str>) -> Kept {
+    /// What is kept of it until the call: its reason and, when a ledger records it, its
+    /// record; never the objects.
+    pub(crate) fn kept(self, ledger: bool) -> Kept {
         Kept {
             reason: self.reason,
-            record: kind.map(|kind| self.record(kind)),
+            record: ledger.then(|| self.record()),
         }
     }
 
     /// The trigger as the ledger keeps it: the change's versions, who made it and the fields
-    /// it changed (a Secret's without their values).
-    fn record(&self, kind: &str) -> TriggerRecord {
+    /// it changed, with values only when the changed object is known not to be a Secret (an
+    /// owned Secret's change queues its owner: the changed object's kind decides, not the
+    /// owner's).
+    fn record(&self) -> TriggerRecord {
+        let values = self.kind.as_deref().is_some_and(|k| k != "Secret");
         let parse = |o: &Arc<CachedObject>| serde_json::from_str::<serde_json::Value>(&o.json).ok();
         let changed = match (&self.before, &self.after) {
             (Some(before), Some(after)) => match (parse(before), parse(after)) {
                 (Some(before), Some(after)) => {
-                    crate::ledger::changed_paths(&before, &after, kind != "Secret")
+                    crate::ledger::changed_paths(&before, &after, values)
                 }
                 _ => Vec::new(),
             },
@@ -118,9 +124,9 @@ mod tests {
     fn keeps_the_newest_and_counts_all() {
         let mut q = Queued::default();
         for _ in 0..MAX_TRIGGERS {
-            q.add(Trigger::only(Reason::Changed).kept(None));
+            q.add(Trigger::only(Reason::Changed).kept(false));
         }
-        q.add(Trigger::only(Reason::Resync).kept(Some("Deployment")));
+        q.add(Trigger::only(Reason::Resync).kept(true));
         assert_eq!(q.triggers.len(), MAX_TRIGGERS);
         assert_eq!(q.count, MAX_TRIGGERS as u32 + 1);
         assert_eq!(q.reason(), Some(Reason::Resync));
@@ -128,5 +134,31 @@ mod tests {
             q.triggers[MAX_TRIGGERS - 1].record.as_ref().unwrap().reason,
             "resync"
         );
+    }
+
+    fn object(kind: &str, data: &str, rv: &str) -> Arc<CachedObject> {
+        let json = serde_json::json!({"apiVersion": "v1", "kind": kind,
+            "metadata": {"name": "s", "namespace": "ns", "resourceVersion": rv},
+            "data": {"password": data}});
+        Arc::new(CachedObject::from_watched(
+            serde_json::from_value(json).unwrap(),
+        ))
+    }
+
+    /// An owned Secret's change queues its owner (a Deployment plugin's key): the Secret's
+    /// values never reach the ledger, whatever kind the plugin reconciles.
+    #[test]
+    fn a_changed_secrets_values_are_never_recorded() {
+        let change = |kind: &str| Trigger {
+            reason: Reason::Changed,
+            via: Some(format!("{kind} ns/s")),
+            before: Some(object(kind, "b2xk", "1")),
+            after: Some(object(kind, "bmV3", "2")),
+            kind: Some(kind.to_string()),
+        };
+        let secret = change("Secret").kept(true).record.unwrap();
+        assert_eq!(secret.changed, ["/data/password"]);
+        let config = change("ConfigMap").kept(true).record.unwrap();
+        assert_eq!(config.changed, ["/data/password \"b2xk\"→\"bmV3\""]);
     }
 }
