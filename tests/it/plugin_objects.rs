@@ -325,10 +325,12 @@ async fn a_tenants_plugin_goes_ready_and_pins_its_own_namespace_only() -> Result
         message.contains("enforce mode under PluginPolicy tenants"),
         "{message}"
     );
-    assert!(
+    // The Loaded Event follows the status write in the same pass: wait for it.
+    eventually(Duration::from_secs(60), "the Loaded Event", || {
         t.event_reasons("team-a", "pinner")
             .contains(&"Loaded".to_string())
-    );
+    })
+    .await;
     // The instance is named after the object, and so is its field manager.
     assert!(
         t.host
