@@ -37,6 +37,8 @@ pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: Running
                 plugin.namespace_changed(&change.object.key.name);
             }
         }
+        // The fields it changed, computed at most once for all the plugins it queues.
+        let changed = std::sync::Arc::default();
         for plugin in running.iter() {
             if let Some((key, reason)) = route(plugin.current().plugin.metadata(), &change) {
                 let own = change.object.key == key
@@ -52,6 +54,7 @@ pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: Running
                     },
                     after: (!deleted).then(|| change.object.clone()),
                     kind: Some(change.kind.kind.clone()),
+                    changed: std::sync::Arc::clone(&changed),
                 };
                 plugin.enqueue_with(key, trigger);
             }

@@ -2,8 +2,14 @@
 //! bounded in count and depth (a list or a deep object that changed is named whole), without
 //! the bookkeeping every write changes (resourceVersion, managedFields, generation), with a
 //! changed scalar's old and new values when short.
+//!
+//! It compares the cache's JSON text, not parsed trees: the cache writes every object in one
+//! canonical form (compact, keys sorted), so equal subtrees are equal bytes and are skipped
+//! unparsed; only the members along a changed path are split out (as raw text, not values).
+//! Parsing both versions whole was most of the ledger's cost in the e2e bench.
 
-use serde_json::Value;
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
 
 /// The most paths reported; one more says how many were left out.
 pub const MAX_PATHS: usize = 32;
@@ -19,9 +25,12 @@ const IGNORED: [&str; 3] = [
 /// The longest value shown beside its path (longer ones are named by path only).
 const MAX_VALUE: usize = 64;
 
-/// The paths where `before` and `after` differ, in document order; with `values` (never for
-/// a Secret's), a changed scalar's as `/spec/replicas 1→3`.
-pub fn changed_paths(before: &Value, after: &Value, values: bool) -> Vec<String> {
+/// An absent member, compared as JSON `null`.
+const ABSENT: &str = "null";
+
+/// The paths where the JSON texts `before` and `after` differ, in document order; with
+/// `values` (never for a Secret's), a changed scalar's as `/spec/replicas 1→3`.
+pub fn changed_paths(before: &str, after: &str, values: bool) -> Vec<String> {
     let mut paths = Vec::new();
     let mut more = 0usize;
     let mut walker = Walk {
@@ -29,20 +38,36 @@ pub fn changed_paths(before: &Value, after: &Value, values: bool) -> Vec<String>
         out: &mut paths,
         more: &mut more,
     };
-    walker.walk(before, after, &mut String::new(), 0);
+    walker.walk(before.trim(), after.trim(), &mut String::new(), 0);
     if more > 0 {
         paths.push(format!("… and {more} more"));
     }
     paths
 }
 
+/// An object's members as raw text, or `None` when `text` is not a JSON object.
+fn members(text: &str) -> Option<BTreeMap<String, &RawValue>> {
+    if !text.starts_with('{') {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
+/// Member `key`'s text, `null` when absent.
+fn member<'a>(members: &BTreeMap<String, &'a RawValue>, key: &str) -> &'a str {
+    members.get(key).map_or(ABSENT, |v| v.get().trim())
+}
+
 /// A scalar as shown beside its path, when short: numbers, booleans, short strings.
-fn shown(v: &Value) -> Option<String> {
-    let text = match v {
-        Value::Null => "none".to_string(),
-        Value::Bool(_) | Value::Number(_) => v.to_string(),
-        Value::String(s) => serde_json::to_string(s).ok()?,
-        Value::Array(_) | Value::Object(_) => return None,
+fn shown(raw: &str) -> Option<String> {
+    // A string's JSON form is at least as long as its text: longer ones are never shown.
+    if raw.len() > MAX_VALUE * 2 || raw.starts_with(['{', '[']) {
+        return None;
+    }
+    let text = match serde_json::from_str::<serde_json::Value>(raw).ok()? {
+        serde_json::Value::Null => "none".to_string(),
+        serde_json::Value::String(s) => serde_json::to_string(&s).ok()?,
+        v => v.to_string(),
     };
     (text.len() <= MAX_VALUE).then_some(text)
 }
@@ -55,49 +80,49 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    fn walk(&mut self, a: &Value, b: &Value, path: &mut String, depth: usize) {
+    fn walk(&mut self, a: &str, b: &str, path: &mut String, depth: usize) {
         if a == b || IGNORED.contains(&path.as_str()) {
             return;
         }
-        match (a, b) {
-            (Value::Object(x), Value::Object(y)) if depth < MAX_DEPTH => {
-                let mut keys: Vec<&String> = x
-                    .keys()
-                    .chain(y.keys().filter(|k| !x.contains_key(*k)))
-                    .collect();
-                keys.sort();
-                for key in keys {
-                    let len = path.len();
-                    path.push('/');
-                    // JSON pointer escaping (RFC 6901).
-                    path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                    let null = Value::Null;
-                    self.walk(
-                        x.get(key).unwrap_or(&null),
-                        y.get(key).unwrap_or(&null),
-                        path,
-                        depth + 1,
-                    );
-                    path.truncate(len);
-                }
+        if depth < MAX_DEPTH
+            && let (Some(x), Some(y)) = (members(a), members(b))
+        {
+            let mut keys: Vec<&String> = x
+                .keys()
+                .chain(y.keys().filter(|k| !x.contains_key(*k)))
+                .collect();
+            keys.sort();
+            for key in keys {
+                let len = path.len();
+                path.push('/');
+                // JSON pointer escaping (RFC 6901).
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                self.walk(member(&x, key), member(&y, key), path, depth + 1);
+                path.truncate(len);
             }
-            _ if self.out.len() >= MAX_PATHS => *self.more += 1,
-            _ => {
-                let at = if path.is_empty() { "/" } else { path.as_str() };
-                let values = match (self.values, shown(a), shown(b)) {
-                    (true, Some(a), Some(b)) => format!(" {a}→{b}"),
-                    _ => String::new(),
-                };
-                self.out.push(format!("{at}{values}"));
-            }
+            return;
         }
+        if self.out.len() >= MAX_PATHS {
+            *self.more += 1;
+            return;
+        }
+        let at = if path.is_empty() { "/" } else { path.as_str() };
+        let values = match (self.values, shown(a), shown(b)) {
+            (true, Some(a), Some(b)) => format!(" {a}→{b}"),
+            _ => String::new(),
+        };
+        self.out.push(format!("{at}{values}"));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    fn changed_paths(a: &Value, b: &Value, values: bool) -> Vec<String> {
+        super::changed_paths(&a.to_string(), &b.to_string(), values)
+    }
 
     #[test]
     fn names_the_changed_fields_only() {
@@ -132,5 +157,24 @@ mod tests {
         let paths = changed_paths(&a, &Value::Object(b), true);
         assert_eq!(paths.len(), MAX_PATHS + 1);
         assert_eq!(paths[MAX_PATHS], "… and 68 more");
+    }
+
+    #[test]
+    fn members_added_removed_escaped_and_deep() {
+        let a = json!({"metadata": {"annotations": {"x~y": "1"}}, "spec": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 1}}}}}}}}});
+        let b = json!({"metadata": {"annotations": {"x~y": "2", "new": true}}, "spec": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 2}}}}}}}}, "status": {"ready": 1}});
+        assert_eq!(
+            changed_paths(&a, &b, true),
+            [
+                "/metadata/annotations/new none→true",
+                "/metadata/annotations/x~0y \"1\"→\"2\"",
+                "/spec/a/b/c/d/e/f/g",
+                "/status"
+            ]
+        );
+        // An explicit null and an absent member are the same.
+        assert!(changed_paths(&json!({"a": null}), &json!({}), true).is_empty());
+        // Text that is not JSON names the root, never panics.
+        assert_eq!(super::changed_paths("{", "{}", true), ["/"]);
     }
 }

@@ -9,7 +9,7 @@
 use crate::cluster::CachedObject;
 use crate::contract::Reason;
 use crate::ledger::TriggerRecord;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The most triggers kept per queued key (the newest); the rest are only counted.
 pub(crate) const MAX_TRIGGERS: usize = 8;
@@ -27,6 +27,9 @@ pub(crate) struct Trigger {
     pub after: Option<Arc<CachedObject>>,
     /// The changed object's kind (`Secret`: its values are never recorded), when a change.
     pub kind: Option<String>,
+    /// The fields the change changed, computed once for every plugin it queues (shared by
+    /// their triggers) and only when a ledger records one.
+    pub changed: Arc<OnceLock<Vec<String>>>,
 }
 
 impl Trigger {
@@ -38,6 +41,7 @@ impl Trigger {
             before: None,
             after: None,
             kind: None,
+            changed: Arc::default(),
         }
     }
 
@@ -56,14 +60,11 @@ impl Trigger {
     /// owner's).
     fn record(&self) -> TriggerRecord {
         let values = self.kind.as_deref().is_some_and(|k| k != "Secret");
-        let parse = |o: &Arc<CachedObject>| serde_json::from_str::<serde_json::Value>(&o.json).ok();
         let changed = match (&self.before, &self.after) {
-            (Some(before), Some(after)) => match (parse(before), parse(after)) {
-                (Some(before), Some(after)) => {
-                    crate::ledger::changed_paths(&before, &after, values)
-                }
-                _ => Vec::new(),
-            },
+            (Some(before), Some(after)) => self
+                .changed
+                .get_or_init(|| crate::ledger::changed_paths(&before.json, &after.json, values))
+                .clone(),
             _ => Vec::new(),
         };
         // Who wrote the version that queued it (an addition's creator, a change's writer).
@@ -155,6 +156,7 @@ mod tests {
             before: Some(object(kind, "b2xk", "1")),
             after: Some(object(kind, "bmV3", "2")),
             kind: Some(kind.to_string()),
+            changed: Arc::default(),
         };
         let secret = change("Secret").kept(true).record.unwrap();
         assert_eq!(secret.changed, ["/data/password"]);
