@@ -6,11 +6,13 @@ pub mod access;
 pub mod cache;
 pub mod fetch;
 pub mod keys;
+pub mod pull_error;
 pub mod reference;
 pub mod registry;
 pub mod signature;
 pub mod transfer;
 pub mod verification;
 
+pub use pull_error::{LayoutError, PullError};
 pub use reference::OciRef;
 pub use registry::{Registries, RegistryArgs};

@@ -2,6 +2,7 @@
 //! `oci-wasm` do); pull accepts it and Kubewarden's layout, and refuses anything else (a
 //! container image, an index, two wasm layers) naming what it found.
 
+use super::pull_error::{LayoutError, PullError};
 use super::reference::OciRef;
 use super::registry::Registries;
 use anyhow::{Context, bail};
@@ -43,17 +44,20 @@ pub struct Pulled {
 }
 
 /// The one wasm layer a manifest names: its digest (hex) and size.
-pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
-    let m: Value = serde_json::from_slice(manifest).context("the manifest is not JSON")?;
+pub fn wasm_layer(manifest: &[u8]) -> Result<(String, u64), LayoutError> {
+    let invalid = |text: &str| LayoutError(text.to_string());
+    let m: Value =
+        serde_json::from_slice(manifest).map_err(|_| invalid("the manifest is not JSON"))?;
     let media = m.get("mediaType").and_then(Value::as_str).unwrap_or("");
     if media == OCI_INDEX || media == DOCKER_LIST || m.get("manifests").is_some() {
         let n = m
             .get("manifests")
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
-        bail!(
-            "found an image index ({media}) of {n} manifests, not a wasm module: push the module itself (kubeplug push)"
-        );
+        return Err(LayoutError(format!(
+            "found an image index ({}) of {n} manifests, not a wasm module: push the module itself (kubeplug push)",
+            media_type_shown(media)
+        )));
     }
     let config = m
         .pointer("/config/mediaType")
@@ -62,7 +66,7 @@ pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
     let layers = m
         .get("layers")
         .and_then(Value::as_array)
-        .context("the manifest has no layers")?;
+        .ok_or_else(|| invalid("the manifest has no layers"))?;
     let types: Vec<&str> = layers
         .iter()
         .map(|l| l.get("mediaType").and_then(Value::as_str).unwrap_or("none"))
@@ -83,35 +87,38 @@ pub fn wasm_layer(manifest: &[u8]) -> anyhow::Result<(String, u64)> {
     };
     let layer = match wasm.as_slice() {
         [one] => *one,
-        [] => bail!(
-            "no wasm layer ({CNCF_LAYER} or {KUBEWARDEN_LAYER}): found config {} and {} layer(s) [{}]{}",
-            media_type_shown(config),
-            types.len(),
-            shown(&types),
-            if config.contains("image.config") || config.contains("container.image") {
-                ": a container image, not a wasm module"
-            } else {
-                ""
-            }
-        ),
-        more => bail!(
-            "{} wasm layers, expected one: found [{}]",
-            more.len(),
-            shown(&types)
-        ),
+        [] => {
+            return Err(LayoutError(format!(
+                "no wasm layer ({CNCF_LAYER} or {KUBEWARDEN_LAYER}): found config {} and {} layer(s) [{}]{}",
+                media_type_shown(config),
+                types.len(),
+                shown(&types),
+                if config.contains("image.config") || config.contains("container.image") {
+                    ": a container image, not a wasm module"
+                } else {
+                    ""
+                }
+            )));
+        }
+        more => {
+            return Err(LayoutError(format!(
+                "{} wasm layers, expected one: found [{}]",
+                more.len(),
+                shown(&types)
+            )));
+        }
     };
     let digest = layer
         .get("digest")
         .and_then(Value::as_str)
-        .context("the wasm layer has no digest")?;
+        .ok_or_else(|| invalid("the wasm layer has no digest"))?;
     // The registry's text: not shown.
-    let hex = super::reference::parse_digest(digest).map_err(|_| {
-        anyhow::anyhow!("the wasm layer's digest is not sha256:<64 lower-case hex digits>")
-    })?;
+    let hex = super::reference::parse_digest(digest)
+        .map_err(|_| invalid("the wasm layer's digest is not sha256:<64 lower-case hex digits>"))?;
     let size = layer
         .get("size")
         .and_then(Value::as_u64)
-        .context("the wasm layer has no size")?;
+        .ok_or_else(|| invalid("the wasm layer has no size"))?;
     Ok((hex, size))
 }
 
@@ -134,7 +141,7 @@ fn media_type_shown(t: &str) -> &str {
 }
 
 /// Pulls the module `r` names with the credentials the registry flags give.
-pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
+pub async fn pull(reg: &Registries, r: &OciRef) -> Result<Pulled, PullError> {
     pull_with(reg, r, &reg.access()).await
 }
 
@@ -143,13 +150,12 @@ pub async fn pull(reg: &Registries, r: &OciRef) -> anyhow::Result<Pulled> {
 /// within the size limit), the blob streamed into the cache with the limit enforced as it
 /// arrives and its digest verified. A module already cached is not downloaded again; a
 /// pinned reference whose manifest was seen needs no request at all. Every read is
-/// bounded (see `fetch`); an error's chain holds a [`FetchError`](super::fetch::FetchError)
-/// where the registry was at fault.
+/// bounded (see `fetch`); the error says which step failed ([`PullError`]).
 pub async fn pull_with(
     reg: &Registries,
     r: &OciRef,
     access: &super::access::Access,
-) -> anyhow::Result<Pulled> {
+) -> Result<Pulled, PullError> {
     pull_inner(reg, r, access, true).await
 }
 
@@ -161,7 +167,7 @@ pub async fn pull_checked(
     reg: &Registries,
     r: &OciRef,
     access: &super::access::Access,
-) -> anyhow::Result<Pulled> {
+) -> Result<Pulled, PullError> {
     pull_inner(reg, r, access, false).await
 }
 
@@ -170,7 +176,7 @@ async fn pull_inner(
     r: &OciRef,
     access: &super::access::Access,
     cache_answers_pinned: bool,
-) -> anyhow::Result<Pulled> {
+) -> Result<Pulled, PullError> {
     if cache_answers_pinned
         && let Some(manifest_digest) = &r.digest
         && let Some(module_digest) = reg.cache.module_of_manifest(manifest_digest)
@@ -188,15 +194,23 @@ async fn pull_inner(
         .fetch
         .manifest(r, &manifest_reference(r), ACCEPTED, access)
         .await
-        .with_context(|| format!("pulling the manifest of {r}"))?;
+        .map_err(|source| PullError::Fetch {
+            what: format!("pulling the manifest of {r}"),
+            source,
+        })?;
     let manifest_digest = manifest.digest;
     let pinned = r.pinned(&manifest_digest);
-    let (module_digest, size) = wasm_layer(&manifest.bytes).with_context(|| format!("{pinned}"))?;
+    let (module_digest, size) =
+        wasm_layer(&manifest.bytes).map_err(|source| PullError::Layout {
+            image: pinned.to_string(),
+            source,
+        })?;
     if size > reg.max_module_bytes {
-        bail!(
-            "{pinned}: the wasm layer is {size} bytes, more than the {} MiB limit (--max-module-mib)",
-            reg.max_module_bytes >> 20
-        );
+        return Err(PullError::TooLarge {
+            image: pinned.to_string(),
+            size,
+            limit_mib: reg.max_module_bytes >> 20,
+        });
     }
     let (bytes, cached) = match reg.cache.module(&module_digest) {
         Some(bytes) => (bytes, true),
@@ -207,7 +221,10 @@ async fn pull_inner(
     };
     reg.cache
         .record_manifest(&manifest_digest, &module_digest)
-        .context("recording the manifest in the module cache")?;
+        .map_err(|source| PullError::Cache {
+            what: "recording the manifest in",
+            source,
+        })?;
     Ok(Pulled {
         pinned,
         manifest_digest,
@@ -231,11 +248,12 @@ async fn download(
     hex: &str,
     size: u64,
     access: &super::access::Access,
-) -> anyhow::Result<Vec<u8>> {
-    let mut temp = reg
-        .cache
-        .temp_file()
-        .context("writing to the module cache")?;
+) -> Result<Vec<u8>, PullError> {
+    let cache = |source| PullError::Cache {
+        what: "writing to",
+        source,
+    };
+    let mut temp = reg.cache.temp_file().map_err(cache)?;
     let mut bytes = Vec::with_capacity(size as usize);
     reg.fetch
         .blob(pinned, hex, size, access, |chunk| {
@@ -243,8 +261,11 @@ async fn download(
             temp.write_all(chunk)
         })
         .await
-        .with_context(|| format!("{pinned}: pulling the wasm layer"))?;
-    reg.cache.commit(temp, hex)?;
+        .map_err(|source| PullError::Fetch {
+            what: format!("{pinned}: pulling the wasm layer"),
+            source,
+        })?;
+    reg.cache.commit(temp, hex).map_err(cache)?;
     Ok(bytes)
 }
 

@@ -598,7 +598,7 @@ pub async fn pull_verified(
     args: &RegistryArgs,
 ) -> anyhow::Result<Pulled> {
     match config_of(args)? {
-        None => transfer::pull(reg, r).await,
+        None => Ok(transfer::pull(reg, r).await?),
         Some(config) => Ok(pull_with(reg, r, &config, &reg.access()).await?.0),
     }
 }

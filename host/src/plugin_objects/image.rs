@@ -21,7 +21,7 @@ use super::module::ImageModule;
 use super::refusal::{Reason, Refusal};
 use crate::oci::access::{Access, Reach};
 use crate::oci::fetch::FetchError;
-use crate::oci::{OciRef, Registries};
+use crate::oci::{OciRef, PullError, Registries};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use oci_client::secrets::RegistryAuth;
@@ -318,7 +318,7 @@ impl ImagePulls {
         } else {
             crate::oci::transfer::pull_checked(reg, &reference, &access).await
         }
-        .map_err(|e| refusal_of(&e))?;
+        .map_err(|e| refusal_of(&e.into()))?;
         Ok(PulledImage {
             pinned: pulled.pinned,
             module_digest: pulled.module_digest,
@@ -382,23 +382,26 @@ impl ImagePulls {
 
 /// A failed pull's reason: the registry unreachable or erring is retried soon
 /// (`PullFailed`); what the registry holds being wrong waits longer (`ImageInvalid`,
-/// `ModuleTooLarge`).
+/// `ModuleTooLarge`). The error's type decides, never its words.
 fn refusal_of(err: &anyhow::Error) -> Refusal {
     let message = format!("{err:#}");
+    let pull = err.chain().find_map(|e| e.downcast_ref::<PullError>());
     let fetch = err.chain().find_map(|e| e.downcast_ref::<FetchError>());
-    let reason = match fetch {
-        Some(f) if f.is_transient() => Reason::PullFailed,
-        // Not pushed yet, most often: retried with the same backoff as a registry error.
-        Some(FetchError::Status { status: 404, .. }) => Reason::PullFailed,
-        Some(FetchError::Auth { .. }) => Reason::PullFailed,
-        Some(FetchError::Refused { .. }) => Reason::ImageNotAllowed,
-        Some(FetchError::TooLarge {
-            what: "the blob", ..
-        }) => Reason::ModuleTooLarge,
-        Some(_) => Reason::ImageInvalid,
-        None if message.contains("--max-module-mib") => Reason::ModuleTooLarge,
-        None if message.contains("module cache") => Reason::PullFailed,
-        None => Reason::ImageInvalid,
+    let reason = match pull {
+        Some(PullError::TooLarge { .. }) => Reason::ModuleTooLarge,
+        Some(PullError::Cache { .. }) => Reason::PullFailed,
+        Some(PullError::Layout { .. }) => Reason::ImageInvalid,
+        Some(PullError::Fetch { .. }) | None => match fetch {
+            Some(f) if f.is_transient() => Reason::PullFailed,
+            // Not pushed yet, most often: retried with the same backoff as a registry error.
+            Some(FetchError::Status { status: 404, .. }) => Reason::PullFailed,
+            Some(FetchError::Auth { .. }) => Reason::PullFailed,
+            Some(FetchError::Refused { .. }) => Reason::ImageNotAllowed,
+            Some(FetchError::TooLarge {
+                what: "the blob", ..
+            }) => Reason::ModuleTooLarge,
+            Some(_) | None => Reason::ImageInvalid,
+        },
     };
     Refusal::new(reason, message)
 }
@@ -709,11 +712,24 @@ mod tests {
             code: None,
         });
         assert_eq!(refusal_of(&forbidden).reason, Reason::ImageInvalid);
-        let big = anyhow::anyhow!(
-            "the wasm layer is 9 bytes, more than the 1 MiB limit (--max-module-mib)"
-        );
+        let big = anyhow::Error::new(PullError::TooLarge {
+            image: "oci://r/x@sha256:00".into(),
+            size: 9,
+            limit_mib: 1,
+        });
         assert_eq!(refusal_of(&big).reason, Reason::ModuleTooLarge);
-        let image = anyhow::anyhow!("no wasm layer: a container image, not a wasm module");
+        let image = anyhow::Error::new(PullError::Layout {
+            image: "oci://r/x@sha256:00".into(),
+            source: crate::oci::transfer::wasm_layer(br#"{"layers": []}"#).unwrap_err(),
+        });
         assert_eq!(refusal_of(&image).reason, Reason::ImageInvalid);
+        let cache = anyhow::Error::new(PullError::Cache {
+            what: "writing to",
+            source: std::io::Error::other("disk full"),
+        });
+        assert_eq!(refusal_of(&cache).reason, Reason::PullFailed);
+        // The words no longer decide: a registry's message naming the flag is not a size.
+        let words = anyhow::anyhow!("the module cache --max-module-mib");
+        assert_eq!(refusal_of(&words).reason, Reason::ImageInvalid);
     }
 }
