@@ -89,7 +89,7 @@ pub fn request_target(action: &Action, scope: Scope) -> Result<Option<RequestTar
                 .as_deref()
                 .map(|s| names::subresource(s).map(|()| s.to_string()))
                 .transpose()
-                .map_err(|reason| unsafe_segment("subresource", reason))?;
+                .map_err(|reason| unsafe_segment("subresource", reason.to_string()))?;
             RequestTarget {
                 method: Method::Patch,
                 namespace: namespace_for(target, scope)?,

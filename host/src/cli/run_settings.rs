@@ -280,7 +280,7 @@ fn coordination(args: &RunArgs) -> Result<Option<CoordinationConfig>, SettingsEr
         None => host_namespace(args)?,
     };
     crate::contract::names::dns_label("namespace", &lease_namespace)
-        .map_err(|r| name_error("lease-namespace", r))?;
+        .map_err(|r| name_error("lease-namespace", r.into()))?;
     Ok(Some(CoordinationConfig {
         mode,
         lease_name: args.lease_name.clone(),
@@ -296,7 +296,8 @@ fn host_namespace(args: &RunArgs) -> Result<String, SettingsError> {
         Some(ns) => ns.clone(),
         None => pod_namespace().unwrap_or_else(|| "default".into()),
     };
-    crate::contract::names::dns_label("namespace", &ns).map_err(SettingsError::HostNamespace)?;
+    crate::contract::names::dns_label("namespace", &ns)
+        .map_err(|e| SettingsError::HostNamespace(e.into()))?;
     Ok(ns)
 }
 

@@ -71,7 +71,7 @@ impl KindRegistry {
         }
         if let Err(why) = names::api_version(&kind.api_version).and(names::kind(&kind.kind)) {
             return Err(kube::Error::Discovery(DiscoveryError::InvalidGroupVersion(
-                why,
+                why.to_string(),
             )));
         }
         let gvk = GroupVersionKind::gvk(kind.group(), kind.version(), &kind.kind);

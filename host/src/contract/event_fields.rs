@@ -17,18 +17,32 @@ pub const NOTE_CUT_MARKER: &str = " …[truncated]";
 /// Checks an Event's `reason` or `action` (named by `field`): 1 to 128 ASCII letters and
 /// digits, starting with an upper-case letter (CamelCase, as Kubernetes components write
 /// them, e.g. `ImagePinned`).
-pub fn check_camel_case(field: &str, value: &str) -> Result<(), String> {
+pub fn check_camel_case(field: &'static str, value: &str) -> Result<(), EventFieldError> {
     let ok = value.len() <= MAX_REASON_CHARS
         && value.starts_with(|c: char| c.is_ascii_uppercase())
         && value.bytes().all(|b| b.is_ascii_alphanumeric());
     if ok {
         return Ok(());
     }
-    Err(format!(
-        "event {field} {:?} ({} bytes) must be CamelCase: 1 to {MAX_REASON_CHARS} ASCII letters and digits starting with an upper-case letter",
-        shown(value),
-        value.len()
-    ))
+    Err(EventFieldError {
+        field,
+        value: format!("{:?}", shown(value)),
+        bytes: value.len(),
+    })
+}
+
+/// An Event's reason or action that is not CamelCase (the value shown capped and escaped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "event {field} {value} ({bytes} bytes) must be CamelCase: 1 to {MAX_REASON_CHARS} ASCII letters and digits starting with an upper-case letter"
+)]
+pub struct EventFieldError {
+    /// `reason` or `action`.
+    pub field: &'static str,
+    /// The value as shown.
+    pub value: String,
+    /// Its length.
+    pub bytes: usize,
 }
 
 /// The note sent for `message`: at most [`MAX_NOTE_BYTES`], ending in
@@ -68,7 +82,7 @@ mod tests {
     #[test]
     fn a_huge_reason_is_refused_without_repeating_it() {
         let huge = "A".repeat(1 << 20);
-        let err = check_camel_case("reason", &huge).unwrap_err();
+        let err = check_camel_case("reason", &huge).unwrap_err().to_string();
         assert!(err.len() < 2048, "error is {} bytes", err.len());
         assert!(err.contains("1048576 bytes"), "{err}");
     }

@@ -48,21 +48,81 @@ fn is_kind(s: &str) -> bool {
     names::kind(s).is_ok()
 }
 
+/// Why a plugin's metadata was refused (a refused value shown capped and escaped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// More owned kinds than [`MAX_OWNED_KINDS`].
+    #[error("declares {count} owned kinds, more than the limit of {MAX_OWNED_KINDS}")]
+    TooManyOwnedKinds {
+        /// How many it declared.
+        count: usize,
+    },
+    /// A name that is not a DNS label.
+    #[error(
+        "plugin name {value} ({bytes} bytes) must be a DNS label: 1-{MAX_PLUGIN_NAME_BYTES} characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+    )]
+    Name {
+        /// The name as shown.
+        value: String,
+        /// Its length.
+        bytes: usize,
+    },
+    /// An empty, long or unprintable version.
+    #[error(
+        "version {value} ({bytes} bytes) must be 1-{MAX_VERSION_BYTES} bytes without spaces or control characters"
+    )]
+    Version {
+        /// The version as shown.
+        value: String,
+        /// Its length.
+        bytes: usize,
+    },
+    /// A declared kind whose apiVersion is not `version` or `group/version`.
+    #[error(
+        "{role}: apiVersion {value} ({bytes} bytes) must be `version` or `group/version` (a DNS subdomain and a lower-case version, at most {MAX_API_VERSION_BYTES} bytes)"
+    )]
+    ApiVersion {
+        /// Where it was declared (`reconciled kind`, `owned kind 3`).
+        role: String,
+        /// The apiVersion as shown.
+        value: String,
+        /// Its length.
+        bytes: usize,
+    },
+    /// A declared kind whose name is not a kind name.
+    #[error(
+        "{role}: kind {value} ({bytes} bytes) must be 1-{MAX_KIND_BYTES} ASCII letters and digits, starting with a letter"
+    )]
+    Kind {
+        /// Where it was declared.
+        role: String,
+        /// The kind as shown.
+        value: String,
+        /// Its length.
+        bytes: usize,
+    },
+}
+
+/// `value` as an error shows it: its first [`SHOWN`] bytes, escaped and quoted.
+fn quoted(value: &str) -> String {
+    format!("{:?}", shown_max(value, SHOWN))
+}
+
 /// Checks one declared kind; `role` says where it was declared.
-fn check_kind(role: &str, k: &KindRef) -> Result<(), String> {
+fn check_kind(role: &str, k: &KindRef) -> Result<(), MetadataError> {
     if !is_api_version(&k.api_version) {
-        return Err(format!(
-            "{role}: apiVersion {:?} ({} bytes) must be `version` or `group/version` (a DNS subdomain and a lower-case version, at most {MAX_API_VERSION_BYTES} bytes)",
-            shown_max(&k.api_version, SHOWN),
-            k.api_version.len()
-        ));
+        return Err(MetadataError::ApiVersion {
+            role: role.to_string(),
+            value: quoted(&k.api_version),
+            bytes: k.api_version.len(),
+        });
     }
     if !is_kind(&k.kind) {
-        return Err(format!(
-            "{role}: kind {:?} ({} bytes) must be 1-{MAX_KIND_BYTES} ASCII letters and digits, starting with a letter",
-            shown_max(&k.kind, SHOWN),
-            k.kind.len()
-        ));
+        return Err(MetadataError::Kind {
+            role: role.to_string(),
+            value: quoted(&k.kind),
+            bytes: k.kind.len(),
+        });
     }
     Ok(())
 }
@@ -70,11 +130,9 @@ fn check_kind(role: &str, k: &KindRef) -> Result<(), String> {
 impl PluginMetadata {
     /// Refuses more than [`MAX_OWNED_KINDS`] owned kinds; checked first, on the count
     /// alone, before the kinds are converted or compared with anything.
-    pub fn check_owned_count(count: usize) -> Result<(), String> {
+    pub fn check_owned_count(count: usize) -> Result<(), MetadataError> {
         if count > MAX_OWNED_KINDS {
-            return Err(format!(
-                "declares {count} owned kinds, more than the limit of {MAX_OWNED_KINDS}"
-            ));
+            return Err(MetadataError::TooManyOwnedKinds { count });
         }
         Ok(())
     }
@@ -82,14 +140,13 @@ impl PluginMetadata {
     /// Checks what the host relies on, sizes first: a DNS-label name, a short printable
     /// version, at most [`MAX_OWNED_KINDS`] owned kinds, well-formed kinds. Errors show at
     /// most a short, escaped prefix of a refused value.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), MetadataError> {
         Self::check_owned_count(self.owns.len())?;
         if !is_dns_label(&self.name) {
-            return Err(format!(
-                "plugin name {:?} ({} bytes) must be a DNS label: 1-{MAX_PLUGIN_NAME_BYTES} characters of a-z, 0-9 and '-', starting and ending with a letter or digit",
-                shown_max(&self.name, SHOWN),
-                self.name.len()
-            ));
+            return Err(MetadataError::Name {
+                value: quoted(&self.name),
+                bytes: self.name.len(),
+            });
         }
         let version_ok = !self.version.is_empty()
             && self.version.len() <= MAX_VERSION_BYTES
@@ -98,11 +155,10 @@ impl PluginMetadata {
                 .chars()
                 .all(|c| c.is_ascii_graphic() || c.is_alphanumeric());
         if !version_ok {
-            return Err(format!(
-                "version {:?} ({} bytes) must be 1-{MAX_VERSION_BYTES} bytes without spaces or control characters",
-                shown_max(&self.version, SHOWN),
-                self.version.len()
-            ));
+            return Err(MetadataError::Version {
+                value: quoted(&self.version),
+                bytes: self.version.len(),
+            });
         }
         check_kind("reconciled kind", &self.reconciles)?;
         for (i, k) in self.owns.iter().enumerate() {
@@ -139,25 +195,34 @@ mod tests {
         let mut m = meta();
         // Every kind is malformed: were they looked at, the error would be about a kind.
         m.owns = vec![KindRef::new("", "\n"); 100_000];
-        let err = m.validate().unwrap_err();
+        let err = m.validate().unwrap_err().to_string();
         assert_eq!(
             err,
             "declares 100000 owned kinds, more than the limit of 16"
         );
         m.owns.truncate(MAX_OWNED_KINDS);
-        assert!(m.validate().unwrap_err().starts_with("owned kind 0: "));
+        assert!(
+            m.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("owned kind 0: ")
+        );
+        assert!(matches!(
+            m.validate(),
+            Err(MetadataError::ApiVersion { role, bytes: 0, .. }) if role == "owned kind 0"
+        ));
     }
 
     #[test]
     fn huge_names_and_versions_are_refused_without_being_repeated() {
         let mut m = meta();
         m.name = "a".repeat(10 << 20);
-        let err = m.validate().unwrap_err();
+        let err = m.validate().unwrap_err().to_string();
         assert!(err.len() < 400, "{} bytes", err.len());
         assert!(err.contains("(10485760 bytes)"), "{err}");
         let mut m = meta();
         m.version = "1".repeat(40 << 20);
-        let err = m.validate().unwrap_err();
+        let err = m.validate().unwrap_err().to_string();
         assert!(err.len() < 400 && err.contains("41943040 bytes"), "{err}");
         m.version = "1".repeat(MAX_VERSION_BYTES);
         assert_eq!(m.validate(), Ok(()));
@@ -173,7 +238,7 @@ mod tests {
         for bad in ["", "1.0 beta", "1.0\n2026 ERROR forged", "\u{1b}[31m"] {
             let mut m = meta();
             m.version = bad.into();
-            let err = m.validate().unwrap_err();
+            let err = m.validate().unwrap_err().to_string();
             assert!(!err.contains('\n') && !err.contains('\u{1b}'), "{err}");
         }
     }
@@ -193,7 +258,7 @@ mod tests {
         ] {
             let mut m = meta();
             m.reconciles = KindRef::new(api_version, kind);
-            let err = m.validate().unwrap_err();
+            let err = m.validate().unwrap_err().to_string();
             assert!(err.starts_with("reconciled kind: "), "{err}");
             assert!(!err.contains('\u{1b}'), "{err}");
         }

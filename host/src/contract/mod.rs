@@ -17,12 +17,12 @@ pub(crate) mod validate;
 pub use action::{ACTION_NAMES, Action, Effect, EventType, LogLevel, PatchType, WriteVerb};
 pub use metadata::{
     MAX_API_VERSION_BYTES, MAX_KIND_BYTES, MAX_OWNED_KINDS, MAX_PLUGIN_NAME_BYTES,
-    MAX_VERSION_BYTES, PluginMetadata,
+    MAX_VERSION_BYTES, MetadataError, PluginMetadata,
 };
 pub use object_ref::{KindRef, ObjectRef, Scope};
 pub use objects::{NoObjects, ObjectSource};
 pub use request::{Reason, ReconcileRequest};
-pub use validate::{OutputLimits, OutputViolation, validate_actions};
+pub use validate::{ActionFault, OutputLimits, OutputViolation, validate_actions};
 
 /// Every contract version this host can load, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.0"];

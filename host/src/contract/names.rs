@@ -29,28 +29,104 @@ const PATH_SEGMENT_NAMED: &[(&str, &str)] = &[
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
 ];
 
+/// Why a name was refused: the rule it broke, with the value as shown (capped and escaped,
+/// quoted), never the value itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Not a DNS-1123 label.
+    #[error(
+        "{what} {value} is not a DNS-1123 label (lowercase letters, digits and '-', at most {MAX_LABEL})"
+    )]
+    DnsLabel {
+        /// What the value is (`namespace`, `spec.namespaces.names`).
+        what: String,
+        /// The value as shown.
+        value: String,
+    },
+    /// Not a DNS-1123 subdomain.
+    #[error(
+        "{what} {value} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most {MAX_SUBDOMAIN})"
+    )]
+    DnsSubdomain {
+        /// What the value is.
+        what: String,
+        /// The value as shown.
+        value: String,
+    },
+    /// Not an object name of its kind.
+    #[error(
+        "name {value} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most {MAX_SUBDOMAIN}){}",
+        if *path_segment { " nor a path-segment name" } else { "" }
+    )]
+    ObjectName {
+        /// The value as shown.
+        value: String,
+        /// Whether the kind also takes path-segment names (the RBAC kinds).
+        path_segment: bool,
+    },
+    /// Not a `generateName` prefix.
+    #[error(
+        "generateName {value} is not a DNS-1123 subdomain prefix (lowercase letters, digits, '-' and '.', at most {})",
+        MAX_SUBDOMAIN - GENERATED_SUFFIX
+    )]
+    GenerateName {
+        /// The value as shown.
+        value: String,
+    },
+    /// Not a subresource a plugin may patch.
+    #[error("subresource {value} is not one of {SUBRESOURCES:?}")]
+    Subresource {
+        /// The value as shown.
+        value: String,
+    },
+    /// Not `version` or `group/version`.
+    #[error("apiVersion {value} is not `version` or `group/version`")]
+    ApiVersion {
+        /// The value as shown.
+        value: String,
+    },
+    /// Not a kind name.
+    #[error("kind {value} is not a kind name (ASCII letters and digits, at most {MAX_KIND})")]
+    Kind {
+        /// The value as shown.
+        value: String,
+    },
+}
+
+/// The checks' callers that report in text take the message.
+impl From<NameError> for String {
+    fn from(err: NameError) -> String {
+        err.to_string()
+    }
+}
+
+/// `value` as an error shows it: capped, escaped, quoted.
+fn quoted(value: &str) -> String {
+    format!("{:?}", shown(value))
+}
+
 /// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or
 /// digit, at most 63 bytes.
-pub fn dns_label(what: &str, value: &str) -> Result<(), String> {
+pub fn dns_label(what: &str, value: &str) -> Result<(), NameError> {
     if is_dns_label(value) {
         Ok(())
     } else {
-        Err(format!(
-            "{what} {:?} is not a DNS-1123 label (lowercase letters, digits and '-', at most {MAX_LABEL})",
-            shown(value)
-        ))
+        Err(NameError::DnsLabel {
+            what: what.to_string(),
+            value: quoted(value),
+        })
     }
 }
 
 /// A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 bytes.
-pub fn dns_subdomain(what: &str, value: &str) -> Result<(), String> {
+pub fn dns_subdomain(what: &str, value: &str) -> Result<(), NameError> {
     if is_dns_subdomain(value) {
         Ok(())
     } else {
-        Err(format!(
-            "{what} {:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most {MAX_SUBDOMAIN})",
-            shown(value)
-        ))
+        Err(NameError::DnsSubdomain {
+            what: what.to_string(),
+            value: quoted(value),
+        })
     }
 }
 
@@ -68,7 +144,7 @@ fn is_path_segment_name(value: &str) -> bool {
 
 /// An object name of `group`/`kind`: a DNS-1123 subdomain, or for the RBAC kinds a
 /// path-segment name.
-pub fn object_name(group: &str, kind: &str, value: &str) -> Result<(), String> {
+pub fn object_name(group: &str, kind: &str, value: &str) -> Result<(), NameError> {
     if is_dns_subdomain(value) {
         return Ok(());
     }
@@ -76,21 +152,16 @@ pub fn object_name(group: &str, kind: &str, value: &str) -> Result<(), String> {
     if relaxed && is_path_segment_name(value) {
         return Ok(());
     }
-    Err(format!(
-        "name {:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most {MAX_SUBDOMAIN}){}",
-        shown(value),
-        if relaxed {
-            " nor a path-segment name"
-        } else {
-            ""
-        }
-    ))
+    Err(NameError::ObjectName {
+        value: quoted(value),
+        path_segment: relaxed,
+    })
 }
 
 /// A `generateName` prefix: what the API server appends 5 characters to must stay a
 /// DNS-1123 subdomain, so lowercase letters, digits, `-` and `.`, starting with a letter or
 /// digit, at most 248 bytes.
-pub fn generate_name(value: &str) -> Result<(), String> {
+pub fn generate_name(value: &str) -> Result<(), NameError> {
     let ok = !value.is_empty()
         && value.len() <= MAX_SUBDOMAIN - GENERATED_SUFFIX
         && value.starts_with(lower_alnum)
@@ -101,23 +172,20 @@ pub fn generate_name(value: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "generateName {:?} is not a DNS-1123 subdomain prefix (lowercase letters, digits, '-' and '.', at most {})",
-            shown(value),
-            MAX_SUBDOMAIN - GENERATED_SUFFIX
-        ))
+        Err(NameError::GenerateName {
+            value: quoted(value),
+        })
     }
 }
 
 /// A subresource from [`SUBRESOURCES`].
-pub fn subresource(value: &str) -> Result<(), String> {
+pub fn subresource(value: &str) -> Result<(), NameError> {
     if SUBRESOURCES.contains(&value) {
         Ok(())
     } else {
-        Err(format!(
-            "subresource {:?} is not one of {SUBRESOURCES:?}",
-            shown(value)
-        ))
+        Err(NameError::Subresource {
+            value: quoted(value),
+        })
     }
 }
 
@@ -133,7 +201,7 @@ fn is_version(value: &str) -> bool {
 
 /// An apiVersion: `version` (the core group) or `group/version`, the group a DNS-1123
 /// subdomain. It names a discovery URL, so nothing else is accepted.
-pub fn api_version(value: &str) -> Result<(), String> {
+pub fn api_version(value: &str) -> Result<(), NameError> {
     let ok = match value.split_once('/') {
         None => is_version(value),
         Some((group, version)) => is_dns_subdomain(group) && is_version(version),
@@ -141,16 +209,15 @@ pub fn api_version(value: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "apiVersion {:?} is not `version` or `group/version`",
-            shown(value)
-        ))
+        Err(NameError::ApiVersion {
+            value: quoted(value),
+        })
     }
 }
 
 /// A kind: an ASCII letter, then letters and digits (`Deployment`, `ClusterRole`), at most
 /// 63 bytes.
-pub fn kind(value: &str) -> Result<(), String> {
+pub fn kind(value: &str) -> Result<(), NameError> {
     let ok = !value.is_empty()
         && value.len() <= MAX_KIND
         && value.starts_with(|c: char| c.is_ascii_alphabetic())
@@ -158,10 +225,9 @@ pub fn kind(value: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "kind {:?} is not a kind name (ASCII letters and digits, at most {MAX_KIND})",
-            shown(value)
-        ))
+        Err(NameError::Kind {
+            value: quoted(value),
+        })
     }
 }
 
@@ -242,13 +308,17 @@ mod tests {
         assert_eq!(label_fault("A"), Some(LabelFault::Char('A')));
         assert_eq!(label_fault("-a"), Some(LabelFault::Edge));
         assert_eq!(label_fault("a-"), Some(LabelFault::Edge));
-        let err = dns_label("namespace", &"a".repeat(MAX_LABEL + 1)).unwrap_err();
+        let err = dns_label("namespace", &"a".repeat(MAX_LABEL + 1))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("at most 63"), "{err}");
         let at_cap = format!("{}.{}", "a".repeat(126), "b".repeat(126));
         assert_eq!(at_cap.len(), MAX_SUBDOMAIN);
         assert!(is_dns_subdomain(&at_cap));
         assert!(!is_dns_subdomain(&format!("{at_cap}c")));
-        let err = dns_subdomain("group", &format!("{at_cap}c")).unwrap_err();
+        let err = dns_subdomain("group", &format!("{at_cap}c"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("at most 253"), "{err}");
         for bad in ["", ".", "a..b", "a.-b", "a-.b", "A.b", "a_b"] {
             assert!(!is_dns_subdomain(bad), "{bad:?}");
@@ -300,7 +370,9 @@ mod tests {
     #[test]
     fn errors_show_a_capped_escaped_value() {
         let huge = format!("x\n{}", "y".repeat(10 << 20));
-        let err = object_name("apps", "Deployment", &huge).unwrap_err();
+        let err = object_name("apps", "Deployment", &huge)
+            .unwrap_err()
+            .to_string();
         assert!(err.len() < 4096, "{}", err.len());
         assert!(err.contains("x\\ny") && !err.contains('\n'), "{err}");
     }

@@ -1,7 +1,9 @@
 //! Checks on what a plugin returns, before anything else looks at it: bounded in number and
 //! size, patch bodies and manifests valid JSON of the right shape, references complete.
 
-use super::{Action, ObjectRef, names};
+use super::event_fields::EventFieldError;
+use super::names::{self, NameError};
+use super::{Action, ObjectRef};
 use serde_json::Value;
 
 /// Bounds on one call's output.
@@ -49,8 +51,46 @@ pub enum OutputViolation {
         /// Its verb.
         action: &'static str,
         /// What is wrong with it.
-        reason: String,
+        reason: ActionFault,
     },
+}
+
+/// What is wrong with one action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionFault {
+    /// A JSON text it carries does not parse.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// A name, namespace, kind, apiVersion or subresource Kubernetes would refuse.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// An Event's reason or action that is not CamelCase.
+    #[error(transparent)]
+    EventField(#[from] EventFieldError),
+    /// An empty namespace where cluster-scoped objects omit it.
+    #[error("empty {0} (omit it for cluster-scoped objects)")]
+    EmptyNamespace(&'static str),
+    /// A manifest that is not a JSON object, or whose metadata is not one.
+    #[error("{0} must be a JSON object")]
+    NotAnObject(&'static str),
+    /// A manifest field that must be a string.
+    #[error("{0} must be a string")]
+    NotAString(String),
+    /// A manifest without apiVersion or kind.
+    #[error("a manifest needs apiVersion and kind")]
+    NoKind,
+    /// A manifest without a name or generateName.
+    #[error("a manifest needs metadata.name or metadata.generateName")]
+    NoName,
+    /// A patch body naming another object than its target.
+    #[error("the body's metadata.{0} is not the target's {0}")]
+    OtherObject(&'static str),
+    /// A JSON patch that is not a list of operations.
+    #[error("a JSON patch must be an array of operations")]
+    JsonPatchNotArray,
+    /// A merge or strategic patch that is not an object.
+    #[error("a patch body must be a JSON object")]
+    PatchNotObject,
 }
 
 /// Parses a JSON text an action carries, naming the action when it is not JSON.
@@ -62,7 +102,7 @@ pub(crate) fn parse_json(
     serde_json::from_str(text).map_err(|e| OutputViolation::Invalid {
         index,
         action,
-        reason: format!("invalid JSON: {e}"),
+        reason: ActionFault::Json(e.to_string()),
     })
 }
 
@@ -86,54 +126,51 @@ pub fn validate_actions(actions: &[Action], limits: OutputLimits) -> Result<(), 
 
 /// A reference's apiVersion, kind, namespace and name, as Kubernetes accepts them: each of
 /// them ends up in a URL (discovery, the object's path), so nothing else gets through.
-fn check_ref(r: &ObjectRef) -> Result<(), String> {
+fn check_ref(r: &ObjectRef) -> Result<(), ActionFault> {
     check_kind(&r.api_version, &r.kind)?;
     if let Some(ns) = &r.namespace {
         if ns.is_empty() {
-            return Err("empty namespace (omit it for cluster-scoped objects)".into());
+            return Err(ActionFault::EmptyNamespace("namespace"));
         }
         names::dns_label("namespace", ns)?;
     }
     let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    names::object_name(group, &r.kind, &r.name)
+    Ok(names::object_name(group, &r.kind, &r.name)?)
 }
 
-fn check_kind(api_version: &str, kind: &str) -> Result<(), String> {
+fn check_kind(api_version: &str, kind: &str) -> Result<(), NameError> {
     names::api_version(api_version)?;
     names::kind(kind)
 }
 
 /// A string field of a manifest: absent, or a string.
-fn manifest_str<'a>(manifest: &'a Value, pointer: &str) -> Result<Option<&'a str>, String> {
+fn manifest_str<'a>(manifest: &'a Value, pointer: &str) -> Result<Option<&'a str>, ActionFault> {
     match manifest.pointer(pointer) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!(
-            "{} must be a string",
-            &pointer[1..].replace('/', ".")
-        )),
+        Some(_) => Err(ActionFault::NotAString(pointer[1..].replace('/', "."))),
     }
 }
 
 /// A manifest to create: an object with apiVersion, kind and metadata.name or
 /// metadata.generateName, all as Kubernetes accepts them.
-fn check_manifest(manifest: &Value) -> Result<(), String> {
+fn check_manifest(manifest: &Value) -> Result<(), ActionFault> {
     if !manifest.is_object() {
-        return Err("a manifest must be a JSON object".into());
+        return Err(ActionFault::NotAnObject("a manifest"));
     }
     if manifest.get("metadata").is_some_and(|m| !m.is_object()) {
-        return Err("metadata must be an object".into());
+        return Err(ActionFault::NotAnObject("metadata"));
     }
     let api_version = manifest_str(manifest, "/apiVersion")?.unwrap_or("");
     let kind = manifest_str(manifest, "/kind")?.unwrap_or("");
     if api_version.is_empty() || kind.is_empty() {
-        return Err("a manifest needs apiVersion and kind".into());
+        return Err(ActionFault::NoKind);
     }
     check_kind(api_version, kind)?;
     let name = manifest_str(manifest, "/metadata/name")?;
     let generate = manifest_str(manifest, "/metadata/generateName")?;
     if name.unwrap_or("").is_empty() && generate.unwrap_or("").is_empty() {
-        return Err("a manifest needs metadata.name or metadata.generateName".into());
+        return Err(ActionFault::NoName);
     }
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     if let Some(name) = name.filter(|n| !n.is_empty()) {
@@ -144,7 +181,7 @@ fn check_manifest(manifest: &Value) -> Result<(), String> {
     }
     if let Some(ns) = manifest_str(manifest, "/metadata/namespace")? {
         if ns.is_empty() {
-            return Err("empty metadata.namespace (omit it for cluster-scoped objects)".into());
+            return Err(ActionFault::EmptyNamespace("metadata.namespace"));
         }
         names::dns_label("metadata.namespace", ns)?;
     }
@@ -153,24 +190,24 @@ fn check_manifest(manifest: &Value) -> Result<(), String> {
 
 /// A patch body may not name another object than its target: `metadata.name` and
 /// `metadata.namespace`, where the body sets them, are the target's.
-fn check_body_names(target: &ObjectRef, body: &Value) -> Result<(), String> {
+fn check_body_names(target: &ObjectRef, body: &Value) -> Result<(), ActionFault> {
     let Some(metadata) = body.get("metadata") else {
         return Ok(());
     };
     if let Some(name) = metadata.get("name")
         && name.as_str() != Some(target.name.as_str())
     {
-        return Err("the body's metadata.name is not the target's name".into());
+        return Err(ActionFault::OtherObject("name"));
     }
     if let Some(ns) = metadata.get("namespace")
         && ns.as_str() != target.namespace.as_deref()
     {
-        return Err("the body's metadata.namespace is not the target's namespace".into());
+        return Err(ActionFault::OtherObject("namespace"));
     }
     Ok(())
 }
 
-fn check_action(action: &Action) -> Result<(), String> {
+fn check_action(action: &Action) -> Result<(), ActionFault> {
     match action {
         Action::Patch {
             target,
@@ -184,11 +221,9 @@ fn check_action(action: &Action) -> Result<(), String> {
             }
             match (patch_type, body) {
                 (super::PatchType::Json, Value::Array(_)) => Ok(()),
-                (super::PatchType::Json, _) => {
-                    Err("a JSON patch must be an array of operations".into())
-                }
+                (super::PatchType::Json, _) => Err(ActionFault::JsonPatchNotArray),
                 (_, Value::Object(_)) => check_body_names(target, body),
-                _ => Err("a patch body must be a JSON object".into()),
+                _ => Err(ActionFault::PatchNotObject),
             }
         }
         Action::Create { manifest } => check_manifest(manifest),
@@ -201,7 +236,10 @@ fn check_action(action: &Action) -> Result<(), String> {
         } => {
             check_ref(regarding)?;
             super::event_fields::check_camel_case("reason", reason)?;
-            super::event_fields::check_camel_case("action", event_action)
+            Ok(super::event_fields::check_camel_case(
+                "action",
+                event_action,
+            )?)
         }
         Action::Log { .. } | Action::RequeueAfter { .. } => Ok(()),
     }
@@ -277,7 +315,10 @@ mod tests {
             Err(OutputViolation::Invalid {
                 index: 0,
                 action: "delete",
-                ..
+                reason: ActionFault::Name(NameError::ObjectName {
+                    path_segment: false,
+                    ..
+                }),
             })
         ));
     }

@@ -126,7 +126,7 @@ pub enum LoadError {
         /// Where the bytes came from.
         origin: String,
         /// What is wrong with it (plugin text in it is already escaped).
-        message: String,
+        message: crate::contract::MetadataError,
     },
     /// The engine, its linkers or its epoch ticker could not be set up (a host problem).
     #[error("cannot set up the plugin engine: {source}")]
