@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubeplug::controller::{Controller, ControllerConfig, PluginInstance};
-use kubeplug::plugin::Limits;
+use kubeplug::plugin::CallLimits;
 use kubeplug::policy::{Decision, Policy};
 use kubeplug_sim::{ErrorFault, FaultState, Faults, Sim};
 use serde_json::json;
@@ -291,10 +291,7 @@ async fn failing_plugins_do_not_hold_up_others_and_back_off() -> Result {
             .with_policy(Policy::trusted()),
     ];
     let config = ControllerConfig {
-        limits: Limits {
-            timeout: Duration::from_millis(150),
-            ..Limits::default()
-        },
+        limits: CallLimits::default().with_timeout_ms(150)?,
         ..fast_config()
     };
     let started = Instant::now();
@@ -1043,10 +1040,7 @@ async fn a_tenant_spending_every_call_budget_leaves_another_its_share_of_sandbox
     let config = ControllerConfig {
         workers: 4,
         max_calls: 2,
-        limits: Limits {
-            timeout: Duration::from_millis(300),
-            ..Limits::default()
-        },
+        limits: CallLimits::default().with_timeout_ms(300)?,
         ..fast_config()
     };
     let controller = Controller::start(client.clone(), config, instances).await?;

@@ -9,7 +9,7 @@ use crate::coordination::{
     CoordinationConfig, LeaseTimings, Mode, check_identity, check_member_lease_name,
     default_identity,
 };
-use crate::plugin::Limits;
+use crate::plugin::CallLimits;
 use crate::plugin_objects::ObjectSourceConfig;
 use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
 use std::time::Duration;
@@ -143,7 +143,7 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
             rate_limit,
             ..QueueConfig::default()
         },
-        limits: Limits::from(call_limits),
+        limits: call_limits,
         resync: (args.resync_seconds > 0).then(|| Duration::from_secs(args.resync_seconds)),
         streaming_lists: args.streaming_lists,
         watch_timeout: Duration::from_secs(watch_timeout),
@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn the_defaults_are_valid() {
         let s = parse(&[]).unwrap();
-        assert_eq!(s.controller.limits, Limits::default());
+        assert_eq!(s.controller.limits, CallLimits::default());
         assert_eq!(s.controller.queue.rate_limit, RateLimitConfig::default());
         assert_eq!(s.controller.workers, ControllerConfig::default().workers);
         assert_eq!(s.shutdown_timeout, Duration::from_secs(10));

@@ -5,7 +5,7 @@ use crate::cluster::DEFAULT_WATCH_TIMEOUT;
 use crate::coordination::Gate;
 use crate::ledger::Ledger;
 use crate::metrics::MetricsRegistry;
-use crate::plugin::Limits;
+use crate::plugin::CallLimits;
 use crate::policy::AuditSink;
 use crate::queue::QueueConfig;
 use std::time::Duration;
@@ -27,8 +27,9 @@ pub struct ControllerConfig {
     pub max_calls: usize,
     /// Workqueue rate limiting.
     pub queue: QueueConfig,
-    /// Per-call limits of every plugin.
-    pub limits: Limits,
+    /// Per-call limits of every plugin, as checked (a policy may lower or raise them within
+    /// the same caps).
+    pub limits: CallLimits,
     /// Re-enqueue every cached key this often; `None` disables resyncs.
     pub resync: Option<Duration>,
     /// Whether watches fill their caches from streaming lists (`sendInitialEvents`) rather
@@ -69,7 +70,7 @@ impl Default for ControllerConfig {
             max_writes_in_flight: DEFAULT_MAX_WRITES_IN_FLIGHT,
             max_calls: crate::plugin::RuntimeConfig::default().max_sandboxes as usize,
             queue: QueueConfig::default(),
-            limits: Limits::default(),
+            limits: CallLimits::default(),
             resync: None,
             streaming_lists: false,
             watch_timeout: DEFAULT_WATCH_TIMEOUT,

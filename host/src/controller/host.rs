@@ -203,7 +203,7 @@ impl Controller {
             &self.inner.watches,
             name,
             instance,
-            self.inner.config.limits,
+            crate::plugin::Limits::from(self.inner.config.limits),
             previous,
         )
         .await

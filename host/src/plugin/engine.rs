@@ -21,6 +21,13 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 /// Bytes of a linear memory kept resident (reset in place) when its slot is reused.
 const KEEP_RESIDENT: usize = 8 << 20;
 
+/// The pool's memory slot: the most any checked limit grants ([`MAX_MEMORY_MIB`]), never a
+/// configured cap that could differ from it (a limit the pool cannot honour is refused when
+/// it is checked, not lowered when it is used).
+///
+/// [`MAX_MEMORY_MIB`]: super::MAX_MEMORY_MIB
+const MAX_MEMORY_BYTES: usize = (super::limits::MAX_MEMORY_MIB as usize) << 20;
+
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -31,9 +38,6 @@ pub struct RuntimeConfig {
     /// Sandboxes that may exist at once across all plugins: the pooling allocator's slots
     /// (wasmtime counts them as component instances).
     pub max_sandboxes: u32,
-    /// The largest memory any plugin may be granted; per-call limits are at most this
-    /// (by default [`MAX_MEMORY_MIB`](super::MAX_MEMORY_MIB), which checked limits never exceed).
-    pub max_memory_bytes: usize,
     /// Each plugin's log rate (across its calls) into the host log.
     pub log_rate: LogRateConfig,
 }
@@ -44,7 +48,6 @@ impl Default for RuntimeConfig {
             cache_dir: super::compile_cache::default_cache_dir(),
             epoch_tick: Duration::from_millis(5),
             max_sandboxes: 128,
-            max_memory_bytes: (super::limits::MAX_MEMORY_MIB as usize) << 20,
             log_rate: LogRateConfig::default(),
         }
     }
@@ -95,7 +98,7 @@ pub(super) fn build_engine(config: &RuntimeConfig) -> Result<Engine, LoadError> 
         .total_memories(config.max_sandboxes * MAX_MEMORIES_PER_PLUGIN)
         .total_tables(config.max_sandboxes * MAX_TABLES_PER_PLUGIN)
         .total_stacks(config.max_sandboxes)
-        .max_memory_size(config.max_memory_bytes)
+        .max_memory_size(MAX_MEMORY_BYTES)
         // A fresh sandbox per call must not pay a page fault for every page it touches:
         // keep slots' pages resident and reset only the dirty ones (PAGEMAP_SCAN on Linux
         // 6.7+, memset of the low addresses otherwise).
@@ -264,7 +267,6 @@ impl PluginRuntime {
             metadata,
             digest,
             cache_outcome,
-            max_memory: self.config.max_memory_bytes,
             log_rate,
             retries: self.instantiate_retries.clone(),
         }))

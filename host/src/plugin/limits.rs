@@ -27,8 +27,8 @@ pub const DEFAULT_MEMORY_MIB: u64 = 64;
 /// Time limit of one plugin call unless configured, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
 /// The most memory the runtime gives one call's sandbox, in MiB: the size of a slot of the
-/// pooling allocator ([`RuntimeConfig::max_memory_bytes`](super::RuntimeConfig) by default).
-/// A larger limit could never be used, so it is refused rather than lowered.
+/// pooling allocator, which is built from this constant alone. A larger limit could never be
+/// used, so it is refused rather than lowered.
 pub const MAX_MEMORY_MIB: u64 = 1024;
 /// The longest plugin call the host allows, in milliseconds (ten minutes).
 pub const MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
@@ -259,12 +259,6 @@ mod tests {
                     .starts_with("0 is not between 1 and")
             );
         }
-    }
-
-    #[test]
-    fn the_memory_cap_is_the_runtimes() {
-        let runtime = super::super::RuntimeConfig::default().max_memory_bytes;
-        assert_eq!((MAX_MEMORY_MIB as usize) << 20, runtime);
     }
 
     #[test]

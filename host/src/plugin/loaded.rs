@@ -71,7 +71,6 @@ pub struct Plugin {
     pub(super) name: Arc<str>,
     pub(super) digest: String,
     pub(super) cache_outcome: CacheOutcome,
-    pub(super) max_memory: usize,
     /// The plugin's log rate, shared by all its calls.
     pub(super) log_rate: Arc<LogRate>,
     /// The runtime's count of instantiations retried after a transient OS error.
@@ -135,7 +134,7 @@ impl Plugin {
 
     /// Reconciles one key in a fresh sandbox. Never panics and never hangs past the limit.
     pub async fn reconcile(&self, request: &ReconcileRequest, ctx: &CallContext) -> CallReport {
-        let limits = self.clamp(ctx.limits);
+        let limits = ctx.limits;
         let clock = CallClock::start(limits.timeout);
         let key = request.target.key();
         let who = CallIdentity {
@@ -169,11 +168,6 @@ impl Plugin {
     /// The name a call's output is logged under: the instance's, else the declared one.
     pub(super) fn log_name(&self, ctx: &CallContext) -> Arc<str> {
         ctx.instance.clone().unwrap_or_else(|| self.name.clone())
-    }
-
-    pub(super) fn clamp(&self, mut limits: Limits) -> Limits {
-        limits.memory_bytes = limits.memory_bytes.min(self.max_memory);
-        limits
     }
 
     /// Calls the metadata export once, in the same sandbox as reconciles (and the same log

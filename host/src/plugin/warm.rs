@@ -26,7 +26,7 @@ pub struct WarmSandbox {
 impl Plugin {
     /// Instantiates the plugin once, for repeated calls with the same limits and objects.
     pub async fn warm(&self, ctx: &CallContext) -> Result<WarmSandbox, CallError> {
-        let limits = self.clamp(ctx.limits);
+        let limits = ctx.limits;
         let name = self.log_name(ctx);
         // Instantiation runs guest code: it gets a call's time of its own.
         let mut store = call::new_store(
