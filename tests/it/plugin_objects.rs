@@ -6,7 +6,7 @@
 use crate::common::{self, cluster::*};
 use anyhow::{Context, Result};
 use kubeplug::app::{Host, HostConfig};
-use kubeplug::plugin_objects::ObjectSourceConfig;
+use kubeplug::plugin_objects::PluginObjectsConfig;
 use kubeplug_sim::Sim;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -87,11 +87,11 @@ async fn start_with(rbac: bool, configure: impl FnOnce(&mut HostConfig)) -> Resu
 fn host_config() -> HostConfig {
     HostConfig {
         plugins: None,
-        objects: Some(ObjectSourceConfig {
+        objects: Some(PluginObjectsConfig {
             resync: Duration::from_millis(500),
             crd_poll: Duration::from_millis(100),
             counts_every: Duration::from_millis(500),
-            ..ObjectSourceConfig::default()
+            ..PluginObjectsConfig::default()
         }),
         policies: PathBuf::new(),
         watch: false,

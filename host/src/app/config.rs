@@ -17,7 +17,7 @@ pub struct HostConfig {
     pub policies: PathBuf,
     /// Run `Plugin` objects (bounded by `PluginPolicy` objects) once the API server serves
     /// their CRDs (`None`: not followed).
-    pub objects: Option<crate::plugin_objects::ObjectSourceConfig>,
+    pub objects: Option<crate::plugin_objects::PluginObjectsConfig>,
     /// Follow file events (hot reload); without, only a rescan (SIGHUP) reloads.
     pub watch: bool,
     /// Quiet time after a file event before rescanning.

@@ -11,7 +11,7 @@ use crate::controller::{Controller, Drain};
 use crate::coordination::Coordinator;
 use crate::metrics::MetricsRegistry;
 use crate::plugin::{PluginRuntime, RuntimeConfig};
-use crate::plugin_objects::{ObjectSource, ObjectSourceConfig, ObjectSourceTask};
+use crate::plugin_objects::{PluginObjects, PluginObjectsConfig, PluginObjectsTask};
 use crate::policy::AuditSink;
 use crate::reload::{ReloadConfig, ReloadError, Reloader, WatchTask};
 use crate::server::{Server, ServerState};
@@ -30,7 +30,7 @@ pub struct Host {
     /// Follows file events while held (`None` with `watch: false`, or when watching failed).
     _watch: Option<WatchTask>,
     /// Follows `Plugin` and `PluginPolicy` objects while held.
-    _objects: Option<ObjectSourceTask>,
+    _objects: Option<PluginObjectsTask>,
     /// Whether there is a plugins directory to rescan.
     has_files: bool,
     /// Leader election or sharding, when replicas coordinate.
@@ -88,13 +88,13 @@ impl Host {
         }
         let mut plugin_statuses = None;
         let objects = config.objects.map(|objects| {
-            let source = ObjectSource::new(
+            let source = PluginObjects::new(
                 client,
                 runtime,
                 controller.clone(),
                 gate,
                 audit.clone(),
-                ObjectSourceConfig {
+                PluginObjectsConfig {
                     identity,
                     ..objects
                 },

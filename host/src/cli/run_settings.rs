@@ -10,7 +10,7 @@ use crate::coordination::{
     default_identity,
 };
 use crate::plugin::CallLimits;
-use crate::plugin_objects::ObjectSourceConfig;
+use crate::plugin_objects::PluginObjectsConfig;
 use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
 use std::time::Duration;
 
@@ -182,13 +182,13 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
             .clone()
             .or_else(|| args.plugins.clone())
             .unwrap_or_default(),
-        objects: args.plugin_objects.then(|| ObjectSourceConfig {
+        objects: args.plugin_objects.then(|| PluginObjectsConfig {
             max_module_bytes,
             max_plugins,
             max_plugins_per_namespace,
             image_poll: Duration::from_secs(image_poll),
             host_namespace: host_namespace.clone(),
-            ..ObjectSourceConfig::default()
+            ..PluginObjectsConfig::default()
         }),
         watch: args.watch,
         debounce: Duration::from_millis(debounce_ms),

@@ -31,7 +31,7 @@ pub use records::{MAX_RECORD_BYTES, RECORD_KIND, RECORD_LABEL};
 pub use refusal::{Reason, Refusal};
 pub use slots::default_per_namespace;
 pub use source::{
-    DEFAULT_MAX_PLUGINS, ObjectSource, ObjectSourceConfig, ObjectSourceTask, plugin_resource,
+    DEFAULT_MAX_PLUGINS, PluginObjects, PluginObjectsConfig, PluginObjectsTask, plugin_resource,
     policy_resource,
 };
 pub use spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION};

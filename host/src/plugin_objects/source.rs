@@ -49,7 +49,7 @@ pub const DEFAULT_MAX_PLUGINS: usize = 256;
 
 /// How the API source behaves.
 #[derive(Debug, Clone)]
-pub struct ObjectSourceConfig {
+pub struct PluginObjectsConfig {
     /// The largest module accepted, in bytes.
     pub max_module_bytes: usize,
     /// A pass at least this often (namespace labels, counts in status).
@@ -84,9 +84,9 @@ pub struct ObjectSourceConfig {
     pub host_namespace: String,
 }
 
-impl Default for ObjectSourceConfig {
+impl Default for PluginObjectsConfig {
     fn default() -> Self {
-        ObjectSourceConfig {
+        PluginObjectsConfig {
             max_module_bytes: super::module::DEFAULT_MAX_MODULE_BYTES,
             resync: Duration::from_secs(30),
             crd_poll: Duration::from_secs(10),
@@ -344,7 +344,7 @@ struct Inner {
     kinds: KindRegistry,
     controller: Controller,
     gate: Gate,
-    config: ObjectSourceConfig,
+    config: PluginObjectsConfig,
     wake: Arc<Notify>,
     /// The images Plugins name, pulled in the background.
     images: Option<Arc<ImagePulls>>,
@@ -367,18 +367,20 @@ struct Inner {
     records: RecordStore,
 }
 
-/// The API source; clones share it.
+/// The plugins of the cluster's Plugin objects (the API source of plugins, beside the
+/// plugins directory; not to be confused with [`crate::contract::ObjectSource`], what a
+/// plugin reads); clones share it.
 #[derive(Clone)]
-pub struct ObjectSource {
+pub struct PluginObjects {
     inner: Arc<Inner>,
 }
 
 /// The source's background tasks; dropping it stops them.
-pub struct ObjectSourceTask {
+pub struct PluginObjectsTask {
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
-impl Drop for ObjectSourceTask {
+impl Drop for PluginObjectsTask {
     fn drop(&mut self) {
         for t in lock(&self.tasks).drain(..) {
             t.abort();
@@ -390,7 +392,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl ObjectSource {
+impl PluginObjects {
     /// A source driving `controller`'s object-backed instances; `gate` says which objects'
     /// status this replica writes.
     pub fn new(
@@ -399,7 +401,7 @@ impl ObjectSource {
         controller: Controller,
         gate: Gate,
         audit: AuditSink,
-        config: ObjectSourceConfig,
+        config: PluginObjectsConfig,
     ) -> Self {
         let wake = Arc::new(Notify::new());
         let records = RecordStore::new(client.clone(), &config.host_namespace);
@@ -408,7 +410,7 @@ impl ObjectSource {
             .clone()
             .map(|r| ImagePulls::new(r, client.clone(), config.image_poll, wake.clone()));
         let compiles = Compiles::new(runtime.clone(), wake.clone(), config.max_compiles);
-        ObjectSource {
+        PluginObjects {
             inner: Arc::new(Inner {
                 reviewer: Arc::new(KubeAccessReviewer::new(client.clone(), config.access_ttl)),
                 kinds: KindRegistry::new(client.clone()),
@@ -438,13 +440,13 @@ impl ObjectSource {
     }
 
     /// Starts following: waits until the CRDs are served, then watches and applies.
-    pub fn start(&self) -> ObjectSourceTask {
+    pub fn start(&self) -> PluginObjectsTask {
         let tasks = Arc::new(Mutex::new(Vec::new()));
         let me = self.clone();
         let inner_tasks = tasks.clone();
         let main = tokio::spawn(async move { me.run(inner_tasks).await });
         lock(&tasks).push(main);
-        ObjectSourceTask { tasks }
+        PluginObjectsTask { tasks }
     }
 
     async fn run(self, tasks: Arc<Mutex<Vec<JoinHandle<()>>>>) {
