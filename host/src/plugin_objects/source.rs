@@ -23,12 +23,12 @@ use super::status::{
 use super::statuses::PluginStatuses;
 use super::truth::{note_forgery, write_status};
 use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer, ObjKey};
-use crate::controller::{Applied, Controller, InstanceName, PluginInstance};
+use crate::controller::{Applied, Controller, InstanceName};
 use crate::coordination::{Gate, Pass, Scope, WhileHeld, Withheld, count_withheld};
 use crate::plugin::{CallError, LoadError, Plugin, PluginRuntime};
 use crate::policy::{AuditRecord, AuditSink, Decision, Mode, Policy};
-use crate::reload::plan::plan;
-use crate::reload::state::{FailedStart, PolicyContent, Runnable, Running};
+use crate::reload::applier::{Applier, Desired, Version};
+use crate::reload::state::{PolicyContent, Target};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -178,6 +178,31 @@ struct Good {
     generation: i64,
 }
 
+/// The shadow instance of Plugin instance `name`: its candidate revision `new`, in dry-run
+/// (its actions audited, never sent); starting it queues the live instance's keys again, so
+/// both decide on the same keys.
+fn shadow_of(
+    name: &InstanceName,
+    new: &Resolved,
+    candidate: &(String, String),
+) -> Desired<ObjectOrigin> {
+    let mut policy = new.policy.clone();
+    policy.mode = Mode::DryRun;
+    Desired {
+        name: name.shadow(),
+        origin: new.origin.clone(),
+        version: Some(Version {
+            target: Target {
+                plugin: candidate.0.clone(),
+                policy: PolicyContent::Granted(candidate.1.clone()),
+            },
+            plugin: new.plugin.clone(),
+            policy: Box::new(move || Ok(policy)),
+            requeue_on_start: Some(name.clone()),
+        }),
+    }
+}
+
 /// The previous revision `good` under the policies that apply now (a policy that no longer
 /// grants its request stops it), as its ServiceAccount (whose rights it must still have).
 async fn regrant(
@@ -306,10 +331,11 @@ type Fetched = (Option<String>, Result<String, Refusal>);
 
 #[derive(Default)]
 struct State {
-    running: HashMap<String, Running<ObjectOrigin>>,
+    /// What runs from the Plugin objects (live and shadow revisions), and which starts
+    /// failed.
+    applier: Applier<ObjectOrigin>,
     /// The generation and grant each running instance was started from.
     running_info: HashMap<String, RunningRevision>,
-    failed: HashMap<String, FailedStart>,
     last_good: HashMap<String, Good>,
     /// Candidates in shadow, by the live instance's name.
     shadows: HashMap<String, ShadowRun>,
@@ -617,16 +643,18 @@ impl PluginObjects {
 
     /// Shadow rollouts: a Plugin whose live revision runs and whose new revision resolved
     /// differently, with `spec.rollout.shadow`, runs the new one in dry-run beside the live
-    /// one until the comparison says promote (the planner then swaps) or hold.
+    /// one until the comparison says promote (the planner then swaps) or hold. Returns the
+    /// shadow instances wanted, for the applier to run.
     async fn roll_out(
         &self,
         state: &mut State,
         entries: &mut [Entry],
         in_force: &[(String, ClusterPolicySpec)],
         labels: &mut HashMap<String, BTreeMap<String, String>>,
-    ) {
+    ) -> Vec<Desired<ObjectOrigin>> {
         let inner = &*self.inner;
         let mut wanted: HashSet<String> = HashSet::new();
+        let mut shadows = Vec::new();
         for entry in entries.iter_mut() {
             let (Ok(name), Ok(new)) = (&entry.instance, &entry.outcome) else {
                 continue;
@@ -635,7 +663,11 @@ impl PluginObjects {
                 continue;
             };
             let candidate = (new.plugin.digest().to_string(), new.grant_digest.clone());
-            let live_target = state.running.get(name.as_str()).map(|r| r.target.clone());
+            let live_target = state
+                .applier
+                .running()
+                .get(name.as_str())
+                .map(|r| r.target.clone());
             let Some(good) = state
                 .last_good
                 .get(name.as_str())
@@ -663,16 +695,7 @@ impl PluginObjects {
                 .get(name.as_str())
                 .is_none_or(|s| s.candidate != candidate);
             if fresh {
-                let mut policy = new.policy.clone();
-                policy.mode = Mode::DryRun;
-                let shadow = PluginInstance::new(new.plugin.clone(), name.shadow(), None)
-                    .with_policy(policy);
-                if let Err(err) = inner.controller.upsert(shadow).await {
-                    tracing::warn!(plugin = %name, "cannot start the shadow revision: {err}");
-                    continue;
-                }
                 lock(&inner.comparisons).insert(name.to_string(), Comparison::default());
-                inner.controller.requeue(name.as_str());
                 state.shadows.insert(
                     name.to_string(),
                     ShadowRun {
@@ -697,6 +720,7 @@ impl PluginObjects {
                 }
                 Verdict::Continue => {
                     wanted.insert(name.to_string());
+                    shadows.push(shadow_of(name, new, &candidate));
                     let message = format!(
                         "generation {generation} runs in shadow beside the live revision: {} keys compared, {} differing",
                         cmp.compared(),
@@ -709,6 +733,7 @@ impl PluginObjects {
                 }
                 Verdict::Hold(why) => {
                     wanted.insert(name.to_string());
+                    shadows.push(shadow_of(name, new, &candidate));
                     let report = cmp.report("Held", &candidate.0, generation, &why);
                     if state
                         .rollouts
@@ -730,17 +755,17 @@ impl PluginObjects {
             .filter(|n| !wanted.contains(*n))
             .cloned()
             .collect();
+        // The applier stops their instances: they are not in the desired set.
         for name in stale {
             state.shadows.remove(&name);
             lock(&inner.comparisons).remove(&name);
-            inner.controller.remove(&format!("{name}@shadow")).await;
-            tracing::info!(record = "reload", result = "removed", plugin = %format!("{name}@shadow"), "shadow revision stopped");
         }
         for entry in entries.iter_mut() {
             if let (None, Ok(name)) = (&entry.rollout, &entry.instance) {
                 entry.rollout = state.rollouts.get(name.as_str()).cloned();
             }
         }
+        shadows
     }
 
     /// One pass over every Plugin and PluginPolicy.
@@ -834,106 +859,88 @@ impl PluginObjects {
         if let Some(images) = &inner.images {
             images.retain(&referenced.images);
         }
-        self.roll_out(&mut state, &mut entries, &in_force, &mut labels)
+        let mut desired = self
+            .roll_out(&mut state, &mut entries, &in_force, &mut labels)
             .await;
 
-        // Plan and apply, as the reloader does for files.
-        let contents: Vec<PolicyContent> = entries
-            .iter()
-            .map(|e| {
-                PolicyContent::Granted(e.runs().map(|r| r.grant_digest.clone()).unwrap_or_default())
-            })
-            .collect();
-        let runnable = entries.iter().zip(&contents).filter_map(|(e, content)| {
+        // What runs live: each Plugin's revision to run (the current spec's, or the previous
+        // one's while the current cannot run or is in shadow); the applier starts, swaps and
+        // stops instances to match, as it does for the plugins directory.
+        for e in &entries {
             let (Ok(name), Some(r)) = (&e.instance, e.runs()) else {
-                return None;
-            };
-            Some(Runnable {
-                name: name.clone(),
-                file: &r.origin,
-                plugin: r.plugin.digest(),
-                policy: Some(content),
-            })
-        });
-        let planned = plan(runnable, &state.running, &state.failed, false);
-        for start in planned.start {
-            let name = start.name.to_string();
-            let Some(r) = entries
-                .iter()
-                .find(|e| e.instance.as_ref().is_ok_and(|n| *n == start.name))
-                .and_then(Entry::runs)
-            else {
                 continue;
             };
-            let instance = PluginInstance::new(r.plugin.clone(), start.name.clone(), None)
-                .with_policy(r.policy.clone());
-            match inner.controller.upsert(instance).await {
-                Ok(applied) => {
-                    let result = match applied {
-                        Applied::Started => "started",
-                        Applied::Updated => "updated",
-                        Applied::Restarted => "restarted",
-                    };
-                    tracing::info!(record = "reload", result, plugin = %name, digest = %r.plugin.digest(), "Plugin object runs");
-                    state.failed.remove(&name);
-                    state.running.insert(
-                        name.clone(),
-                        Running {
-                            file: start.file,
-                            target: start.target,
-                        },
-                    );
-                    let m = r.plugin.metadata();
-                    state.running_info.insert(
-                        name.clone(),
-                        RunningRevision {
-                            digest: r.plugin.digest().to_string(),
-                            image: r.image.clone(),
-                            generation: r.generation,
-                            declared: (
-                                m.name.clone(),
-                                m.version.clone(),
-                                r.plugin.contract_version().to_string(),
-                            ),
-                            mode: r.policy.mode,
-                            grant: r.grant_summary.clone(),
-                            policies: r.policies.clone(),
-                        },
-                    );
-                    state.last_good.insert(
-                        name.clone(),
-                        Good {
-                            origin: r.origin.clone(),
-                            spec: r.spec.clone(),
-                            plugin: r.plugin.clone(),
-                            image: r.image.clone(),
-                            generation: r.generation,
-                        },
-                    );
-                }
-                Err(err) => {
-                    tracing::warn!(record = "reload", result = "failed", plugin = %name, "Plugin object not started: {err}");
-                    state.failed.insert(
-                        name,
-                        FailedStart {
-                            target: start.target,
-                            error: err.to_string(),
-                        },
-                    );
-                }
-            }
+            let policy = r.policy.clone();
+            desired.push(Desired {
+                name: name.clone(),
+                origin: r.origin.clone(),
+                version: Some(Version {
+                    target: Target {
+                        plugin: r.plugin.digest().to_string(),
+                        policy: PolicyContent::Granted(r.grant_digest.clone()),
+                    },
+                    plugin: r.plugin.clone(),
+                    policy: Box::new(move || Ok(policy)),
+                    requeue_on_start: None,
+                }),
+            });
         }
-        for name in planned.stop {
-            inner.controller.remove(&name).await;
-            state.running.remove(&name);
+        let keep: HashSet<String> = desired.iter().map(|d| d.name.to_string()).collect();
+        let changes = state.applier.apply(&inner.controller, desired, false).await;
+        for (name, applied) in changes.started {
+            let result = match applied {
+                Applied::Started => "started",
+                Applied::Updated => "updated",
+                Applied::Restarted => "restarted",
+            };
+            let Some(r) = entries
+                .iter()
+                .find(|e| e.instance.as_ref().is_ok_and(|n| n.as_str() == name))
+                .and_then(Entry::runs)
+            else {
+                tracing::info!(record = "reload", result, plugin = %name, "shadow revision runs");
+                continue;
+            };
+            tracing::info!(record = "reload", result, plugin = %name, digest = %r.plugin.digest(), "Plugin object runs");
+            let m = r.plugin.metadata();
+            state.running_info.insert(
+                name.clone(),
+                RunningRevision {
+                    digest: r.plugin.digest().to_string(),
+                    image: r.image.clone(),
+                    generation: r.generation,
+                    declared: (
+                        m.name.clone(),
+                        m.version.clone(),
+                        r.plugin.contract_version().to_string(),
+                    ),
+                    mode: r.policy.mode,
+                    grant: r.grant_summary.clone(),
+                    policies: r.policies.clone(),
+                },
+            );
+            state.last_good.insert(
+                name,
+                Good {
+                    origin: r.origin.clone(),
+                    spec: r.spec.clone(),
+                    plugin: r.plugin.clone(),
+                    image: r.image.clone(),
+                    generation: r.generation,
+                },
+            );
+        }
+        for (name, error) in changes.failed {
+            tracing::warn!(record = "reload", result = "failed", plugin = %name, "Plugin object not started: {error}");
+        }
+        for name in changes.removed {
             state.running_info.remove(&name);
             state.last_good.remove(&name);
             state.rollouts.remove(&name);
             tracing::info!(record = "reload", result = "removed", plugin = %name, "Plugin object stopped");
         }
-        state.failed.retain(|n, _| planned.keep.contains(n));
         lock(&inner.denials)
-            .retain(|n, _| planned.keep.contains(n) || state.running.contains_key(n));
+            .retain(|n, _| keep.contains(n) || state.applier.running().contains_key(n));
         self.prune(&mut state);
 
         // Status and Events, from the replica that owns each object.
@@ -1248,7 +1255,8 @@ impl PluginObjects {
     /// Drops fetched and compiled modules nothing runs or asks for.
     fn prune(&self, state: &mut State) {
         let used: HashSet<String> = state
-            .running
+            .applier
+            .running()
             .values()
             .map(|r| r.target.plugin.clone())
             .chain(
@@ -1280,7 +1288,7 @@ impl PluginObjects {
             .map(|i| i.to_string())
             .unwrap_or_else(|| format!("{ns}/{name}"));
         let mut refusal = refusal.cloned();
-        if let (None, Some(f)) = (&refusal, state.failed.get(&key)) {
+        if let (None, Some(f)) = (&refusal, state.applier.failed().get(&key)) {
             refusal = Some(Refusal::new(Reason::StartRefused, f.error.clone()));
         }
         let running = state.running_info.get(&key).cloned();

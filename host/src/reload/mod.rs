@@ -8,6 +8,7 @@
 //! `<name>` under `<name>.policy.yaml`, whatever name its metadata declares (that name is
 //! only shown, as `declared`). A policy may pin the file's digest (`spec.plugin.sha256`).
 
+pub(crate) mod applier;
 mod config;
 mod error;
 mod events;

@@ -3,15 +3,15 @@
 //! it saw last, so an unchanged file costs a read and a hash, never a compile, a swap or a
 //! repeated error report.
 
+use super::applier::{Desired, Version};
 use super::config::ReloadConfig;
 use super::error::ReloadError;
 use super::events::DirEvents;
-use super::plan::{Plan, Start, plan};
 use super::report::{report, statuses};
 use super::scan::Scan;
-use super::state::{FailedStart, Running, State};
+use super::state::{State, Target};
 use super::status::{FileStatus, ReloadMetrics};
-use crate::controller::{Applied, Controller, PluginInstance};
+use crate::controller::{Applied, Controller};
 use crate::plugin::PluginRuntime;
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
@@ -127,83 +127,73 @@ impl Reloader {
             force,
         };
         scan.run(&mut state, &shared.runtime).await?;
-        let plan = plan(
-            state.runnable(),
-            &state.running,
-            &state.failed_starts,
-            force,
-        );
-        let mut summary = self.apply(&mut state, plan).await;
+        let desired = desired(&state);
+        let changes = state
+            .applier
+            .apply(&shared.controller, desired, force)
+            .await;
+        let mut summary = ScanSummary::default();
+        for (name, applied) in changes.started {
+            let (list, result) = match applied {
+                Applied::Started => (&mut summary.started, "started"),
+                Applied::Updated => (&mut summary.updated, "updated"),
+                Applied::Restarted => (&mut summary.updated, "restarted"),
+            };
+            shared.metrics.reloaded(&name, result);
+            list.push(name);
+        }
+        for name in changes.removed {
+            shared.metrics.reloaded(&name, "removed");
+            summary.removed.push(name);
+        }
+        let kept: HashSet<String> = state.runnable().map(|r| r.name.to_string()).collect();
+        state.policies.retain(|n, _| kept.contains(n));
 
         let fresh = statuses(&state);
         let mut status = lock(&shared.status);
         summary.failing = report(&status, &fresh, force, &shared.metrics);
         *status = fresh;
-        if state.running.is_empty() && !state.warned_idle {
+        if state.applier.running().is_empty() && !state.warned_idle {
             tracing::warn!(dir = %shared.config.plugins.display(), "no plugins loaded: nothing will be reconciled");
         }
-        state.warned_idle = state.running.is_empty();
+        state.warned_idle = state.applier.running().is_empty();
         Ok(summary)
     }
+}
 
-    /// Starts, swaps and stops instances as `plan` says; a start the policy or the
-    /// controller refuses is remembered with its target, and the running version (if any)
-    /// stays.
-    async fn apply(&self, state: &mut State, plan: Plan) -> ScanSummary {
-        let shared = &*self.shared;
-        let mut summary = ScanSummary::default();
-        for start in plan.start {
-            let Start {
-                name: instance_name,
-                file,
-                target,
-            } = start;
-            let name = instance_name.to_string();
-            let plugin = state.files.get(&file).and_then(|f| f.good.clone());
-            let policy = state.policies.get(&name).and_then(|p| p.good.clone());
-            let (Some(plugin), Some(policy)) = (plugin, policy) else {
-                continue;
+/// What the directory wants running: every plugin file with a version that loaded, under
+/// its policy file's last good state (none yet: it waits, or keeps what runs).
+fn desired(state: &State) -> Vec<Desired<PathBuf>> {
+    state
+        .runnable()
+        .map(|r| {
+            let file = &state.files[r.file];
+            let policy = state
+                .policies
+                .get(r.name.as_str())
+                .and_then(|p| p.good.clone());
+            let version = match (file.good.clone(), policy) {
+                (Some(plugin), Some(policy)) => {
+                    let name = r.name.to_string();
+                    Some(Version {
+                        target: Target {
+                            plugin: r.plugin.to_string(),
+                            policy: policy.content.clone(),
+                        },
+                        plugin,
+                        policy: Box::new(move || policy.policy(&name).map_err(|e| e.to_string())),
+                        requeue_on_start: None,
+                    })
+                }
+                _ => None,
             };
-            let instance = match policy.policy(&name) {
-                Ok(policy) => PluginInstance::new(plugin, instance_name, None).with_policy(policy),
-                Err(err) => {
-                    let error = err.to_string();
-                    state
-                        .failed_starts
-                        .insert(name, FailedStart { target, error });
-                    continue;
-                }
-            };
-            match shared.controller.upsert(instance).await {
-                Ok(applied) => {
-                    state.failed_starts.remove(&name);
-                    let (list, result) = match applied {
-                        Applied::Started => (&mut summary.started, "started"),
-                        Applied::Updated => (&mut summary.updated, "updated"),
-                        Applied::Restarted => (&mut summary.updated, "restarted"),
-                    };
-                    shared.metrics.reloaded(&name, result);
-                    list.push(name.clone());
-                    state.running.insert(name, Running { file, target });
-                }
-                Err(err) => {
-                    let error = err.to_string();
-                    state
-                        .failed_starts
-                        .insert(name, FailedStart { target, error });
-                }
+            Desired {
+                name: r.name,
+                origin: r.file.to_path_buf(),
+                version,
             }
-        }
-        for name in plan.stop {
-            shared.controller.remove(&name).await;
-            state.running.remove(&name);
-            shared.metrics.reloaded(&name, "removed");
-            summary.removed.push(name);
-        }
-        state.policies.retain(|n, _| plan.keep.contains(n));
-        state.failed_starts.retain(|n, _| plan.keep.contains(n));
-        summary
-    }
+        })
+        .collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -16,7 +16,7 @@ pub(crate) fn statuses(state: &State) -> BTreeMap<PathBuf, FileStatus> {
             let name = instance_name(path).ok();
             let running = name
                 .as_deref()
-                .and_then(|n| state.running.get(n).map(|r| (n, r)))
+                .and_then(|n| state.applier.running().get(n).map(|r| (n, r)))
                 .filter(|(_, r)| r.file == *path);
             // The instance this file stands for, once some version of it has loaded.
             let mine = name.as_deref().filter(|_| entry.good.is_some());
@@ -32,8 +32,8 @@ pub(crate) fn statuses(state: &State) -> BTreeMap<PathBuf, FileStatus> {
                 })
                 .or_else(|| {
                     let n = mine?;
-                    let failed = state.failed_starts.get(n)?;
-                    let runs = state.running.get(n).map(|r| &r.target);
+                    let failed = state.applier.failed().get(n)?;
+                    let runs = state.applier.running().get(n).map(|r| &r.target);
                     (runs != Some(&failed.target)).then(|| failed.error.clone())
                 });
             let status = FileStatus {

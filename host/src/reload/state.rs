@@ -3,6 +3,7 @@
 //! ([`scan`](super::scan)), plans from them ([`plan`](super::plan)), applies the plan to the
 //! controller and reports ([`report`](super::report)).
 
+use super::applier::Applier;
 use super::files::instance_name;
 use super::policies::PolicyEntry;
 use crate::controller::InstanceName;
@@ -72,10 +73,8 @@ pub(crate) struct State {
     pub files: BTreeMap<PathBuf, PluginFile>,
     /// The policy file of each instance that has a file, by instance name.
     pub policies: HashMap<String, PolicyEntry>,
-    /// What the controller runs, by instance name.
-    pub running: HashMap<String, Running>,
-    /// Starts that failed, by instance name.
-    pub failed_starts: HashMap<String, FailedStart>,
+    /// What the controller runs from the directory, and which starts failed.
+    pub applier: Applier<PathBuf>,
     /// Whether "no plugins loaded" was said since the last plugin stopped running.
     pub warned_idle: bool,
 }
