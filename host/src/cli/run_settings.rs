@@ -9,7 +9,6 @@ use crate::coordination::{
     CoordinationConfig, LeaseTimings, Mode, check_identity, check_member_lease_name,
     default_identity,
 };
-use crate::plugin::CallLimits;
 use crate::plugin_objects::PluginObjectsConfig;
 use crate::queue::{ConfigError, QueueConfig, RateLimitConfig};
 use std::time::Duration;
@@ -364,6 +363,7 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::CallLimits;
     use clap::Parser;
 
     fn parse(extra: &[&str]) -> Result<HostConfig, SettingsError> {

@@ -4,6 +4,11 @@
 //! swap or remove plugins. A file that fails keeps the last good version running and is
 //! reported once per distinct failure.
 //!
+//! Starting, swapping and stopping is the [`applier`]'s, for every source of plugins: the
+//! directory here, and the `Plugin` objects with their shadow revisions
+//! (`crate::plugin_objects`). Each source hands it the instances it wants; it alone tells the
+//! controller.
+//!
 //! Identity comes from the directory, not from the plugin: `<name>.wasm` runs as instance
 //! `<name>` under `<name>.policy.yaml`, whatever name its metadata declares (that name is
 //! only shown, as `declared`). A policy may pin the file's digest (`spec.plugin.sha256`).
