@@ -623,10 +623,7 @@ impl PluginObjects {
             };
             let name = call.plugin.name.as_str();
             let mut all = lock(&self.inner.comparisons);
-            let (live, is_shadow) = match name.strip_suffix("@shadow") {
-                Some(live) => (live, true),
-                None => (name, false),
-            };
+            let (live, is_shadow) = crate::worker::live_of(name);
             let Some(cmp) = all.get_mut(live) else {
                 continue;
             };

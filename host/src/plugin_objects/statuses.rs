@@ -15,7 +15,7 @@ pub struct PluginStatuses {
 impl PluginStatuses {
     /// The status of instance `name` (a shadow's is its Plugin's), if a Plugin has it.
     pub fn get(&self, name: &str) -> Option<Value> {
-        let name = name.strip_suffix("@shadow").unwrap_or(name);
+        let (name, _) = crate::worker::live_of(name);
         self.lock().get(name).cloned()
     }
 

@@ -134,7 +134,7 @@ const INSTANCE: &str = "a plugin instance name (a DNS-1123 label, or namespace/n
 /// `namespace/name` of two labels, at most 119 bytes (a `Plugin` object's), either one
 /// with `@shadow` after it (the instance running a candidate revision in shadow).
 pub fn is_instance_name(name: &str) -> bool {
-    let name = name.strip_suffix("@shadow").unwrap_or(name);
+    let (name, _) = crate::worker::live_of(name);
     match name.split_once('/') {
         None => is_dns_label(name),
         Some((ns, object)) => {

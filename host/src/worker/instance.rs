@@ -31,6 +31,18 @@ pub struct InstanceName(Arc<str>);
 #[error("{0}")]
 pub struct InvalidName(String);
 
+/// What a shadow instance's name ends with.
+pub const SHADOW_SUFFIX: &str = "@shadow";
+
+/// The live instance `name` stands for (itself, or the one a shadow instance shadows), and
+/// whether `name` is a shadow's.
+pub fn live_of(name: &str) -> (&str, bool) {
+    match name.strip_suffix(SHADOW_SUFFIX) {
+        Some(live) => (live, true),
+        None => (name, false),
+    }
+}
+
 impl InstanceName {
     /// Checks `name` and keeps it.
     pub fn parse(name: &str) -> Result<Self, InvalidName> {
@@ -75,12 +87,12 @@ impl InstanceName {
     /// The instance that runs this one's candidate revision in shadow (dry-run, beside it,
     /// on the same keys): `<name>@shadow`. No other instance name contains `@`.
     pub fn shadow(&self) -> InstanceName {
-        InstanceName(format!("{}@shadow", self.0).into())
+        InstanceName(format!("{}{SHADOW_SUFFIX}", self.0).into())
     }
 
     /// Whether this is a shadow instance.
     pub fn is_shadow(&self) -> bool {
-        self.0.ends_with("@shadow")
+        self.0.ends_with(SHADOW_SUFFIX)
     }
 
     /// The `Plugin` object this instance runs, as (namespace, name); `None` for a
@@ -170,6 +182,15 @@ impl PluginInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shadows_name_leads_back_to_its_live_instance() {
+        let live = InstanceName::object("team-a", "pinner").unwrap();
+        let shadow = live.shadow();
+        assert!(shadow.is_shadow() && !live.is_shadow());
+        assert_eq!(live_of(shadow.as_str()), ("team-a/pinner", true));
+        assert_eq!(live_of(live.as_str()), ("team-a/pinner", false));
+    }
 
     #[test]
     fn instance_names_are_dns_labels() {

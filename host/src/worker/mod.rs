@@ -16,7 +16,9 @@ mod set;
 mod trigger;
 
 pub use error::StartError;
-pub use instance::{InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance};
+pub use instance::{
+    InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance, SHADOW_SUFFIX, live_of,
+};
 pub use lifecycle::Drain;
 pub(crate) use lifecycle::Shared;
 pub use metrics::{ReconcileCounts, ReconcileMetrics};
