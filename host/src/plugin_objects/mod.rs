@@ -8,12 +8,17 @@
 mod compiles;
 mod events;
 mod fair_slots;
+mod follow;
 mod forgery;
 mod grant;
 mod image;
 mod module;
+mod pass_state;
 mod records;
 mod refusal;
+mod report;
+mod resolve;
+mod rollout;
 mod service_account;
 mod shadow;
 mod slots;

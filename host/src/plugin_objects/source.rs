@@ -5,42 +5,36 @@
 //! force), resolve each Plugin (module, digest pin, compile, effective grant), plan, apply,
 //! then write each object's status (and Events) from the one replica that owns it.
 
-use super::compiles::{Compiles, MAX_CONCURRENT_COMPILES, Progress};
-use super::events::{EventType, Regarding, record};
-use super::forgery::Marks;
-use super::grant::effective;
+use super::compiles::{Compiles, MAX_CONCURRENT_COMPILES};
 use super::image::ImagePulls;
-use super::module::{COMPILE_BURST, CompileBudget, ConfigMapModule, ImageModule, ModuleRef, fetch};
-use super::records::{Lookup, PluginRef, Record, RecordStore};
+use super::pass_state::Denials;
+use super::pass_state::{Entry, Good, State};
+use super::records::{PluginRef, RecordStore};
 use super::refusal::{Reason, Refusal};
-use super::service_account;
-use super::shadow::{Comparison, Verdict};
+use super::resolve::{Referenced, regrant, take_compiled};
+use super::shadow::Comparison;
 use super::slots::{Slots, default_per_namespace, holds_slot};
-use super::spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION, parse_spec};
-use super::status::{
-    Observation, RunningRevision, differs_beyond_counts, plugin_status, policy_status,
-};
+use super::spec::{ClusterPolicySpec, GROUP, VERSION, parse_spec};
+use super::status::{RunningRevision, differs_beyond_counts, policy_status};
 use super::statuses::PluginStatuses;
-use super::truth::{note_forgery, write_status};
-use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer, ObjKey};
+use super::truth::write_status;
+use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer};
 use crate::controller::{Applied, Controller, InstanceName};
-use crate::coordination::{Gate, Pass, Scope, WhileHeld, Withheld, count_withheld};
-use crate::plugin::{CallError, LoadError, Plugin, PluginRuntime};
-use crate::policy::{AuditRecord, AuditSink, Decision, Mode, Policy};
-use crate::reload::applier::{Applier, Desired, Version};
+use crate::coordination::{Gate, Pass, WhileHeld, Withheld, count_withheld};
+use crate::plugin::{LoadError, PluginRuntime};
+use crate::policy::AuditSink;
+use crate::reload::applier::{Desired, Version};
 use crate::reload::state::{PolicyContent, Target};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -117,280 +111,35 @@ pub fn policy_resource() -> ApiResource {
     )
 }
 
-/// Where an object-backed instance comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ObjectOrigin {
-    /// The Plugin's uid: a Plugin deleted and created again under its name is a new one.
-    uid: String,
-}
-
-/// What one Plugin resolved to in a pass: a revision to run, or why not.
-struct Resolved {
-    plugin: Arc<Plugin>,
-    /// The image it came from, pinned to the manifest's digest.
-    image: Option<String>,
-    /// The request it was granted from, and the Plugin's generation then.
-    spec: PluginObjectSpec,
-    generation: i64,
-    policy: Policy,
-    grant_digest: String,
-    grant_summary: String,
-    policies: Vec<String>,
-    origin: ObjectOrigin,
-}
-
-/// One Plugin in a pass: its instance name, what its current spec resolved to, and the
-/// previous revision re-granted when the current spec cannot run.
-struct Entry {
-    obj: Arc<DynamicObject>,
-    instance: Result<InstanceName, Refusal>,
-    outcome: Result<Resolved, Refusal>,
-    fallback: Option<Resolved>,
-    /// Why the current spec's revision, which resolved, does not run live yet (a rollout
-    /// in shadow, or held), and the rollout's report.
-    held: Option<Refusal>,
-    rollout: Option<Value>,
-}
-
-impl Entry {
-    /// The revision to run live: the current spec's, or the previous one's.
-    fn runs(&self) -> Option<&Resolved> {
-        match self.held {
-            Some(_) => self.fallback.as_ref(),
-            None => self.outcome.as_ref().ok().or(self.fallback.as_ref()),
-        }
-    }
-}
-
-/// A candidate revision running in shadow beside a Plugin's live one.
-struct ShadowRun {
-    /// Module digest and grant digest of the candidate.
-    candidate: (String, String),
-    started: Instant,
-}
-
-/// The last revision that started, kept to re-grant it while a newer spec cannot run.
-struct Good {
-    origin: ObjectOrigin,
-    spec: PluginObjectSpec,
-    plugin: Arc<Plugin>,
-    image: Option<String>,
-    generation: i64,
-}
-
-/// The shadow instance of Plugin instance `name`: its candidate revision `new`, in dry-run
-/// (its actions audited, never sent); starting it queues the live instance's keys again, so
-/// both decide on the same keys.
-fn shadow_of(
-    name: &InstanceName,
-    new: &Resolved,
-    candidate: &(String, String),
-) -> Desired<ObjectOrigin> {
-    let mut policy = new.policy.clone();
-    policy.mode = Mode::DryRun;
-    Desired {
-        name: name.shadow(),
-        origin: new.origin.clone(),
-        version: Some(Version {
-            target: Target {
-                plugin: candidate.0.clone(),
-                policy: PolicyContent::Granted(candidate.1.clone()),
-            },
-            plugin: new.plugin.clone(),
-            policy: Box::new(move || Ok(policy)),
-            requeue_on_start: Some(name.clone()),
-        }),
-    }
-}
-
-/// The previous revision `good` under the policies that apply now (a policy that no longer
-/// grants its request stops it), as its ServiceAccount (whose rights it must still have).
-async fn regrant(
-    inner: &Inner,
-    good: &Good,
-    ns: &str,
-    instance: &InstanceName,
-    applying: &[(&str, &ClusterPolicySpec)],
-) -> Result<Resolved, Refusal> {
-    let granted = effective(ns, instance.as_str(), &good.spec, applying)?;
-    let source = format!("plugins.{GROUP}/{instance}");
-    let policy = Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
-        .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
-    let (policy, grant_digest) = as_service_account(
-        inner,
-        ns,
-        &good.spec,
-        applying,
-        &good.plugin,
-        policy,
-        &granted,
-    )
-    .await?;
-    Ok(Resolved {
-        plugin: good.plugin.clone(),
-        image: good.image.clone(),
-        spec: good.spec.clone(),
-        generation: good.generation,
-        policy,
-        grant_digest,
-        grant_summary: granted.summary,
-        policies: granted.policies,
-        origin: good.origin.clone(),
-    })
-}
-
-/// `policy` bound to the Plugin's ServiceAccount: refused unless the account may read every
-/// kind the plugin would be handed, in every namespace of the grant; its writes then go
-/// out impersonating the account. The grant digest names the account, so a new account is
-/// a new revision.
-async fn as_service_account(
-    inner: &Inner,
-    ns: &str,
-    spec: &PluginObjectSpec,
-    applying: &[(&str, &ClusterPolicySpec)],
-    plugin: &Plugin,
-    mut policy: Policy,
-    granted: &super::grant::Effective,
-) -> Result<(Policy, String), Refusal> {
-    let principal = service_account::principal_of(ns, spec, applying)?;
-    let meta = plugin.metadata();
-    let readable = policy.grants.readable(&meta.reconciles, &meta.owns);
-    service_account::secrets_need_a_policy(&readable, applying)?;
-    service_account::may_read(
-        inner.reviewer.as_ref(),
-        &inner.kinds,
-        &principal,
-        &readable,
-        &granted.document.spec.namespaces.names,
-    )
-    .await?;
-    let digest = format!("{}/{}", granted.digest, principal.name());
-    policy.principal = Some(principal);
-    Ok((policy, digest))
-}
-
-/// What the Plugins of a pass name: ConfigMaps (their changes wake a pass) and images
-/// (followed while named).
-#[derive(Default)]
-struct Referenced {
-    config_maps: HashSet<(String, String)>,
-    images: HashSet<ImageModule>,
-}
-
-/// The compiled module of `digest`, or why it did not compile, or where its compile is.
-fn compiled(state: &mut State, compiles: &Compiles, digest: &str) -> Result<Arc<Plugin>, Refusal> {
-    if !state.compiled.contains_key(digest) {
-        take_compiled(state, compiles);
-    }
-    if let Some(done) = state.compiled.get(digest) {
-        return done.clone();
-    }
-    Err(match compiles.progress(digest) {
-        Some(Progress::Compiling) => {
-            Refusal::new(Reason::Compiling, "the module is being compiled")
-        }
-        Some(Progress::Queued { ahead }) => Refusal::new(
-            Reason::Compiling,
-            format!(
-                "the module waits for its namespace's turn to compile ({ahead} of the namespace's modules before it); namespaces take turns"
-            ),
-        ),
-        None => Refusal::new(Reason::CompileFailed, "the module was not compiled"),
-    })
-}
-
-/// Moves the compiles finished in the background into `state`. A load that failed for a
-/// transient OS reason (its retries spent) is not kept: the module compiles again later.
-fn take_compiled(state: &mut State, compiles: &Compiles) {
-    for (digest, loaded) in compiles.take_done() {
-        if let Err(err) = &loaded
-            && load_is_transient(err)
-        {
-            tracing::warn!(digest = %digest, "a Plugin module failed to load for a transient reason; it loads again at a later pass: {err}");
-            continue;
-        }
-        state.compiled.insert(digest, loaded.map_err(load_refusal));
-    }
-}
-
-/// Whether a load failed only because instantiating it kept failing for a transient OS
-/// reason (the runtime retried it already).
-fn load_is_transient(err: &LoadError) -> bool {
-    matches!(
-        err,
-        LoadError::Metadata {
-            source: CallError::Instantiate { .. },
-            ..
-        }
-    )
-}
-
-/// A module as last fetched: its ConfigMap's resourceVersion then, and the digest (or why
-/// it could not be used).
-type Fetched = (Option<String>, Result<String, Refusal>);
-
-#[derive(Default)]
-struct State {
-    /// What runs from the Plugin objects (live and shadow revisions), and which starts
-    /// failed.
-    applier: Applier<ObjectOrigin>,
-    /// The generation and grant each running instance was started from.
-    running_info: HashMap<String, RunningRevision>,
-    last_good: HashMap<String, Good>,
-    /// Candidates in shadow, by the live instance's name.
-    shadows: HashMap<String, ShadowRun>,
-    /// The last rollout's report per instance (promoted or held), kept for status.
-    rollouts: HashMap<String, Value>,
-    compiled: HashMap<String, Result<Arc<Plugin>, Refusal>>,
-    fetched: HashMap<(ConfigMapModule, Option<String>), Fetched>,
-    good_policies: HashMap<String, ClusterPolicySpec>,
-    /// Events already recorded, by instance: (reason, generation).
-    evented: HashSet<(String, String, i64)>,
-    /// Compiles each namespace may start now.
-    compiles: CompileBudget,
-    /// When each Plugin's status was last written with new counts.
-    counts_written: HashMap<String, Instant>,
-    /// What each Plugin's status was when last written over, and forgeries noted.
-    marks: Marks,
-}
-
-#[derive(Default)]
-struct Denials {
-    count: u64,
-    /// First denial of each grant kind not yet reported as an Event.
-    unreported: Vec<(String, String)>,
-    reported: HashSet<String>,
-}
-
-struct Inner {
-    client: kube::Client,
+pub(super) struct Inner {
+    pub(super) client: kube::Client,
     /// Asks the API server what a Plugin's ServiceAccount may do (answers cached briefly).
-    reviewer: Arc<dyn AccessReviewer>,
+    pub(super) reviewer: Arc<dyn AccessReviewer>,
     /// Resolves the kinds a Plugin reads to the resources its account is asked about.
-    kinds: KindRegistry,
-    controller: Controller,
-    gate: Gate,
-    config: PluginObjectsConfig,
-    wake: Arc<Notify>,
+    pub(super) kinds: KindRegistry,
+    pub(super) controller: Controller,
+    pub(super) gate: Gate,
+    pub(super) config: PluginObjectsConfig,
+    pub(super) wake: Arc<Notify>,
     /// The images Plugins name, pulled in the background.
-    images: Option<Arc<ImagePulls>>,
+    pub(super) images: Option<Arc<ImagePulls>>,
     /// Modules compiled in the background, namespaces in turn.
-    compiles: Arc<Compiles>,
-    state: tokio::sync::Mutex<State>,
-    stores: OnceLock<(Store<DynamicObject>, Store<DynamicObject>)>,
+    pub(super) compiles: Arc<Compiles>,
+    pub(super) state: tokio::sync::Mutex<State>,
+    pub(super) stores: OnceLock<(Store<DynamicObject>, Store<DynamicObject>)>,
     /// ConfigMap resourceVersions as the watch saw them.
-    config_maps: Mutex<HashMap<(String, String), String>>,
+    pub(super) config_maps: Mutex<HashMap<(String, String), String>>,
     /// ConfigMaps some Plugin's module is in: a change to one wakes a pass.
-    referenced: Mutex<HashSet<(String, String)>>,
-    denials: Mutex<HashMap<String, Denials>>,
+    pub(super) referenced: Mutex<HashSet<(String, String)>>,
+    pub(super) denials: Mutex<HashMap<String, Denials>>,
     /// Where calls' decisions are announced (shadow comparisons listen).
-    audit: AuditSink,
+    pub(super) audit: AuditSink,
     /// The comparisons of candidates in shadow, by the live instance's name.
-    comparisons: Mutex<HashMap<String, Comparison>>,
+    pub(super) comparisons: Mutex<HashMap<String, Comparison>>,
     /// The statuses computed in the last pass, for the dashboard.
-    statuses: PluginStatuses,
+    pub(super) statuses: PluginStatuses,
     /// What the host recorded of each Plugin's status (in its own namespace).
-    records: RecordStore,
+    pub(super) records: RecordStore,
 }
 
 /// The plugins of the cluster's Plugin objects (the API source of plugins, beside the
@@ -398,7 +147,7 @@ struct Inner {
 /// plugin reads); clones share it.
 #[derive(Clone)]
 pub struct PluginObjects {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 /// The source's background tasks; dropping it stops them.
@@ -414,7 +163,7 @@ impl Drop for PluginObjectsTask {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -535,234 +284,6 @@ impl PluginObjects {
             }
         }));
         store
-    }
-
-    /// Follows ConfigMap versions (not their content): a change to one a Plugin uses wakes
-    /// a pass, which fetches it again.
-    async fn follow_config_maps(self) {
-        let api: Api<ConfigMap> = Api::all(self.inner.client.clone());
-        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let key = |cm: &ConfigMap| (cm.namespace().unwrap_or_default(), cm.name_any());
-            let changed = match event {
-                Ok(Event::Apply(cm) | Event::InitApply(cm)) => {
-                    let k = key(&cm);
-                    let rv = cm.resource_version().unwrap_or_default();
-                    lock(&self.inner.config_maps).insert(k.clone(), rv);
-                    Some(k)
-                }
-                Ok(Event::Delete(cm)) => {
-                    let k = key(&cm);
-                    lock(&self.inner.config_maps).remove(&k);
-                    Some(k)
-                }
-                Ok(Event::Init) => {
-                    lock(&self.inner.config_maps).clear();
-                    None
-                }
-                Ok(Event::InitDone) => {
-                    self.inner.wake.notify_one();
-                    None
-                }
-                Err(err) => {
-                    tracing::warn!("watch of ConfigMaps failed, retrying: {err}");
-                    None
-                }
-            };
-            if changed.is_some_and(|k| lock(&self.inner.referenced).contains(&k)) {
-                self.inner.wake.notify_one();
-            }
-        }
-    }
-
-    /// Counts denied actions of object-backed instances and keeps the first of each grant
-    /// kind to report as an Event.
-    async fn follow_audit(self) {
-        let mut audit = self.inner.controller.audit();
-        loop {
-            let record: Arc<AuditRecord> = match audit.recv().await {
-                Ok(r) => r,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(_) => return,
-            };
-            if !record.plugin.name.contains('/') {
-                continue;
-            }
-            if let Decision::Denied(denial) = &record.decision {
-                let mut all = lock(&self.inner.denials);
-                let d = all.entry(record.plugin.name.clone()).or_default();
-                d.count += 1;
-                let grant = denial.grant.as_str().to_string();
-                if !d.reported.contains(&grant) && !d.unreported.iter().any(|(g, _)| *g == grant) {
-                    let what = format!(
-                        "{} {} denied ({grant}): {}",
-                        record.action, record.target, denial.reason
-                    );
-                    d.unreported.push((grant, what));
-                    self.inner.wake.notify_one();
-                }
-            }
-        }
-    }
-
-    /// Feeds the shadow comparisons with what the live and candidate revisions decide.
-    async fn follow_calls(self) {
-        let mut calls = self.inner.audit.calls();
-        loop {
-            let call = match calls.recv().await {
-                Ok(c) => c,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(
-                        missed = n,
-                        "shadow comparison fell behind: {n} decisions not compared"
-                    );
-                    continue;
-                }
-                Err(_) => return,
-            };
-            let name = call.plugin.name.as_str();
-            let mut all = lock(&self.inner.comparisons);
-            let (live, is_shadow) = crate::worker::live_of(name);
-            let Some(cmp) = all.get_mut(live) else {
-                continue;
-            };
-            let before = cmp.compared();
-            match is_shadow {
-                true => cmp.shadow(&call.key, call.decided.clone()),
-                false => cmp.live(&call.key, call.decided.clone()),
-            }
-            if cmp.compared() != before {
-                self.inner.wake.notify_one();
-            }
-        }
-    }
-
-    /// Shadow rollouts: a Plugin whose live revision runs and whose new revision resolved
-    /// differently, with `spec.rollout.shadow`, runs the new one in dry-run beside the live
-    /// one until the comparison says promote (the planner then swaps) or hold. Returns the
-    /// shadow instances wanted, for the applier to run.
-    async fn roll_out(
-        &self,
-        state: &mut State,
-        entries: &mut [Entry],
-        in_force: &[(String, ClusterPolicySpec)],
-        labels: &mut HashMap<String, BTreeMap<String, String>>,
-    ) -> Vec<Desired<ObjectOrigin>> {
-        let inner = &*self.inner;
-        let mut wanted: HashSet<String> = HashSet::new();
-        let mut shadows = Vec::new();
-        for entry in entries.iter_mut() {
-            let (Ok(name), Ok(new)) = (&entry.instance, &entry.outcome) else {
-                continue;
-            };
-            let Some(rollout) = new.spec.rollout.clone().filter(|r| r.shadow.is_some()) else {
-                continue;
-            };
-            let candidate = (new.plugin.digest().to_string(), new.grant_digest.clone());
-            let live_target = state
-                .applier
-                .running()
-                .get(name.as_str())
-                .map(|r| r.target.clone());
-            let Some(good) = state
-                .last_good
-                .get(name.as_str())
-                .filter(|g| g.origin == new.origin)
-            else {
-                continue;
-            };
-            let Some(live_target) = live_target else {
-                continue;
-            };
-            if live_target.plugin == candidate.0
-                && live_target.policy == PolicyContent::Granted(candidate.1.clone())
-            {
-                continue;
-            }
-            let ns = entry.obj.namespace().unwrap_or_default();
-            let applying = self.applying(&ns, in_force, labels).await;
-            let live = match regrant(&self.inner, good, &ns, name, &applying).await {
-                Ok(live) => live,
-                // The live revision's grant no longer holds: nothing to compare with.
-                Err(_) => continue,
-            };
-            let fresh = state
-                .shadows
-                .get(name.as_str())
-                .is_none_or(|s| s.candidate != candidate);
-            if fresh {
-                lock(&inner.comparisons).insert(name.to_string(), Comparison::default());
-                state.shadows.insert(
-                    name.to_string(),
-                    ShadowRun {
-                        candidate: candidate.clone(),
-                        started: Instant::now(),
-                    },
-                );
-                tracing::info!(record = "reload", result = "shadowing", plugin = %name, candidate = %candidate.0, "a new revision runs in shadow beside the live one");
-            }
-            let started = state.shadows[name.as_str()].started;
-            let cmp = lock(&inner.comparisons)
-                .get(name.as_str())
-                .cloned()
-                .unwrap_or_default();
-            let generation = entry.obj.metadata.generation.unwrap_or(0);
-            match cmp.verdict(&rollout, started.elapsed()) {
-                Verdict::Promote(why) => {
-                    let report = cmp.report("Promoted", &candidate.0, generation, &why);
-                    tracing::info!(record = "reload", result = "promoted", plugin = %name, compared = cmp.compared(), differing = cmp.differing(), "shadow revision promoted: {why}");
-                    state.rollouts.insert(name.to_string(), report);
-                    // Not wanted any more: its shadow stops below; the planner swaps.
-                }
-                Verdict::Continue => {
-                    wanted.insert(name.to_string());
-                    shadows.push(shadow_of(name, new, &candidate));
-                    let message = format!(
-                        "generation {generation} runs in shadow beside the live revision: {} keys compared, {} differing",
-                        cmp.compared(),
-                        cmp.differing()
-                    );
-                    entry.rollout =
-                        Some(cmp.report("Shadowing", &candidate.0, generation, &message));
-                    entry.held = Some(Refusal::new(Reason::Shadowing, message));
-                    entry.fallback = Some(live);
-                }
-                Verdict::Hold(why) => {
-                    wanted.insert(name.to_string());
-                    shadows.push(shadow_of(name, new, &candidate));
-                    let report = cmp.report("Held", &candidate.0, generation, &why);
-                    if state
-                        .rollouts
-                        .get(name.as_str())
-                        .is_none_or(|r| r["phase"] != "Held")
-                    {
-                        tracing::warn!(record = "reload", result = "held", plugin = %name, compared = cmp.compared(), differing = cmp.differing(), "shadow revision held: {why}");
-                    }
-                    state.rollouts.insert(name.to_string(), report.clone());
-                    entry.rollout = Some(report);
-                    entry.held = Some(Refusal::new(Reason::RolloutHeld, why));
-                    entry.fallback = Some(live);
-                }
-            }
-        }
-        let stale: Vec<String> = state
-            .shadows
-            .keys()
-            .filter(|n| !wanted.contains(*n))
-            .cloned()
-            .collect();
-        // The applier stops their instances: they are not in the desired set.
-        for name in stale {
-            state.shadows.remove(&name);
-            lock(&inner.comparisons).remove(&name);
-        }
-        for entry in entries.iter_mut() {
-            if let (None, Ok(name)) = (&entry.rollout, &entry.instance) {
-                entry.rollout = state.rollouts.get(name.as_str()).cloned();
-            }
-        }
-        shadows
     }
 
     /// One pass over every Plugin and PluginPolicy.
@@ -1023,7 +544,7 @@ impl PluginObjects {
     }
 
     /// The policies in force that apply to `namespace`.
-    async fn applying<'a>(
+    pub(super) async fn applying<'a>(
         &self,
         namespace: &str,
         in_force: &'a [(String, ClusterPolicySpec)],
@@ -1054,201 +575,6 @@ impl PluginObjects {
             .collect()
     }
 
-    /// Resolves one Plugin: spec, module, compile, grant, policy.
-    async fn resolve(
-        &self,
-        state: &mut State,
-        obj: &DynamicObject,
-        instance: &InstanceName,
-        applying: &[(&str, &ClusterPolicySpec)],
-        referenced: &mut Referenced,
-    ) -> Result<Resolved, Refusal> {
-        let inner = &*self.inner;
-        let ns = obj.namespace().unwrap_or_default();
-        let spec: PluginObjectSpec =
-            parse_spec(&obj.data).map_err(|e| Refusal::new(Reason::InvalidSpec, e))?;
-        if let Some(d) = spec
-            .rollout
-            .as_ref()
-            .and_then(|r| r.shadow.as_ref())
-            .and_then(|s| s.duration.as_deref())
-        {
-            super::spec::parse_duration(d).map_err(|e| {
-                Refusal::new(
-                    Reason::InvalidSpec,
-                    format!("spec.rollout.shadow.duration: {e}"),
-                )
-            })?;
-        }
-        let pin = spec.module.sha256.clone();
-        let (plugin, image) = match ModuleRef::of(&ns, &spec.module)? {
-            ModuleRef::ConfigMap(at) => {
-                referenced
-                    .config_maps
-                    .insert((at.namespace.clone(), at.config_map.clone()));
-                let plugin = self.config_map_module(state, obj, &at, pin).await?;
-                (plugin, None)
-            }
-            ModuleRef::Image(mut image) => {
-                let allowed = applying.iter().any(|(_, p)| {
-                    p.modules
-                        .allows(&image.reference.registry, &image.reference.repository)
-                });
-                if !allowed {
-                    return Err(Refusal::new(
-                        Reason::ImageNotAllowed,
-                        format!(
-                            "no PluginPolicy applying to namespace {ns} lists {}/{} (or a registry or repository above it) in spec.modules.images",
-                            image.reference.registry, image.reference.repository
-                        ),
-                    ));
-                }
-                let required = inner
-                    .config
-                    .verification
-                    .iter()
-                    .map(|v| ("--verification-config".to_string(), v))
-                    .chain(applying.iter().filter_map(|(name, p)| {
-                        p.modules
-                            .verification
-                            .as_ref()
-                            .map(|v| (format!("PluginPolicy {name}"), v))
-                    }));
-                for (who, config) in required {
-                    let json = serde_json::to_string(config).unwrap_or_default();
-                    image.verify.push((who, json));
-                }
-                image.generation = obj.metadata.generation.unwrap_or(0);
-                referenced.images.insert(image.clone());
-                let Some(images) = &inner.images else {
-                    return Err(Refusal::new(
-                        Reason::ImageNotAllowed,
-                        "this kubeplug was started without registry support for Plugin objects",
-                    ));
-                };
-                let hosts = crate::oci::access::registry_hosts(
-                    applying.iter().flat_map(|(_, p)| &p.modules.images),
-                );
-                let pulled = images.get(&image, hosts)?;
-                if let Some(pin) = &pin
-                    && !pin.eq_ignore_ascii_case(&pulled.module_digest)
-                {
-                    return Err(Refusal::new(
-                        Reason::DigestMismatch,
-                        format!(
-                            "spec.module.sha256 pins {}; {} holds a module of sha256 {}",
-                            crate::contract::text::prefix(pin, 64),
-                            pulled.pinned,
-                            pulled.module_digest
-                        ),
-                    ));
-                }
-                let digest = &pulled.module_digest;
-                if !state.compiled.contains_key(digest) && !inner.compiles.knows(digest) {
-                    self.take_compile(state, &ns)?;
-                    let Some(bytes) = images.module(digest) else {
-                        return Err(Refusal::new(
-                            Reason::PullFailed,
-                            format!("{} is not in the module cache any more", pulled.pinned),
-                        ));
-                    };
-                    let origin =
-                        format!("Plugin {ns}/{} (image {})", obj.name_any(), pulled.pinned);
-                    inner.compiles.submit(&ns, digest, origin, bytes);
-                }
-                let plugin = compiled(state, &inner.compiles, digest)?;
-                (plugin, Some(pulled.pinned.to_string()))
-            }
-        };
-        let granted = effective(&ns, instance.as_str(), &spec, applying)?;
-        let source = format!("plugins.{GROUP}/{ns}/{}", obj.name_any());
-        let policy =
-            Policy::from_document(&granted.document, instance.as_str(), Path::new(&source))
-                .map_err(|e| Refusal::new(Reason::InvalidSpec, format!("spec.permissions: {e}")))?;
-        let (policy, grant_digest) =
-            as_service_account(inner, &ns, &spec, applying, &plugin, policy, &granted).await?;
-        Ok(Resolved {
-            plugin,
-            image,
-            spec,
-            generation: obj.metadata.generation.unwrap_or(0),
-            policy,
-            grant_digest,
-            grant_summary: granted.summary,
-            policies: granted.policies,
-            origin: ObjectOrigin {
-                uid: obj.metadata.uid.clone().unwrap_or_default(),
-            },
-        })
-    }
-
-    /// A ConfigMap's module, compiled: fetched again only when the ConfigMap's
-    /// resourceVersion changed (or the last fetch failed for a reason that may pass).
-    async fn config_map_module(
-        &self,
-        state: &mut State,
-        obj: &DynamicObject,
-        at: &ConfigMapModule,
-        pin: Option<String>,
-    ) -> Result<Arc<Plugin>, Refusal> {
-        let inner = &*self.inner;
-        let ns = &at.namespace;
-        let seen = lock(&inner.config_maps)
-            .get(&(at.namespace.clone(), at.config_map.clone()))
-            .cloned();
-        let key = (at.clone(), pin.clone());
-        let reuse = match state.fetched.get(&key) {
-            Some((Some(rv), Ok(digest))) if seen.as_ref() == Some(rv) => {
-                state.compiled.contains_key(digest) || inner.compiles.knows(digest)
-            }
-            Some((Some(rv), Err(r))) if seen.as_ref() == Some(rv) => !r.reason.is_transient(),
-            _ => false,
-        };
-        if !reuse {
-            let fetched = fetch(
-                &inner.client,
-                at,
-                pin.as_deref(),
-                inner.config.max_module_bytes,
-            )
-            .await;
-            let digest = match fetched {
-                Ok(module) => {
-                    let digest = module.digest.clone();
-                    if !state.compiled.contains_key(&digest) && !inner.compiles.knows(&digest) {
-                        self.take_compile(state, ns)?;
-                        let origin = format!(
-                            "Plugin {ns}/{} (ConfigMap {}, key {})",
-                            obj.name_any(),
-                            at.config_map,
-                            at.key
-                        );
-                        inner.compiles.submit(ns, &digest, origin, module.bytes);
-                    }
-                    Ok(digest)
-                }
-                Err(r) => Err(r),
-            };
-            state.fetched.insert(key.clone(), (seen, digest));
-        }
-        let digest = state.fetched[&key].1.clone()?;
-        compiled(state, &inner.compiles, &digest)
-    }
-
-    /// Compiling costs the host CPU: a namespace gets a few at once, then one per
-    /// interval, however often its modules change.
-    fn take_compile(&self, state: &mut State, ns: &str) -> Result<(), Refusal> {
-        state.compiles.take(ns, Instant::now()).map_err(|wait| {
-            Refusal::new(
-                Reason::CompileThrottled,
-                format!(
-                    "namespace {ns} compiled {COMPILE_BURST} modules lately; this one compiles in {}s",
-                    wait.as_secs().max(1)
-                ),
-            )
-        })
-    }
-
     /// Drops fetched and compiled modules nothing runs or asks for.
     fn prune(&self, state: &mut State) {
         let used: HashSet<String> = state
@@ -1271,183 +597,10 @@ impl PluginObjects {
         state.compiled.retain(|d, _| used.contains(d));
         self.inner.compiles.retain(|d| used.contains(d));
     }
-
-    /// Writes one Plugin's status (and its Events) if this replica owns it and it changed.
-    async fn report(&self, state: &mut State, entry: &Entry) -> (String, Value) {
-        let obj = &entry.obj;
-        let instance = entry.instance.as_ref().ok();
-        let refusal = entry.outcome.as_ref().err().or(entry.held.as_ref());
-        let inner = &*self.inner;
-        let ns = obj.namespace().unwrap_or_default();
-        let name = obj.name_any();
-        let generation = obj.metadata.generation.unwrap_or(0);
-        let key = instance
-            .map(|i| i.to_string())
-            .unwrap_or_else(|| format!("{ns}/{name}"));
-        let mut refusal = refusal.cloned();
-        if let (None, Some(f)) = (&refusal, state.applier.failed().get(&key)) {
-            refusal = Some(Refusal::new(Reason::StartRefused, f.error.clone()));
-        }
-        let running = state.running_info.get(&key).cloned();
-        let counts = inner.controller.reconcile_counts(&key);
-        let denied = lock(&inner.denials).get(&key).map_or(0, |d| d.count);
-        let obs = Observation {
-            generation,
-            running: running.clone(),
-            refusal: refusal.clone(),
-            runner: self.runner(),
-            counts: (counts.total, counts.errors, denied),
-            rollout: entry.rollout.clone(),
-        };
-        // Carried forward from what the host recorded, never from the status read back.
-        let read_back = obj.data.get("status");
-        let plugin = PluginRef {
-            namespace: ns.clone(),
-            name: name.clone(),
-            uid: obj.metadata.uid.clone().unwrap_or_default(),
-        };
-        let lookup = inner.records.lookup(&plugin);
-        let recorded = match &lookup {
-            Lookup::Found(r) => Some(&**r),
-            _ => None,
-        };
-        let status = plugin_status(&obs, recorded.map(Record::view).as_ref(), &now());
-        let Some(pass) = inner.gate.enter(&ObjKey::new(Some(&ns), &name)) else {
-            inner.records.forget(&plugin);
-            return (key, status);
-        };
-        if lookup == Lookup::Unavailable {
-            // Written now, the status would lose what the records keep: wait for them.
-            return (key, status);
-        }
-        let rv = obj.metadata.resource_version.as_deref();
-        let forged = recorded
-            .map(|r| state.marks.forged(&key, rv, read_back, &r.written))
-            .unwrap_or_default();
-        let counts_due = state
-            .counts_written
-            .get(&key)
-            .is_none_or(|t| t.elapsed() >= inner.config.counts_every);
-        let changed = differs_beyond_counts(&status, read_back);
-        let counts_changed = read_back.and_then(|p| p.get("counts")) != status.get("counts");
-        // Whether the object now shows this status (beyond counts).
-        let mut shown = !changed;
-        if (changed || (counts_changed && counts_due)) && pass.holds() {
-            let resource = plugin_resource();
-            let written = write_status(
-                &inner.client,
-                &resource,
-                Some(&ns),
-                &name,
-                &status,
-                read_back,
-            );
-            if while_held(&pass, &key, written).await == Some(true) {
-                shown = true;
-                state.marks.wrote_over(&key, rv, read_back);
-            }
-            state.counts_written.insert(key.clone(), Instant::now());
-        }
-        if shown && pass.holds() {
-            let record = Record::of(&plugin, &status);
-            if recorded != Some(&record)
-                && let Some(Err(err)) = while_held(&pass, &key, inner.records.put(&record)).await
-            {
-                tracing::warn!(plugin = %key, "cannot record the Plugin's status: {err}");
-            }
-        }
-        let regarding = Regarding {
-            namespace: ns.clone(),
-            name: name.clone(),
-            uid: obj.metadata.uid.clone(),
-            resource_version: obj.metadata.resource_version.clone(),
-        };
-        let reporter = inner.config.identity.clone();
-        // An Event about the Plugin, sent only while this replica holds it.
-        let event = async |type_: EventType, reason: &str, message: &str| {
-            let sent = record(&inner.client, &regarding, type_, reason, message, &reporter);
-            while_held(&pass, &key, sent).await;
-        };
-        if !forged.is_empty() && pass.holds() && state.marks.first_notice(&key, rv) {
-            while_held(
-                &pass,
-                &key,
-                note_forgery(&inner.client, &regarding, &forged, &reporter),
-            )
-            .await;
-        }
-        if let Some(r) = &refusal {
-            let mark = (key.clone(), r.reason.as_str().to_string(), generation);
-            if !state.evented.contains(&mark) && pass.holds() {
-                let type_ = match r.reason.is_normal() {
-                    true => EventType::Normal,
-                    false => EventType::Warning,
-                };
-                event(type_, r.reason.as_str(), &r.message).await;
-                state.evented.insert(mark);
-            }
-        }
-        // Once per revision and grant, by the replica holding the Plugin when it first can
-        // (a shard may own it only after the ring settles, passes after the start).
-        if let Some(run) = &running {
-            let mark = (
-                key.clone(),
-                format!("Loaded {} {}", run.digest, run.grant),
-                generation,
-            );
-            if !state.evented.contains(&mark) && pass.holds() {
-                let message = format!(
-                    "revision {} ({} {}, contract {}) runs in {} mode",
-                    &run.digest[..12.min(run.digest.len())],
-                    run.declared.0,
-                    run.declared.1,
-                    run.declared.2,
-                    if run.mode == Mode::Enforce {
-                        "enforce"
-                    } else {
-                        "dry-run"
-                    }
-                );
-                event(EventType::Normal, "Loaded", &message).await;
-                state.evented.insert(mark);
-            }
-        }
-        let unreported: Vec<(String, String)> = {
-            let mut all = lock(&inner.denials);
-            match all.get_mut(&key) {
-                Some(d) => {
-                    let taken = std::mem::take(&mut d.unreported);
-                    d.reported.extend(taken.iter().map(|(g, _)| g.clone()));
-                    taken
-                }
-                None => Vec::new(),
-            }
-        };
-        for (_, what) in unreported {
-            if pass.holds() {
-                event(EventType::Warning, "ActionDenied", &what).await;
-            }
-        }
-        (key, status)
-    }
-
-    /// Which replica runs the Plugins, as status shows it.
-    fn runner(&self) -> String {
-        let me = &self.inner.config.identity;
-        match &*self.inner.gate.scope() {
-            Scope::Everything => me.clone(),
-            Scope::Leader { leading: true } => format!("{me} (leader)"),
-            Scope::Leader { leading: false } => format!("{me} (follower)"),
-            Scope::Shard(view) => {
-                let n = view.current.as_ref().map_or(0, |r| r.members().len());
-                format!("{n} shards; status by {me}")
-            }
-        }
-    }
 }
 
 /// Whether policy `p` applies to `namespace` (with its labels, when known).
-fn applies_to_names(
+pub(super) fn applies_to_names(
     p: &ClusterPolicySpec,
     namespace: &str,
     labels: Option<&BTreeMap<String, String>>,
@@ -1458,7 +611,7 @@ fn applies_to_names(
         })
 }
 
-fn load_refusal(err: LoadError) -> Refusal {
+pub(super) fn load_refusal(err: LoadError) -> Refusal {
     let reason = match &err {
         LoadError::ContractMismatch { .. }
         | LoadError::NotAPlugin { .. }
@@ -1468,7 +621,7 @@ fn load_refusal(err: LoadError) -> Refusal {
     Refusal::new(reason, err.to_string())
 }
 
-fn now() -> String {
+pub(super) fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
         .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now())
@@ -1476,7 +629,7 @@ fn now() -> String {
 }
 
 /// Whether the API server serves both kinds.
-async fn served(client: &kube::Client) -> bool {
+pub(super) async fn served(client: &kube::Client) -> bool {
     match client
         .list_api_group_resources(&format!("{GROUP}/{VERSION}"))
         .await
@@ -1492,7 +645,7 @@ async fn served(client: &kube::Client) -> bool {
 /// `write`, sent only while `pass` holds the Plugin's key (asked again on every poll, as an
 /// action's write is), so a replica frozen and woken after its lease lapsed writes nothing
 /// about a Plugin another replica now answers for. `None` when it was dropped.
-async fn while_held<F: std::future::Future>(
+pub(super) async fn while_held<F: std::future::Future>(
     pass: &Pass,
     plugin: &str,
     write: F,

@@ -16,9 +16,7 @@ mod set;
 mod trigger;
 
 pub use error::StartError;
-pub use instance::{
-    InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance, SHADOW_SUFFIX, live_of,
-};
+pub use instance::{InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance, live_of};
 pub use lifecycle::Drain;
 pub(crate) use lifecycle::Shared;
 pub use metrics::{ReconcileCounts, ReconcileMetrics};
