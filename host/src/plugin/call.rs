@@ -296,6 +296,7 @@ mod tests {
     use super::*;
     use crate::contract::NoObjects;
     use crate::plugin::test_support::{ctx_ms, hostile, hostile_meta, request, runtime};
+    use crate::plugin::{LoadError, PluginRuntime, RuntimeConfig};
 
     /// What each hostile mode must be classified as.
     const MODES: &[(&str, &str)] = &[
@@ -374,6 +375,28 @@ mod tests {
         assert_eq!(permanent.kind(), "trap", "{permanent:?}");
         assert_eq!(rt.instantiate_retries(), retried);
         assert!(p.reconcile(&behave, &ctx).await.outcome.is_ok());
+    }
+
+    /// A load's metadata call has the runtime's metadata time limit, not a reconcile's 1 s: a
+    /// large component on a loaded machine needs longer once (found by `kubeplug chaos`),
+    /// and a metadata export that never answers still ends.
+    #[tokio::test]
+    async fn a_loads_metadata_call_has_its_own_time_limit() {
+        let limit = Duration::from_millis(1500);
+        let rt = PluginRuntime::new(RuntimeConfig {
+            metadata_timeout: limit,
+            ..runtime().config().clone()
+        })
+        .unwrap();
+        let err = rt
+            .load_bytes("spin.wasm", hostile_meta("spin"))
+            .await
+            .err()
+            .expect("a metadata export that never answers does not load");
+        assert!(
+            matches!(&err, LoadError::Metadata { source: CallError::Timeout { limit: l }, .. } if *l == limit),
+            "{err}"
+        );
     }
 
     #[tokio::test]

@@ -40,7 +40,15 @@ pub struct RuntimeConfig {
     pub max_sandboxes: u32,
     /// Each plugin's log rate (across its calls) into the host log.
     pub log_rate: LogRateConfig,
+    /// The time limit of the metadata call that ends a load. Longer than a reconcile's
+    /// default: a load runs once, off the reconcile path, and a large component (the
+    /// Python port starts an interpreter) took over the 1 s call limit on a loaded machine,
+    /// which failed its file until it changed (found by `kubeplug chaos`).
+    pub metadata_timeout: Duration,
 }
+
+/// The default [`RuntimeConfig::metadata_timeout`].
+pub const DEFAULT_METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
@@ -49,6 +57,7 @@ impl Default for RuntimeConfig {
             epoch_tick: Duration::from_millis(5),
             max_sandboxes: 128,
             log_rate: LogRateConfig::default(),
+            metadata_timeout: DEFAULT_METADATA_TIMEOUT,
         }
     }
 }
@@ -246,7 +255,10 @@ impl PluginRuntime {
             source: e.into(),
         };
         let pre = ContractPre::new(&self.linkers, component, contract).map_err(link_error)?;
-        let metadata_limits = Limits::default();
+        let metadata_limits = Limits {
+            timeout: self.config.metadata_timeout,
+            ..Limits::default()
+        };
         let ctx = CallContext::new(metadata_limits, Arc::new(NoObjects));
         let log_rate = Arc::new(LogRate::new(self.config.log_rate));
         let metadata = Plugin::call_metadata(

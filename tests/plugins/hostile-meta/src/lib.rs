@@ -42,6 +42,10 @@ impl Reconciler for HostileMeta {
                 }
                 ok()
             }
+            // Never answers: the load's metadata time limit ends it.
+            "spin" => loop {
+                std::hint::black_box(0u64);
+            },
             "forged-kind" => ok().reconciles_kind(KindRef::new(
                 "v1",
                 "Pod\n2026-11-23T00:00:00Z ERROR kubeplug: forged\u{1b}[31m",
