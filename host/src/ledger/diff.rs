@@ -9,6 +9,7 @@
 //! Parsing both versions whole was most of the ledger's cost in the e2e bench.
 
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// The most paths reported; one more says how many were left out.
@@ -45,16 +46,29 @@ pub fn changed_paths(before: &str, after: &str, values: bool) -> Vec<String> {
     paths
 }
 
-/// An object's members as raw text, or `None` when `text` is not a JSON object.
-fn members(text: &str) -> Option<BTreeMap<String, &RawValue>> {
+/// An object's members as raw text, or `None` when `text` is not a JSON object. Keys are
+/// borrowed from the text unless one is escaped (rare in Kubernetes objects).
+fn members(text: &str) -> Option<Members<'_>> {
     if !text.starts_with('{') {
         return None;
     }
-    serde_json::from_str(text).ok()
+    if let Ok(borrowed) = serde_json::from_str::<BTreeMap<&str, &RawValue>>(text) {
+        return Some(
+            borrowed
+                .into_iter()
+                .map(|(k, v)| (Cow::Borrowed(k), v))
+                .collect(),
+        );
+    }
+    let owned: BTreeMap<String, &RawValue> = serde_json::from_str(text).ok()?;
+    Some(owned.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
 }
 
+/// An object's members: key, raw value.
+type Members<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+
 /// Member `key`'s text, `null` when absent.
-fn member<'a>(members: &BTreeMap<String, &'a RawValue>, key: &str) -> &'a str {
+fn member<'a>(members: &Members<'a>, key: &str) -> &'a str {
     members.get(key).map_or(ABSENT, |v| v.get().trim())
 }
 
@@ -87,7 +101,7 @@ impl Walk<'_> {
         if depth < MAX_DEPTH
             && let (Some(x), Some(y)) = (members(a), members(b))
         {
-            let mut keys: Vec<&String> = x
+            let mut keys: Vec<&Cow<str>> = x
                 .keys()
                 .chain(y.keys().filter(|k| !x.contains_key(*k)))
                 .collect();
@@ -96,7 +110,10 @@ impl Walk<'_> {
                 let len = path.len();
                 path.push('/');
                 // JSON pointer escaping (RFC 6901).
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                match key.contains(['~', '/']) {
+                    true => path.push_str(&key.replace('~', "~0").replace('/', "~1")),
+                    false => path.push_str(key),
+                }
                 self.walk(member(&x, key), member(&y, key), path, depth + 1);
                 path.truncate(len);
             }
@@ -171,6 +188,11 @@ mod tests {
                 "/spec/a/b/c/d/e/f/g",
                 "/status"
             ]
+        );
+        // A key JSON escapes cannot be borrowed from the text: it is read owned.
+        assert_eq!(
+            changed_paths(&json!({"a\"b": 1}), &json!({"a\"b": 2}), true),
+            ["/a\"b 1→2"]
         );
         // An explicit null and an absent member are the same.
         assert!(changed_paths(&json!({"a": null}), &json!({}), true).is_empty());

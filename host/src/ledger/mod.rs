@@ -151,8 +151,8 @@ const BATCH: usize = 2048;
 /// commits a second, and `why` sees a reconcile a tenth of a second later.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The writer thread: waits for an entry, gathers what else comes within [`LINGER`], writes
-/// the batch.
+/// The writer thread: waits for an entry, sleeps [`LINGER`], writes the batch of what came
+/// meanwhile.
 struct Writer {
     store: Arc<Store>,
     entries: Receiver<Entry>,
@@ -163,16 +163,23 @@ struct Writer {
 impl Writer {
     fn run(self) {
         let mut failing = false;
+        let mut behind = false;
         while let Ok(first) = self.entries.recv() {
+            // Sleeping, not waiting on the queue: a receiver blocked in `recv` is woken by
+            // every entry offered (a futex wake in the worker, a context switch here), which
+            // the e2e bench's profile showed as the writer's main cost.
+            // A full batch means more are waiting: no sleep until the queue is drained.
+            if !behind {
+                std::thread::sleep(LINGER);
+            }
             let mut batch = vec![first];
-            let until = std::time::Instant::now() + LINGER;
             while batch.len() < BATCH {
-                let left = until.saturating_duration_since(std::time::Instant::now());
-                match self.entries.recv_timeout(left) {
+                match self.entries.try_recv() {
                     Ok(entry) => batch.push(entry),
                     Err(_) => break,
                 }
             }
+            behind = batch.len() == BATCH;
             match self.store.append(&batch) {
                 Ok(()) => {
                     if failing {
