@@ -32,8 +32,9 @@ pub const FILE_NAME: &str = "ledger.redb";
 /// redb's page cache. Its default (1 GiB) keeps the pages written, so the host's resident set
 /// would grow with the file up to its size bound; a batch's pages and the trees' upper levels
 /// fit in this, and `kubeplug why` reads the rest through the kernel's page cache. At 16 MiB
-/// the cache was full after a cold start on 10,000 objects (e2e phase 8, a 21-25 MiB file).
-const CACHE_BYTES: usize = 4 << 20;
+/// the cache was full after a cold start on 10,000 objects (e2e phase 8, a 21-25 MiB file);
+/// at 4 MiB the ledger still added 11 % to the host's RSS there, against a 10 % target.
+const CACHE_BYTES: usize = 1 << 20;
 
 /// Why the store could not be opened, written or read.
 #[derive(Debug, thiserror::Error)]
