@@ -8,6 +8,9 @@
 //!     than the flood asks for);
 //! (d) a third Plugin whose module ConfigMap is replaced every [`CHURN_EVERY`] by a module
 //!     of another digest: a new revision, compiled again.
+//!
+//! `KUBEPLUG_E2E_NOISY` picks some of them (`flood`, `loop`, `churn`, comma-separated; the
+//! default is all three; (c) comes with the flood), to see which one costs the quiet tenants.
 
 use crate::harness::{self, Unpinner};
 use crate::tenant_fixtures::{self as fx, PINNED_FIELDS};
@@ -29,8 +32,38 @@ pub const CHURN_EVERY: Duration = Duration::from_secs(2);
 /// The image its pinners pin to (both the same, so they never undo each other's writes).
 const IMAGE: &str = "nginx:noisy";
 
-/// Creates the noisy tenant on the sim: its policy, modules, three Plugins and Deployments.
-pub fn install(port: u16) {
+/// Which parts of its misbehaviour the noisy tenant shows (`KUBEPLUG_E2E_NOISY`).
+#[derive(Debug, Clone, Copy)]
+pub struct Parts {
+    /// (a) and (c): the flood of changes, and its pinner writing at its policy's cap.
+    pub flood: bool,
+    /// (b): the looper spending its whole call budget.
+    pub looper: bool,
+    /// (d): the module churn.
+    pub churn: bool,
+}
+
+impl Parts {
+    /// From `KUBEPLUG_E2E_NOISY` (`flood,loop,churn` when unset).
+    pub fn from_env() -> Parts {
+        let parts =
+            std::env::var("KUBEPLUG_E2E_NOISY").unwrap_or_else(|_| "flood,loop,churn".to_string());
+        let has = |p: &str| parts.split(',').any(|x| x.trim() == p);
+        Parts {
+            flood: has("flood"),
+            looper: has("loop"),
+            churn: has("churn"),
+        }
+    }
+
+    /// The Plugins the noisy tenant runs: its pinner, and the looper and churner if shown.
+    pub fn plugins(&self) -> usize {
+        1 + usize::from(self.looper) + usize::from(self.churn)
+    }
+}
+
+/// Creates the noisy tenant on the sim: its policy, modules, Plugins and Deployments.
+pub fn install(port: u16, parts: Parts) {
     let ns = NAMESPACE;
     let limits = json!({"writesPerSecond": WRITES_PER_SECOND, "writeBurst": WRITES_PER_SECOND});
     post(
@@ -47,16 +80,20 @@ pub fn install(port: u16) {
     );
     post_in(port, "configmaps", fx::config_map(ns, "churn", &churned(0)));
     let config = json!({"image": IMAGE});
-    for (name, module, config, fields) in [
-        ("pinner", "pinner", config.clone(), &PINNED_FIELDS[..]),
-        ("churn", "churn", config, &PINNED_FIELDS[..]),
+    for (shown, name, module, config, fields) in [
+        (true, "pinner", "pinner", config.clone(), &PINNED_FIELDS[..]),
+        (parts.churn, "churn", "churn", config, &PINNED_FIELDS[..]),
         (
+            parts.looper,
             "looper",
             "looper",
             json!({"mode": "loop"}),
             &PINNED_FIELDS[1..],
         ),
     ] {
+        if !shown {
+            continue;
+        }
         post_in(
             port,
             "plugins",
@@ -118,22 +155,25 @@ pub struct Done {
 }
 
 impl Load {
-    /// Starts the flood at `rate` changes per second (two writers) and the module churn.
-    pub fn start(port: u16, rate: usize) -> Load {
+    /// Starts the flood at `rate` changes per second (two writers) and the module churn,
+    /// those of them `parts` shows.
+    pub fn start(port: u16, rate: usize, parts: Parts) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let flood_sent = Arc::new(AtomicUsize::new(0));
         let churned = Arc::new(AtomicUsize::new(0));
         let start = Instant::now();
         let mut threads = Vec::new();
         const WRITERS: usize = 2;
-        for w in 0..WRITERS {
+        for w in (0..WRITERS).filter(|_| parts.flood) {
             let (stop, sent) = (stop.clone(), flood_sent.clone());
             threads.push(std::thread::spawn(move || {
                 flood(port, rate, (w, WRITERS), start, &stop, &sent)
             }));
         }
-        let (stop_churn, count) = (stop.clone(), churned.clone());
-        threads.push(std::thread::spawn(move || churn(port, &stop_churn, &count)));
+        if parts.churn {
+            let (stop_churn, count) = (stop.clone(), churned.clone());
+            threads.push(std::thread::spawn(move || churn(port, &stop_churn, &count)));
+        }
         Load {
             stop,
             flood_sent,

@@ -145,13 +145,18 @@ pub fn measure(scratch: &Path, t: usize) -> Figures {
 
     let (alone, alone_rate) = paced(&sim, &mut log, t);
     report_latencies("alone", &alone, alone_rate);
-    noisy::install(sim.port);
-    wait_noisy_running(&sim, &host);
+    let parts = noisy::Parts::from_env();
+    noisy::install(sim.port, parts);
+    wait_noisy_running(&sim, &host, parts);
     let timeouts_before = looper_timeouts(&host);
-    let load = noisy::Load::start(sim.port, QUIET_RATE * noisy::FLOOD_FACTOR);
+    let load = noisy::Load::start(sim.port, QUIET_RATE * noisy::FLOOD_FACTOR, parts);
     let (beside, beside_rate) = paced(&sim, &mut log, t);
     let done = load.stop();
-    report_latencies("beside the noisy tenant", &beside, beside_rate);
+    report_latencies(
+        &format!("beside the noisy tenant ({parts:?})"),
+        &beside,
+        beside_rate,
+    );
     let noisy_timeouts = looper_timeouts(&host) - timeouts_before;
     let noisy_patches = sim
         .log_from_start()
@@ -344,9 +349,9 @@ fn paced(sim: &Sim, log: &mut RequestLog, t: usize) -> (Vec<Duration>, f64) {
     (out, rate)
 }
 
-/// Waits until the noisy tenant's three Plugins run and its looper has spent a call's
+/// Waits until the noisy tenant's Plugins run and its looper (if shown) has spent a call's
 /// whole budget.
-fn wait_noisy_running(sim: &Sim, host: &Controllers) {
+fn wait_noisy_running(sim: &Sim, host: &Controllers, parts: noisy::Parts) {
     let start = Instant::now();
     loop {
         let reasons: Vec<(String, String)> = plugins(sim)
@@ -358,7 +363,7 @@ fn wait_noisy_running(sim: &Sim, host: &Controllers) {
             })
             .collect();
         let running = reasons.iter().filter(|(_, r)| r == "Running").count();
-        if running == 3 && looper_timeouts(host) > 0.0 {
+        if running == parts.plugins() && (!parts.looper || looper_timeouts(host) > 0.0) {
             println!(
                 "Tenants: the noisy tenant runs ({:.1} s)",
                 start.elapsed().as_secs_f64()
