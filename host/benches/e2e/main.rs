@@ -135,8 +135,7 @@ fn main() {
         (&kubeplug_ten, kube_rs_ten.as_ref()),
         per_plugin,
         cold_compile,
-        ledger.as_ref(),
-        tenants.as_ref(),
+        (ledger.as_ref(), tenants.as_ref()),
     );
 }
 
@@ -794,8 +793,7 @@ fn report(
     (kp10, kr10): (&Ten, Option<&Ten>),
     per_plugin_mib: f64,
     cold_compile_mib: f64,
-    ledger: Option<&ledger_cost::Cost>,
-    tenants: Option<&tenants::Figures>,
+    (ledger, tenants): (Option<&ledger_cost::Cost>, Option<&tenants::Figures>),
 ) {
     println!();
     println!(
