@@ -59,22 +59,29 @@ pub struct Sim {
 
 impl Sim {
     pub fn start(objects: &Path, scratch: &Path) -> Sim {
+        Sim::start_serving(objects, scratch, &[])
+    }
+
+    /// [`Sim::start`], also serving the kinds of the CRD files `crds` (Plugin and
+    /// PluginPolicy, for the tenants phase), whose objects `objects` may then hold.
+    pub fn start_serving(objects: &Path, scratch: &Path, crds: &[PathBuf]) -> Sim {
         let port = free_port();
         let kubeconfig = scratch.join(format!("kc-{port}"));
-        let mut process = Process(
-            Command::new(kubeplug_bin())
-                .args(["sim", "--port", &port.to_string(), "--load"])
-                .arg(objects)
-                .arg("--kubeconfig-out")
-                .arg(&kubeconfig)
-                .arg("--auto-create-namespaces")
-                // Every request of the run: the bench counts writes from the log's start.
-                .args(["--request-log", "1000000"])
-                .env("KUBEPLUG_LOG", "warn")
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let mut command = Command::new(kubeplug_bin());
+        command
+            .args(["sim", "--port", &port.to_string(), "--load"])
+            .arg(objects)
+            .arg("--kubeconfig-out")
+            .arg(&kubeconfig)
+            .arg("--auto-create-namespaces")
+            // Every request of the run: the bench counts writes from the log's start.
+            .args(["--request-log", "1000000"])
+            .env("KUBEPLUG_LOG", "warn")
+            .stdout(Stdio::null());
+        for crd in crds {
+            command.arg("--crd").arg(crd);
+        }
+        let mut process = Process(command.spawn().unwrap());
         let start = Instant::now();
         while http_get(port, "/version").is_none() || !kubeconfig.exists() {
             assert!(start.elapsed() < LIMIT, "the sim did not start");
@@ -193,7 +200,12 @@ impl Unpinner {
 
     /// Unpins `name`; whether the sim answered 200. A broken connection is opened again once.
     pub fn unpin(&mut self, name: &str) -> bool {
-        (0..2).any(|_| match self.send(name) {
+        self.unpin_in(NAMESPACE, name)
+    }
+
+    /// Unpins Deployment `name` of namespace `ns` (the tenants phase's, each in its own).
+    pub fn unpin_in(&mut self, ns: &str, name: &str) -> bool {
+        (0..2).any(|_| match self.send(ns, name) {
             Ok(ok) => ok,
             Err(_) => {
                 self.connection = None;
@@ -202,7 +214,7 @@ impl Unpinner {
         })
     }
 
-    fn send(&mut self, name: &str) -> std::io::Result<bool> {
+    fn send(&mut self, ns: &str, name: &str) -> std::io::Result<bool> {
         use std::io::{BufRead, Read, Write};
         if self.connection.is_none() {
             let stream = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
@@ -210,7 +222,7 @@ impl Unpinner {
             self.connection = Some(std::io::BufReader::new(stream));
         }
         let connection = self.connection.as_mut().expect("connected above");
-        let path = format!("/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}");
+        let path = format!("/apis/apps/v1/namespaces/{ns}/deployments/{name}");
         let body =
             r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"alpine"}]}}}}"#;
         write!(
@@ -290,6 +302,29 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
         return Some(out);
     }
     Some(body.to_string())
+}
+
+/// `method` on localhost with a JSON `body` (`content_type`: `application/json` for a
+/// POST, a patch type for a PATCH), sent as the bench; the status code the sim answered.
+pub fn http_send(
+    port: u16,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: sim\r\nUser-Agent: {BENCH_AGENT}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let head = String::from_utf8_lossy(&response[..response.len().min(64)]).to_string();
+    head.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The sum of a Prometheus counter's series in a kubeplug `/metrics` page.

@@ -21,18 +21,22 @@
 //!    the resourceVersion the plugin decided on; kube-rs's patches carry none);
 //! 8. the decision ledger's cost: phases 1 and 4 of kubeplug with its ledger and with
 //!    `--no-ledger`, alternated off/on/on/off, medians compared (`ledger_cost.rs`;
-//!    `KUBEPLUG_E2E_LEDGER` pairs, default 2, `0` skips it).
+//!    `KUBEPLUG_E2E_LEDGER` pairs, default 2, `0` skips it);
+//! 9. many tenants on one host: T namespaces each with its own Plugin object, time until all
+//!    are Ready, RSS per Plugin, and the quiet tenants' change-to-patch p99 beside a noisy
+//!    tenant against alone (`tenants.rs`; `KUBEPLUG_E2E_TENANTS` tenants, default 50, `0`
+//!    skips it).
 //!
 //! Every kubeplug process keeps its ledger in a state directory of its own under the bench's
 //! scratch directory, never the user's.
 //!
 //! It ends with `e2e: throughput X x kube-rs, memory Y x ten kube-rs controllers, p99 Z ms,
 //! noop N/s, load p99 R x kube-rs, conflicts C per 10,000 writes, ledger cost T % throughput,
-//! M % memory`, where R is kubeplug's change-to-patch p99 under the paced load of phase 3 over
+//! M % memory, tenants T, ready S s, rss/plugin K KiB, isolation p99 I x alone`, where R is kubeplug's change-to-patch p99 under the paced load of phase 3 over
 //! kube-rs's in the same run (below one: kubeplug answers faster under load), T the cold-start
 //! throughput the ledger costs and M the converged RSS it adds, both against `--no-ledger`.
 //! `KUBEPLUG_E2E_ONLY=kubeplug` skips the kube-rs runs, `KUBEPLUG_E2E_ONLY=ledger` runs
-//! phase 8 alone; `KUBEPLUG_E2E_HOST_LOG=FILE` keeps kubeplug's log at info level (idle
+//! phase 8 alone, `KUBEPLUG_E2E_ONLY=tenants` phase 9; `KUBEPLUG_E2E_HOST_LOG=FILE` keeps kubeplug's log at info level (idle
 //! changes answered after more than 100 ms are named on stderr, to be found there). Run with
 //! `cargo bench -p kubeplug --bench e2e` after `make plugins`.
 //!
@@ -45,6 +49,9 @@ mod baseline;
 mod fixtures;
 mod harness;
 mod ledger_cost;
+mod noisy_tenant;
+mod tenant_fixtures;
+mod tenants;
 
 use harness::{LIMIT, Process, RequestLog, Sim};
 use std::collections::HashMap;
@@ -72,6 +79,12 @@ fn main() {
     let only_kubeplug = std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "kubeplug");
     let only_ledger = std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "ledger");
     let tmp = tempfile::tempdir().unwrap();
+    if std::env::var("KUBEPLUG_E2E_ONLY").is_ok_and(|v| v == "tenants") {
+        let figures = tenants::measure(tmp.path(), tenants::tenants().max(1));
+        println!("{}", figures.line());
+        println!("e2e: {}", figures.summary());
+        return;
+    }
     let dir = Inputs {
         scratch: tmp.path(),
         objects: fixtures::write_objects(&tmp.path().join("objects"), n),
@@ -103,6 +116,10 @@ fn main() {
         0 => None,
         pairs => Some(ledger_cost::measure(&dir, n, pairs)),
     };
+    let tenants = match tenants::tenants() {
+        0 => None,
+        t => Some(tenants::measure(dir.scratch, t)),
+    };
     let (kube_rs, kube_rs_ten) = if only_kubeplug {
         (None, None)
     } else {
@@ -118,8 +135,24 @@ fn main() {
         (&kubeplug_ten, kube_rs_ten.as_ref()),
         per_plugin,
         cold_compile,
-        ledger.as_ref(),
+        (ledger.as_ref(), tenants.as_ref()),
     );
+}
+
+/// Where a kubeplug process's log goes and at which level: `KUBEPLUG_E2E_HOST_LOG=FILE`
+/// keeps it (info level) for diagnosis, else it is dropped (warn).
+fn host_log() -> (Stdio, &'static str) {
+    match std::env::var_os(HOST_LOG_ENV) {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("{HOST_LOG_ENV}={path:?}: {e}"));
+            (Stdio::from(file), "info")
+        }
+        None => (Stdio::null(), "warn"),
+    }
 }
 
 /// The bench's files, written once.
@@ -194,18 +227,7 @@ impl Controllers {
             Contender::Kubeplug => {
                 let port = harness::free_port();
                 let state_dir = harness::state_dir(dir.scratch);
-                // `KUBEPLUG_E2E_HOST_LOG=FILE` keeps the host's log (info level) for diagnosis.
-                let (log, level) = match std::env::var_os(HOST_LOG_ENV) {
-                    Some(path) => {
-                        let file = std::fs::OpenOptions::new()
-                            .create(true)
-                            .append(true)
-                            .open(&path)
-                            .unwrap_or_else(|e| panic!("{HOST_LOG_ENV}={path:?}: {e}"));
-                        (Stdio::from(file), "info")
-                    }
-                    None => (Stdio::null(), "warn"),
-                };
+                let (log, level) = host_log();
                 let mut command = Command::new(harness::kubeplug_bin());
                 command
                     .args(["run", "--watch=false", "--kubeconfig"])
@@ -771,7 +793,7 @@ fn report(
     (kp10, kr10): (&Ten, Option<&Ten>),
     per_plugin_mib: f64,
     cold_compile_mib: f64,
-    ledger: Option<&ledger_cost::Cost>,
+    (ledger, tenants): (Option<&ledger_cost::Cost>, Option<&tenants::Figures>),
 ) {
     println!();
     println!(
@@ -962,7 +984,11 @@ fn report(
         let (on, _) = medians(|r| r.file_mib);
         row("ledger: file size", on, None, "Mi");
     }
+    if let Some(t) = tenants {
+        println!("{}", t.line());
+    }
     let ratio = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+    let tenants = tenants.map_or("tenants n/a".to_string(), tenants::Figures::summary);
     let ledger_cost = ledger.map_or("ledger cost n/a".to_string(), |c| {
         format!(
             "ledger cost {:.1} % throughput, {:.1} % memory",
@@ -971,7 +997,7 @@ fn report(
         )
     });
     println!(
-        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s, load p99 {} x kube-rs, conflicts {:.1} per 10,000 writes ({} of {}), {ledger_cost}",
+        "e2e: throughput {} x kube-rs, memory {} x ten kube-rs controllers, p99 {:.1} ms, noop {:.0}/s, load p99 {} x kube-rs, conflicts {:.1} per 10,000 writes ({} of {}), {ledger_cost}, {tenants}",
         ratio(kr.map(|s| s.wall.as_secs_f64() / kp.wall.as_secs_f64())),
         ratio(kr10.map(|t| kp10.rss_mib / t.rss_mib)),
         harness::percentile_ms(&kp.idle, 0.99),
