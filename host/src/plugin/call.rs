@@ -388,11 +388,9 @@ mod tests {
             ..runtime().config().clone()
         })
         .unwrap();
-        let err = rt
-            .load_bytes("spin.wasm", hostile_meta("spin"))
-            .await
-            .err()
-            .expect("a metadata export that never answers does not load");
+        let Err(err) = rt.load_bytes("spin.wasm", hostile_meta("spin")).await else {
+            panic!("a metadata export that never answers does not load");
+        };
         assert!(
             matches!(&err, LoadError::Metadata { source: CallError::Timeout { limit: l }, .. } if *l == limit),
             "{err}"
