@@ -9,22 +9,21 @@ use super::fetch::FetchError;
 #[derive(Debug, thiserror::Error)]
 pub enum PullError {
     /// The registry was not reached, answered an error status, or pointed somewhere refused.
-    #[error("{what}")]
+    #[error("{what}: {fault}")]
     Fetch {
         /// What was being read (`pulling the manifest of oci://…`).
         what: String,
-        /// The request's failure.
-        #[source]
-        source: FetchError,
+        /// The request's failure (in the message, not a `source()`: a caller that prints only
+        /// this error, not its chain, still says what failed).
+        fault: FetchError,
     },
     /// What the registry holds is not one wasm module of a known layout.
-    #[error("{image}")]
+    #[error("{image}: {fault}")]
     Layout {
         /// The image, pinned when its manifest was read.
         image: String,
         /// What is wrong with it.
-        #[source]
-        source: LayoutError,
+        fault: LayoutError,
     },
     /// The wasm layer is larger than `--max-module-mib`.
     #[error(
@@ -39,13 +38,12 @@ pub enum PullError {
         limit_mib: u64,
     },
     /// The local module cache could not be written.
-    #[error("{what} the module cache")]
+    #[error("{what} the module cache: {fault}")]
     Cache {
         /// `writing to`, `recording the manifest in`.
         what: &'static str,
         /// The file system's error.
-        #[source]
-        source: std::io::Error,
+        fault: std::io::Error,
     },
 }
 
@@ -53,7 +51,7 @@ impl PullError {
     /// The registry's failure, when it was one.
     pub fn fetch(&self) -> Option<&FetchError> {
         match self {
-            PullError::Fetch { source, .. } => Some(source),
+            PullError::Fetch { fault, .. } => Some(fault),
             _ => None,
         }
     }
@@ -74,7 +72,7 @@ mod tests {
     fn a_chain_reads_as_one_line_and_the_fetch_error_is_reachable() {
         let err = anyhow::Error::new(PullError::Fetch {
             what: "pulling the manifest of oci://r/x:v1".into(),
-            source: FetchError::Status {
+            fault: FetchError::Status {
                 url: "u".into(),
                 status: 503,
                 code: None,
@@ -84,6 +82,9 @@ mod tests {
             format!("{err:#}"),
             "pulling the manifest of oci://r/x:v1: u: HTTP 503"
         );
+        // Printed alone, not through a chain, it still says what failed.
+        let alone = err.downcast_ref::<PullError>().unwrap().to_string();
+        assert_eq!(alone, "pulling the manifest of oci://r/x:v1: u: HTTP 503");
         let pull = err.downcast_ref::<PullError>().unwrap();
         assert!(matches!(
             pull.fetch(),

@@ -194,17 +194,16 @@ async fn pull_inner(
         .fetch
         .manifest(r, &manifest_reference(r), ACCEPTED, access)
         .await
-        .map_err(|source| PullError::Fetch {
+        .map_err(|fault| PullError::Fetch {
             what: format!("pulling the manifest of {r}"),
-            source,
+            fault,
         })?;
     let manifest_digest = manifest.digest;
     let pinned = r.pinned(&manifest_digest);
-    let (module_digest, size) =
-        wasm_layer(&manifest.bytes).map_err(|source| PullError::Layout {
-            image: pinned.to_string(),
-            source,
-        })?;
+    let (module_digest, size) = wasm_layer(&manifest.bytes).map_err(|fault| PullError::Layout {
+        image: pinned.to_string(),
+        fault,
+    })?;
     if size > reg.max_module_bytes {
         return Err(PullError::TooLarge {
             image: pinned.to_string(),
@@ -221,9 +220,9 @@ async fn pull_inner(
     };
     reg.cache
         .record_manifest(&manifest_digest, &module_digest)
-        .map_err(|source| PullError::Cache {
+        .map_err(|fault| PullError::Cache {
             what: "recording the manifest in",
-            source,
+            fault,
         })?;
     Ok(Pulled {
         pinned,
@@ -249,9 +248,9 @@ async fn download(
     size: u64,
     access: &super::access::Access,
 ) -> Result<Vec<u8>, PullError> {
-    let cache = |source| PullError::Cache {
+    let cache = |fault| PullError::Cache {
         what: "writing to",
-        source,
+        fault,
     };
     let mut temp = reg.cache.temp_file().map_err(cache)?;
     let mut bytes = Vec::with_capacity(size as usize);
@@ -261,9 +260,9 @@ async fn download(
             temp.write_all(chunk)
         })
         .await
-        .map_err(|source| PullError::Fetch {
+        .map_err(|fault| PullError::Fetch {
             what: format!("{pinned}: pulling the wasm layer"),
-            source,
+            fault,
         })?;
     reg.cache.commit(temp, hex).map_err(cache)?;
     Ok(bytes)

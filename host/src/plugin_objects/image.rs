@@ -386,7 +386,9 @@ impl ImagePulls {
 fn refusal_of(err: &anyhow::Error) -> Refusal {
     let message = format!("{err:#}");
     let pull = err.chain().find_map(|e| e.downcast_ref::<PullError>());
-    let fetch = err.chain().find_map(|e| e.downcast_ref::<FetchError>());
+    let fetch = pull
+        .and_then(PullError::fetch)
+        .or_else(|| err.chain().find_map(|e| e.downcast_ref::<FetchError>()));
     let reason = match pull {
         Some(PullError::TooLarge { .. }) => Reason::ModuleTooLarge,
         Some(PullError::Cache { .. }) => Reason::PullFailed,
@@ -720,12 +722,12 @@ mod tests {
         assert_eq!(refusal_of(&big).reason, Reason::ModuleTooLarge);
         let image = anyhow::Error::new(PullError::Layout {
             image: "oci://r/x@sha256:00".into(),
-            source: crate::oci::transfer::wasm_layer(br#"{"layers": []}"#).unwrap_err(),
+            fault: crate::oci::transfer::wasm_layer(br#"{"layers": []}"#).unwrap_err(),
         });
         assert_eq!(refusal_of(&image).reason, Reason::ImageInvalid);
         let cache = anyhow::Error::new(PullError::Cache {
             what: "writing to",
-            source: std::io::Error::other("disk full"),
+            fault: std::io::Error::other("disk full"),
         });
         assert_eq!(refusal_of(&cache).reason, Reason::PullFailed);
         // The words no longer decide: a registry's message naming the flag is not a size.
