@@ -490,6 +490,17 @@ mod tests {
             err.contains("image index") && err.contains("of 2 manifests"),
             "{err}"
         );
+        // An index named by its `manifests` alone: its media type is the registry's text, not
+        // shown unless it has a media type's shape.
+        let index = json!({"mediaType": "secret\u{1b}[31m token=abc", "manifests": [{}]});
+        let err = wasm_layer(&serde_json::to_vec(&index).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("image index ((not a media type)) of 1 manifests")
+                && !err.contains("secret"),
+            "{err}"
+        );
         assert!(wasm_layer(b"<html>").is_err());
         // A registry's free text in a media type's place is not shown.
         let err = wasm_layer(&manifest(
