@@ -1013,7 +1013,9 @@ async fn streaming_lists_fill_the_cache_from_one_watch_without_a_list() -> Resul
 /// team-a's plugin spends its whole call budget on every call with more workers than the
 /// pool has sandboxes; tenant team-b's image-pinner still gets a sandbox for each call (none
 /// fails to instantiate) and converges. Without the host-wide fair call slots, team-a's
-/// workers take the pool and team-b's calls fail to instantiate.
+/// workers take the pool and team-b's calls fail to instantiate. And team-a's spinning
+/// guests, past their share of the cores while team-b's calls run, sleep at their ticks
+/// instead of yielding (the pauses metric counts them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_spending_every_call_budget_leaves_another_its_share_of_sandboxes() -> Result {
     let names: Vec<String> = (0..4).map(|i| format!("d{i}")).collect();
@@ -1080,6 +1082,16 @@ async fn a_tenant_spending_every_call_budget_leaves_another_its_share_of_sandbox
         },
     )
     .await;
+    let pauses = controller
+        .metrics_text()
+        .lines()
+        .find_map(|l| l.strip_prefix("kubeplug_guest_cpu_pauses_total "))
+        .map(|n| n.trim().parse::<u64>())
+        .transpose()?;
+    assert!(
+        pauses.is_some_and(|n| n > 0),
+        "team-a's guests were never paused beside team-b: {pauses:?}"
+    );
     controller.shutdown().await;
     Ok(())
 }

@@ -8,7 +8,7 @@ use crate::cluster::KindRegistry;
 use crate::cluster::{WatchScope, WatchSettings, Watches};
 use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
-use crate::plugin::Plugin;
+use crate::plugin::{GuestCpu, Plugin};
 use crate::policy::{AuditRecord, AuditSink, Policy};
 use crate::queue::FairSlots;
 use crate::queue::QueueMetrics;
@@ -73,9 +73,11 @@ impl Controller {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut metrics = None;
         let audit = config.audit.clone();
+        let guest_cpu = GuestCpu::of_host();
         config.metrics.register(|registry| {
             metrics = Some((QueueMetrics::new(registry), ReconcileMetrics::new(registry)));
             audit.register(registry);
+            guest_cpu.register(registry);
         });
         let (queue_metrics, reconcile_metrics) = metrics.expect("register runs its closure");
         let kinds = Arc::new(KindRegistry::new(client));
@@ -104,6 +106,7 @@ impl Controller {
             expectation_wait: config.expectation_wait,
             host_writes: HostWrites::new(config.max_writes_in_flight),
             calls: FairSlots::new(config.max_calls, config.max_calls),
+            guest_cpu,
             ledger: config.ledger.clone(),
         };
         Controller {

@@ -54,24 +54,40 @@ impl CallClock {
 }
 
 /// What guest code does at each epoch tick: past its call's deadline it traps (a timeout);
-/// before it, it yields to the async runtime and runs on at the next tick. Calls run on the
-/// runtime's own threads, not one blocking thread each (each thread kept its own allocator
-/// pages: ten plugins' calls took 95 to 227 threads and most of the host's memory, measured):
-/// yielding every tick is what keeps a guest that spins until its deadline from holding a
-/// runtime thread for longer than a tick.
+/// before it, it yields to the async runtime and runs on at the next tick, or, when its
+/// tenant has spent more than its share of the cores ([`super::cpu_share`]), sleeps first
+/// (never past the deadline). Calls run on the runtime's own threads, not one blocking
+/// thread each (each thread kept its own allocator pages: ten plugins' calls took 95 to 227
+/// threads and most of the host's memory, measured): yielding every tick is what keeps a
+/// guest that spins until its deadline from holding a runtime thread for longer than a tick.
 fn yield_or_trap(
     store: wasmtime::StoreContextMut<'_, SandboxState>,
 ) -> wasmtime::Result<UpdateDeadline> {
-    if Instant::now() >= store.data().deadline {
+    let now = Instant::now();
+    let deadline = store.data().deadline;
+    if now >= deadline {
         return Err(wasmtime::Trap::Interrupt.into());
     }
+    let (pause, resumed) = match &store.data().cpu {
+        Some(cpu) => (cpu.tick(now).min(deadline - now), Some(cpu.resume_mark())),
+        None => (Duration::ZERO, None),
+    };
     // Through tokio's `yield_now`, which queues the call behind every task ready to run. A
     // plain `Yield` wakes the task at once, into the worker's LIFO slot, so two spinning
     // guests kept both runtime threads of a 2-core host: another tenant's call and the
     // host's own pass waited for their deadlines (change->patch 1.2 s instead of 20 ms).
     Ok(UpdateDeadline::YieldCustom(
         1,
-        Box::pin(tokio::task::yield_now()),
+        Box::pin(async move {
+            if pause.is_zero() {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(pause).await;
+            }
+            if let Some(resumed) = resumed {
+                resumed.now();
+            }
+        }),
     ))
 }
 
@@ -408,6 +424,7 @@ mod tests {
             plugin: "flood".into(),
             key: "metadata".into(),
             log_rate: p.log_rate.clone(),
+            cpu: None,
         };
         let metadata = |limits: Limits, deadline| {
             let who = who();

@@ -54,7 +54,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             cache_dir: super::compile_cache::default_cache_dir(),
-            epoch_tick: Duration::from_millis(5),
+            epoch_tick: Duration::from_millis(1),
             max_sandboxes: 128,
             log_rate: LogRateConfig::default(),
             metadata_timeout: DEFAULT_METADATA_TIMEOUT,

@@ -209,6 +209,7 @@ pub(crate) mod tests {
                 plugin: "p".into(),
                 key: "ns/k".into(),
                 log_rate: Arc::new(LogRate::new(LogRateConfig::default())),
+                cpu: None,
             },
         );
         state.deadline = deadline;

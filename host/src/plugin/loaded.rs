@@ -3,6 +3,7 @@
 
 use super::call::{self, CallClock, Reconcile};
 use super::compile_cache::CacheOutcome;
+use super::cpu_share::CpuAccount;
 use super::error::{CallError, LoadError};
 use super::limits::Limits;
 use super::log_gate::LogRate;
@@ -25,6 +26,9 @@ pub struct CallContext {
     /// The instance the call is for: its output is logged under this name. `None`: the
     /// name the plugin declares (offline use only).
     pub instance: Option<Arc<str>>,
+    /// The tenant's share of the cores its guest code runs on; `None`: unshared (offline
+    /// use, loads).
+    pub cpu: Option<CpuAccount>,
 }
 
 impl CallContext {
@@ -34,6 +38,7 @@ impl CallContext {
             limits,
             objects,
             instance: None,
+            cpu: None,
         }
     }
 
@@ -141,6 +146,7 @@ impl Plugin {
             plugin: self.log_name(ctx),
             key: key.as_str().into(),
             log_rate: self.log_rate.clone(),
+            cpu: ctx.cpu.clone(),
         };
         let export = Reconcile {
             request,
@@ -185,6 +191,7 @@ impl Plugin {
             plugin: origin.into(),
             key: "metadata".into(),
             log_rate,
+            cpu: None,
         };
         let metadata = call::run_fresh(
             engine,

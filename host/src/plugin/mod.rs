@@ -15,6 +15,7 @@
 mod call;
 mod compile_cache;
 mod contract_version;
+mod cpu_share;
 mod engine;
 mod error;
 mod imports;
@@ -36,6 +37,7 @@ mod wit;
 /// not know the runtime).
 pub use crate::contract::{NoObjects, ObjectSource};
 pub use compile_cache::{CacheOutcome, CompileCache, default_cache_dir};
+pub use cpu_share::{BURST, CpuAccount, GuestCpu, MAX_PAUSE, SHARE_WINDOW};
 pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError, WasmError};
 pub use imports::{MAX_NAMESPACE_BYTES, MAX_OBJECT_NAME_BYTES};

@@ -2,6 +2,7 @@
 //! output, the call's deadline and read budget, and its plugin log lines (bounded by
 //! [`LogGate`]). The host imports themselves are in `imports.rs`.
 
+use super::cpu_share::{CallCpu, CpuAccount};
 use super::limits::Limits;
 use super::log_gate::{LogGate, LogRate, cap_line};
 use super::output::CapturedOutput;
@@ -111,6 +112,8 @@ pub(crate) struct SandboxState {
     pub(super) deadline: Instant,
     /// Bytes the `get`/`list` imports may still return in this call.
     pub(super) read_room: usize,
+    /// The call's CPU accounting against its tenant's share, if shared.
+    pub(super) cpu: Option<CallCpu>,
 }
 
 /// Who is calling, for the store: the plugin's name and log rate, the key.
@@ -119,6 +122,8 @@ pub(crate) struct CallIdentity {
     pub(crate) plugin: Arc<str>,
     pub(crate) key: Arc<str>,
     pub(crate) log_rate: Arc<LogRate>,
+    /// Whose share of the cores the call's guest code spends, if shared.
+    pub(crate) cpu: Option<CpuAccount>,
 }
 
 impl SandboxState {
@@ -152,6 +157,7 @@ impl SandboxState {
             // Passed until a call's clock is armed (`CallClock::arm`): nothing runs before.
             deadline: Instant::now(),
             read_room: limits.read_bytes,
+            cpu: who.cpu.map(|account| account.begin()),
         }
     }
 

@@ -38,6 +38,7 @@ impl Plugin {
                 plugin: name.clone(),
                 key: "".into(),
                 log_rate: self.log_rate.clone(),
+                cpu: None,
             },
         );
         let exports = self

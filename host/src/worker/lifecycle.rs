@@ -11,6 +11,7 @@ use crate::actions::{HostWrites, Pipeline};
 use crate::contract::Reason;
 use crate::coordination::Gate;
 use crate::ledger::Ledger;
+use crate::plugin::GuestCpu;
 use crate::queue::{FairSlots, QueueConfig, QueueMetrics, WorkQueue};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,6 +39,8 @@ pub(crate) struct Shared {
     pub host_writes: HostWrites,
     /// The plugin calls running at once host-wide, shared fairly among tenants.
     pub calls: FairSlots,
+    /// The cores guest code runs on, shared fairly among tenants.
+    pub guest_cpu: GuestCpu,
     /// Where every reconcile is recorded, if anywhere.
     pub ledger: Option<Ledger>,
 }

@@ -14,7 +14,7 @@ use crate::cluster::{CachedObject, CallObjects, ObjKey};
 use crate::contract::{Action, ObjectRef, Reason, ReconcileRequest};
 use crate::coordination::{Gate, Pass};
 use crate::ledger::{Entry, Ledger, ObjectId, Verdict, Written};
-use crate::plugin::CallContext;
+use crate::plugin::{CallContext, CpuAccount};
 use crate::policy::{Mode, Policy, is_write};
 use crate::queue::{TenantSlots, WorkQueue};
 use futures::StreamExt;
@@ -56,6 +56,8 @@ pub(crate) struct RunningPlugin {
     writes: Arc<InFlightLimit>,
     /// Its tenant's share of the plugin calls the host runs at once.
     calls: TenantSlots,
+    /// The tenant's share of the cores for its guest code.
+    cpu: CpuAccount,
     /// Where its reconciles are recorded, if anywhere.
     ledger: Option<Ledger>,
 }
@@ -87,6 +89,7 @@ impl RunningPlugin {
             tenant,
         );
         let calls = shared.calls.for_tenant(tenant);
+        let cpu = shared.guest_cpu.account(tenant);
         RunningPlugin {
             name,
             queue,
@@ -101,6 +104,7 @@ impl RunningPlugin {
             gate,
             writes,
             calls,
+            cpu,
             ledger: shared.ledger.clone(),
         }
     }
@@ -427,6 +431,7 @@ impl RunningPlugin {
         let reads = Arc::new(CallObjects::new(revision.objects.clone()));
         let ctx = CallContext {
             objects: reads.clone(),
+            cpu: Some(self.cpu.clone()),
             ..revision.ctx.clone()
         };
         let (plugin, req) = (revision.plugin.clone(), request.clone());

@@ -206,6 +206,7 @@ mod tests {
             plugin: "hostile".into(),
             key: "metadata".into(),
             log_rate: Arc::new(LogRate::new(LogRateConfig::default())),
+            cpu: None,
         };
         let clock = call::CallClock::start(limits.timeout);
         let objects = Arc::new(NoObjects);
