@@ -40,24 +40,32 @@ pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: Running
         // The fields it changed, computed at most once for all the plugins it queues.
         let changed = std::sync::Arc::default();
         for plugin in running.iter() {
-            if let Some((key, reason)) = route(plugin.current().plugin.metadata(), &change) {
-                let own = change.object.key == key
-                    && change.kind == plugin.current().plugin.metadata().reconciles;
-                let deleted = change.change == ChangeType::Deleted;
-                let trigger = Trigger {
-                    reason,
-                    via: (!own).then(|| format!("{} {}", change.kind.kind, change.object.key)),
-                    before: if deleted {
-                        Some(change.object.clone())
-                    } else {
-                        change.previous.clone()
-                    },
-                    after: (!deleted).then(|| change.object.clone()),
-                    kind: Some(change.kind.kind.clone()),
-                    changed: std::sync::Arc::clone(&changed),
-                };
-                plugin.enqueue_with(key, trigger);
+            let revision = plugin.current();
+            let meta = revision.plugin.metadata();
+            let Some((key, reason)) = route(meta, &change) else {
+                continue;
+            };
+            // Most plugins of a many-tenant host are confined to a namespace of their own:
+            // refused here, before a trigger is built for each of them (the queue refuses
+            // it again), a change costs them a comparison, not an allocation.
+            if !revision.grants_namespace(key.namespace.as_deref()) {
+                continue;
             }
+            let own = change.object.key == key && change.kind == meta.reconciles;
+            let deleted = change.change == ChangeType::Deleted;
+            let trigger = Trigger {
+                reason,
+                via: (!own).then(|| format!("{} {}", change.kind.kind, change.object.key)),
+                before: if deleted {
+                    Some(change.object.clone())
+                } else {
+                    change.previous.clone()
+                },
+                after: (!deleted).then(|| change.object.clone()),
+                kind: Some(change.kind.kind.clone()),
+                changed: std::sync::Arc::clone(&changed),
+            };
+            plugin.enqueue_with(key, trigger);
         }
     }
 }

@@ -258,11 +258,12 @@ impl Controller {
         for running in self.inner.running.snapshot().iter() {
             let revision = running.current();
             for kind in revision.kinds() {
-                let scope = match needed.get(kind) {
-                    Some(s) => s.union(&revision.scope),
-                    None => revision.scope.clone(),
-                };
-                needed.insert(kind.clone(), scope);
+                match needed.get_mut(kind) {
+                    Some(scope) => scope.widen(&revision.scope),
+                    None => {
+                        needed.insert(kind.clone(), revision.scope.clone());
+                    }
+                }
             }
         }
         self.inner.watches.retain(&needed);

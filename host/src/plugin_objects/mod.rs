@@ -6,6 +6,7 @@
 //! it never collides with a file-backed one.
 
 mod compiles;
+mod echoes;
 mod events;
 mod fair_slots;
 mod follow;
@@ -14,6 +15,7 @@ mod grant;
 mod image;
 mod module;
 mod pass_state;
+mod prefetch;
 mod records;
 mod refusal;
 mod report;
@@ -26,6 +28,7 @@ mod source;
 mod spec;
 mod status;
 mod statuses;
+mod time_slice;
 mod truth;
 
 pub use compiles::MAX_CONCURRENT_COMPILES;

@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// The label every record carries (value [`RECORD_KIND`]); the host watches only these.
@@ -351,8 +352,9 @@ impl RecordStore {
         }
     }
 
-    /// Starts watching the records (once; later calls return None).
-    pub fn start(&self) -> Option<JoinHandle<()>> {
+    /// Starts watching the records (once; later calls return None), notifying `wake` once
+    /// they are listed.
+    pub fn start(&self, wake: Arc<Notify>) -> Option<JoinHandle<()>> {
         let writer = lock(&self.writer).take()?;
         let config = watcher::Config::default().labels(&format!("{RECORD_LABEL}={RECORD_KIND}"));
         let stream = reflector::reflector(
@@ -366,7 +368,12 @@ impl RecordStore {
             let mut warned = false;
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(Event::InitDone) => synced.store(true, Ordering::Release),
+                    Ok(Event::InitDone) => {
+                        // A pass that found the records unavailable wrote no status: it
+                        // runs again now rather than at the next resync.
+                        synced.store(true, Ordering::Release);
+                        wake.notify_one();
+                    }
                     Ok(_) => {}
                     Err(err) if !warned || !synced.load(Ordering::Acquire) => {
                         warned = true;

@@ -86,7 +86,8 @@ impl PluginObjects {
                 &status,
                 read_back,
             );
-            if while_held(&pass, &key, written).await == Some(true) {
+            if let Some(Some(new_rv)) = while_held(&pass, &key, written).await {
+                inner.echoes.expect(&ns, &name, new_rv);
                 shown = true;
                 state.marks.wrote_over(&key, rv, read_back);
             }

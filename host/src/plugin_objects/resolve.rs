@@ -6,6 +6,7 @@ use super::compiles::{Compiles, Progress};
 use super::grant::effective;
 use super::module::{COMPILE_BURST, ConfigMapModule, ImageModule, ModuleRef, fetch};
 use super::pass_state::{Good, ObjectOrigin, Resolved, State};
+use super::prefetch::{Prefetched, known, reusable};
 use super::refusal::{Reason, Refusal};
 use super::service_account;
 use super::source::{Inner, PluginObjects, load_refusal, lock};
@@ -29,6 +30,7 @@ impl PluginObjects {
         instance: &InstanceName,
         applying: &[(&str, &ClusterPolicySpec)],
         referenced: &mut Referenced,
+        prefetched: &mut Prefetched,
     ) -> Result<Resolved, Refusal> {
         let inner = &*self.inner;
         let ns = obj.namespace().unwrap_or_default();
@@ -53,7 +55,9 @@ impl PluginObjects {
                 referenced
                     .config_maps
                     .insert((at.namespace.clone(), at.config_map.clone()));
-                let plugin = self.config_map_module(state, obj, &at, pin).await?;
+                let plugin = self
+                    .config_map_module(state, obj, &at, pin, prefetched)
+                    .await?;
                 (plugin, None)
             }
             ModuleRef::Image(mut image) => {
@@ -157,6 +161,7 @@ impl PluginObjects {
         obj: &DynamicObject,
         at: &ConfigMapModule,
         pin: Option<String>,
+        prefetched: &mut Prefetched,
     ) -> Result<Arc<Plugin>, Refusal> {
         let inner = &*self.inner;
         let ns = &at.namespace;
@@ -164,25 +169,24 @@ impl PluginObjects {
             .get(&(at.namespace.clone(), at.config_map.clone()))
             .cloned();
         let key = (at.clone(), pin.clone());
-        let reuse = match state.fetched.get(&key) {
-            Some((Some(rv), Ok(digest))) if seen.as_ref() == Some(rv) => {
-                state.compiled.contains_key(digest) || inner.compiles.knows(digest)
-            }
-            Some((Some(rv), Err(r))) if seen.as_ref() == Some(rv) => !r.reason.is_transient(),
-            _ => false,
-        };
-        if !reuse {
-            let fetched = fetch(
-                &inner.client,
-                at,
-                pin.as_deref(),
-                inner.config.max_module_bytes,
-            )
-            .await;
+        if !reusable(inner, state, &key) {
+            let fetched = match prefetched.remove(&key) {
+                // Fetched ahead while its code was at hand, which it no longer is: its bytes
+                // are needed after all.
+                Some(Ok(m)) if m.bytes.is_empty() && !known(inner, state, &m.digest) => None,
+                ahead => ahead,
+            };
+            let fetched = match fetched {
+                Some(fetched) => fetched,
+                None => {
+                    let max = inner.config.max_module_bytes;
+                    fetch(&inner.client, at, pin.as_deref(), max).await
+                }
+            };
             let digest = match fetched {
                 Ok(module) => {
                     let digest = module.digest.clone();
-                    if !state.compiled.contains_key(&digest) && !inner.compiles.knows(&digest) {
+                    if !known(inner, state, &digest) {
                         self.take_compile(state, ns)?;
                         let origin = format!(
                             "Plugin {ns}/{} (ConfigMap {}, key {})",

@@ -82,6 +82,22 @@ impl PluginObjects {
                     },
                 );
                 tracing::info!(record = "reload", result = "shadowing", plugin = %name, candidate = %candidate.0, "a new revision runs in shadow beside the live one");
+                // A shadow promoted by time needs a pass when its time is up, whatever else
+                // happens (or does not) meanwhile; past the resync period the periodic pass
+                // serves (so a timer lives at most that long, however often specs change).
+                if let Some(duration) = rollout
+                    .shadow
+                    .as_ref()
+                    .and_then(|s| s.duration.as_deref())
+                    .and_then(|d| super::spec::parse_duration(d).ok())
+                    .filter(|d| *d < inner.config.resync)
+                {
+                    let wake = inner.wake.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(duration).await;
+                        wake.notify_one();
+                    });
+                }
             }
             let started = state.shadows[name.as_str()].started;
             let cmp = lock(&inner.comparisons)

@@ -16,6 +16,8 @@ use crate::contract::KindRef;
 
 /// The verbs a cached kind is read with (the host lists and watches it; imports get it).
 const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
+/// Access reviews of one Plugin in flight at once.
+const CONCURRENT_REVIEWS: usize = 8;
 
 /// The ServiceAccount the Plugin in `namespace` acts as: the one the applying policies
 /// name (a Plugin asking for another is refused), else the Plugin's own choice, else
@@ -95,15 +97,30 @@ pub(super) async fn may_read(
             true => namespaces.iter().map(|n| Some(n.as_str())).collect(),
             false => vec![None],
         };
-        for namespace in scopes {
-            for verb in READ_VERBS {
-                let access = ResourceAccess {
+        let resource = &resolved.resource;
+        let accesses: Vec<ResourceAccess> = scopes
+            .into_iter()
+            .flat_map(|namespace| {
+                READ_VERBS.into_iter().map(move |verb| ResourceAccess {
                     verb,
-                    group: resolved.resource.group.clone(),
-                    resource: resolved.resource.plural.clone(),
+                    group: resource.group.clone(),
+                    resource: resource.plural.clone(),
                     namespace: namespace.map(str::to_string),
-                };
-                let allowed = reviewer.allowed(principal, &access).await.map_err(|e| {
+                })
+            })
+            .collect();
+        // A few reviews in flight at once, answers taken in order (the first refusal
+        // reported is the one a review in turn would find): one at a time, 1,000 new
+        // Plugins waited for 3,000 round trips.
+        for batch in accesses.chunks(CONCURRENT_REVIEWS) {
+            let reviews: Vec<_> = batch
+                .iter()
+                .map(|access| reviewer.allowed(principal, access))
+                .collect();
+            let answers = futures::future::join_all(reviews).await;
+            for (access, allowed) in batch.iter().zip(answers) {
+                let (verb, namespace) = (access.verb, access.namespace.as_deref());
+                let allowed = allowed.map_err(|e| {
                     Refusal::new(
                         Reason::AccessReviewFailed,
                         format!("cannot check {principal}'s rights: {e}"),

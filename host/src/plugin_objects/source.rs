@@ -6,9 +6,11 @@
 //! then write each object's status (and Events) from the one replica that owns it.
 
 use super::compiles::{Compiles, MAX_CONCURRENT_COMPILES};
+use super::echoes::Echoes;
 use super::image::ImagePulls;
 use super::pass_state::Denials;
 use super::pass_state::{Entry, Good, State};
+use super::prefetch::prefetch;
 use super::records::{PluginRef, RecordStore};
 use super::refusal::{Reason, Refusal};
 use super::resolve::{Referenced, regrant, take_compiled};
@@ -17,6 +19,7 @@ use super::slots::{Slots, default_per_namespace, holds_slot};
 use super::spec::{ClusterPolicySpec, GROUP, VERSION, parse_spec};
 use super::status::{RunningRevision, differs_beyond_counts, policy_status};
 use super::statuses::PluginStatuses;
+use super::time_slice::TimeSlice;
 use super::truth::write_status;
 use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer};
 use crate::controller::{Applied, Controller, InstanceName};
@@ -138,6 +141,9 @@ pub(super) struct Inner {
     pub(super) comparisons: Mutex<HashMap<String, Comparison>>,
     /// The statuses computed in the last pass, for the dashboard.
     pub(super) statuses: PluginStatuses,
+    /// The versions the host's own status writes gave Plugins, whose watch events need no
+    /// pass.
+    pub(super) echoes: Echoes,
     /// What the host recorded of each Plugin's status (in its own namespace).
     pub(super) records: RecordStore,
 }
@@ -204,6 +210,7 @@ impl PluginObjects {
                 audit,
                 comparisons: Mutex::default(),
                 statuses: PluginStatuses::default(),
+                echoes: Echoes::default(),
                 records,
             }),
         }
@@ -241,7 +248,7 @@ impl PluginObjects {
         let plugins = self.reflect(plugin_resource(), &tasks);
         let policies = self.reflect(policy_resource(), &tasks);
         let _ = inner.stores.set((plugins.clone(), policies.clone()));
-        lock(&tasks).extend(inner.records.start());
+        lock(&tasks).extend(inner.records.start(inner.wake.clone()));
         lock(&tasks).push(tokio::spawn(self.clone().follow_config_maps()));
         lock(&tasks).push(tokio::spawn(self.clone().follow_audit()));
         lock(&tasks).push(tokio::spawn(self.clone().follow_calls()));
@@ -278,6 +285,8 @@ impl PluginObjects {
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(Event::Init | Event::InitApply(_)) => {}
+                    // The host's own status write, come back: nothing for a pass to do.
+                    Ok(Event::Apply(obj)) if me.inner.echoes.is_echo(&obj) => {}
                     Ok(_) => me.inner.wake.notify_one(),
                     Err(err) => tracing::warn!("watch of Plugin objects failed, retrying: {err}"),
                 }
@@ -334,7 +343,10 @@ impl PluginObjects {
             .max_plugins_per_namespace
             .unwrap_or_else(|| default_per_namespace(max));
         let mut slots = Slots::new(max, per_namespace);
+        let mut prefetched = prefetch(inner, &state, plugins.iter().take(max).map(|o| &**o)).await;
+        let mut slice = TimeSlice::start();
         for obj in plugins.iter() {
+            slice.check().await;
             let ns = obj.namespace().unwrap_or_default();
             let name = obj.name_any();
             let instance = InstanceName::object(&ns, &name)
@@ -344,7 +356,14 @@ impl PluginObjects {
                 Ok(instance) => {
                     let applying = self.applying(&ns, &in_force, &mut labels).await;
                     let outcome = self
-                        .resolve(&mut state, obj, instance, &applying, &mut referenced)
+                        .resolve(
+                            &mut state,
+                            obj,
+                            instance,
+                            &applying,
+                            &mut referenced,
+                            &mut prefetched,
+                        )
                         .await;
                     let uid = obj.metadata.uid.clone().unwrap_or_default();
                     let fallback = match (&outcome, state.last_good.get(instance.as_str())) {
@@ -464,6 +483,7 @@ impl PluginObjects {
         // Status and Events, from the replica that owns each object.
         let mut computed = HashMap::new();
         for entry in &entries {
+            slice.check().await;
             let (key, status) = self.report(&mut state, entry).await;
             computed.insert(key, status);
         }

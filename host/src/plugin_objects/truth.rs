@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 /// The reason of the Event that notes a forged status.
 pub const STATUS_OVERWRITTEN: &str = "StatusOverwritten";
 
-/// Sends `status` as a merge patch of the status subresource that replaces `read_back`;
-/// whether the API server took it.
+/// Sends `status` as a merge patch of the status subresource that replaces `read_back`; the
+/// object's resourceVersion after it, if the API server took it.
 pub async fn write_status(
     client: &kube::Client,
     resource: &ApiResource,
@@ -20,7 +20,7 @@ pub async fn write_status(
     name: &str,
     status: &Value,
     read_back: Option<&Value>,
-) -> bool {
+) -> Option<String> {
     let body = replacing_patch(status, read_back);
     let api: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
@@ -31,10 +31,10 @@ pub async fn write_status(
         .patch_status(name, &PatchParams::default(), &patch)
         .await
     {
-        Ok(_) => true,
+        Ok(written) => Some(written.metadata.resource_version.unwrap_or_default()),
         Err(err) => {
             tracing::warn!(kind = %resource.kind, namespace = ?namespace, name, "cannot write status: {err}");
-            false
+            None
         }
     }
 }

@@ -125,6 +125,11 @@ impl Revision {
         self.caches.iter().map(|c| c.kind())
     }
 
+    /// Whether this revision's policy grants keys in `namespace` (`None`: cluster-scoped).
+    pub fn grants_namespace(&self, namespace: Option<&str>) -> bool {
+        self.policy.grants.namespaces.allows(namespace)
+    }
+
     /// What this revision's caches hold of one object (for expectations: any cache it
     /// depends on, readable by the plugin or not).
     pub fn cached(&self, kind: &KindRef, object: &ObjKey) -> Cached {

@@ -165,13 +165,7 @@ impl RunningPlugin {
     /// [`Self::enqueue`], with the change that queued it (kept for the ledger only while a
     /// ledger records the calls).
     pub(crate) fn enqueue_with(&self, key: ObjKey, trigger: Trigger) {
-        if !self
-            .current()
-            .policy
-            .grants
-            .namespaces
-            .allows(key.namespace.as_deref())
-        {
+        if !self.current().grants_namespace(key.namespace.as_deref()) {
             return;
         }
         let kept = trigger.kept(self.ledger.is_some());
