@@ -98,23 +98,6 @@ pub(super) struct Compiles {
     pools: Pools,
 }
 
-/// How far a compile thread lowers its scheduling priority: a tenant's module churn
-/// compiles in the cores' idle time, not in the time of other tenants' calls and watches
-/// (a churning tenant's compiles raised quiet tenants' change->patch p99 2.2 times, the e2e
-/// bench's tenants phase). The highest niceness: compiles are background work, and each
-/// waits only for its own namespace's Plugin.
-const COMPILE_NICENESS: i32 = 19;
-
-/// Lowers the calling thread's priority to [`COMPILE_NICENESS`] (Linux sets it per thread);
-/// a host that may not (a seccomp profile) compiles at its normal priority.
-fn lower_priority() {
-    if let Err(e) =
-        rustix::process::setpriority_process(Some(rustix::thread::gettid()), COMPILE_NICENESS)
-    {
-        tracing::debug!("a compile thread keeps its priority: {e}");
-    }
-}
-
 /// The thread pools of the compile slots not compiling now. A compile on rayon's global pool
 /// queues its functions behind those of a compile already running there (a small module
 /// waited 45.7 s behind a 12 MiB one); on a pool of its own it shares the cores with it
@@ -131,7 +114,6 @@ impl Compiles {
             .filter_map(|slot| {
                 rayon::ThreadPoolBuilder::new()
                     .thread_name(move |i| format!("kubeplug-compile-{slot}-{i}"))
-                    .start_handler(|_| lower_priority())
                     .build()
                     .inspect_err(|e| {
                         tracing::warn!(slot, "no thread pool of its own for a compile slot: {e}")

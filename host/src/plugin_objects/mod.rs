@@ -15,6 +15,7 @@ mod grant;
 mod image;
 mod module;
 mod pass_state;
+mod policies;
 mod prefetch;
 mod records;
 mod refusal;

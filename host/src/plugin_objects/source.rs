@@ -10,17 +10,17 @@ use super::echoes::Echoes;
 use super::image::ImagePulls;
 use super::pass_state::Denials;
 use super::pass_state::{Entry, Good, State};
+use super::policies::in_force;
 use super::prefetch::prefetch;
 use super::records::{PluginRef, RecordStore};
 use super::refusal::{Reason, Refusal};
 use super::resolve::{Referenced, regrant, take_compiled};
 use super::shadow::Comparison;
 use super::slots::{Slots, default_per_namespace, holds_slot};
-use super::spec::{ClusterPolicySpec, GROUP, VERSION, parse_spec};
-use super::status::{RunningRevision, differs_beyond_counts, policy_status};
+use super::spec::{GROUP, VERSION};
+use super::status::RunningRevision;
 use super::statuses::PluginStatuses;
 use super::time_slice::TimeSlice;
-use super::truth::write_status;
 use crate::cluster::{AccessReviewer, KindRegistry, KubeAccessReviewer};
 use crate::controller::{Applied, Controller, InstanceName};
 use crate::coordination::{Gate, Pass, WhileHeld, Withheld, count_withheld};
@@ -29,7 +29,6 @@ use crate::policy::AuditSink;
 use crate::reload::applier::{Desired, Version};
 use crate::reload::state::{PolicyContent, Target};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -311,25 +310,7 @@ impl PluginObjects {
         let mut state = inner.state.lock().await;
 
         // Policies: a spec that does not parse keeps the last good one in force.
-        let mut policy_errors: BTreeMap<String, String> = BTreeMap::new();
-        let mut in_force: Vec<(String, ClusterPolicySpec)> = Vec::new();
-        for p in &policy_objects {
-            let name = p.name_any();
-            match parse_spec::<ClusterPolicySpec>(&p.data).and_then(|s| s.validate().map(|()| s)) {
-                Ok(spec) => {
-                    state.good_policies.insert(name.clone(), spec.clone());
-                    in_force.push((name, spec));
-                }
-                Err(err) => {
-                    if let Some(good) = state.good_policies.get(&name) {
-                        in_force.push((name.clone(), good.clone()));
-                    }
-                    policy_errors.insert(name, err);
-                }
-            }
-        }
-        let names: HashSet<String> = policy_objects.iter().map(|p| p.name_any()).collect();
-        state.good_policies.retain(|n, _| names.contains(n));
+        let (in_force, policy_errors) = in_force(&mut state, &policy_objects);
         let mut labels: HashMap<String, BTreeMap<String, String>> = HashMap::new();
 
         // Plugins: resolve each to a revision to run, or a refusal; a refused one whose
@@ -527,72 +508,13 @@ impl PluginObjects {
                 inner.gate.enter(owner).is_some_and(|p| p.holds())
             })
             .await;
-        for p in &policy_objects {
-            let name = p.name_any();
-            let applies = plugins
-                .iter()
-                .filter_map(|o| o.namespace())
-                .collect::<HashSet<_>>();
-            let applies = applies
-                .iter()
-                .filter(|ns| {
-                    in_force
-                        .iter()
-                        .any(|(n, s)| *n == name && applies_to_names(s, ns, labels.get(*ns)))
-                })
-                .count();
-            let status = policy_status(
-                p.metadata.generation.unwrap_or(0),
-                policy_errors.get(&name).map(String::as_str),
-                applies,
-                p.data.get("status"),
-                &now(),
-            );
-            if differs_beyond_counts(&status, p.data.get("status")) {
-                let resource = policy_resource();
-                write_status(
-                    &inner.client,
-                    &resource,
-                    None,
-                    &name,
-                    &status,
-                    p.data.get("status"),
-                )
-                .await;
-            }
-        }
-    }
-
-    /// The policies in force that apply to `namespace`.
-    pub(super) async fn applying<'a>(
-        &self,
-        namespace: &str,
-        in_force: &'a [(String, ClusterPolicySpec)],
-        labels: &mut HashMap<String, BTreeMap<String, String>>,
-    ) -> Vec<(&'a str, &'a ClusterPolicySpec)> {
-        if in_force
-            .iter()
-            .any(|(_, p)| p.applies_to.selector.is_some())
-            && !labels.contains_key(namespace)
-        {
-            let api: Api<Namespace> = Api::all(self.inner.client.clone());
-            let found = match api.get_opt(namespace).await {
-                Ok(ns) => ns.and_then(|n| n.metadata.labels).unwrap_or_default(),
-                Err(err) => {
-                    tracing::warn!(
-                        namespace,
-                        "cannot read the namespace's labels for PluginPolicy selectors: {err}"
-                    );
-                    BTreeMap::new()
-                }
-            };
-            labels.insert(namespace.to_string(), found);
-        }
-        in_force
-            .iter()
-            .filter(|(_, p)| applies_to_names(p, namespace, labels.get(namespace)))
-            .map(|(n, p)| (n.as_str(), p))
-            .collect()
+        self.report_policies(
+            &policy_objects,
+            &plugins,
+            (&in_force, &policy_errors),
+            &labels,
+        )
+        .await;
     }
 
     /// Drops fetched and compiled modules nothing runs or asks for.
@@ -617,18 +539,6 @@ impl PluginObjects {
         state.compiled.retain(|d, _| used.contains(d));
         self.inner.compiles.retain(|d| used.contains(d));
     }
-}
-
-/// Whether policy `p` applies to `namespace` (with its labels, when known).
-pub(super) fn applies_to_names(
-    p: &ClusterPolicySpec,
-    namespace: &str,
-    labels: Option<&BTreeMap<String, String>>,
-) -> bool {
-    p.applies_to.names.iter().any(|n| n == namespace)
-        || p.applies_to.selector.as_ref().is_some_and(|s| {
-            labels.is_some_and(|l| s.match_labels.iter().all(|(k, v)| l.get(k) == Some(v)))
-        })
 }
 
 pub(super) fn load_refusal(err: LoadError) -> Refusal {
