@@ -2,6 +2,7 @@
 
 pub mod call_limits;
 pub mod chaos;
+pub mod crds;
 pub mod eval;
 mod faults;
 mod golden;
@@ -71,6 +72,8 @@ pub enum Command {
     Why(why::WhyArgs),
     /// The Plugins of a namespace: conditions, mode, digest, grant, counts, last error.
     Status(status::StatusArgs),
+    /// Print the CRDs of Plugin and PluginPolicy, generated from the types that parse them.
+    Crds(crds::CrdsArgs),
 }
 
 /// Runs the parsed command line and maps its outcome to an exit code.
@@ -92,6 +95,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Verify(args) => rt.block_on(sign::verify(args)),
             Command::Why(args) => rt.block_on(why::run(args)),
             Command::Status(args) => rt.block_on(status::run(args)),
+            Command::Crds(args) => crds::run(args),
         };
         // Each command has drained what it means to (within its own bounds); a plugin call
         // abandoned at the shutdown deadline must not hold the exit.

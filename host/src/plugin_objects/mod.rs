@@ -6,6 +6,8 @@
 //! it never collides with a file-backed one.
 
 mod compiles;
+mod crd_status;
+mod crds;
 mod echoes;
 mod events;
 mod fair_slots;
@@ -33,6 +35,8 @@ mod time_slice;
 mod truth;
 
 pub use compiles::MAX_CONCURRENT_COMPILES;
+pub use crd_status::{Condition, ConditionStatus, PluginPolicyStatus, PluginStatus};
+pub use crds::generated as generated_crds;
 pub use grant::{Effective, effective};
 pub use image::DEFAULT_POLL as DEFAULT_IMAGE_POLL;
 pub use module::DEFAULT_MAX_MODULE_BYTES;
@@ -43,5 +47,7 @@ pub use source::{
     DEFAULT_MAX_PLUGINS, PluginObjects, PluginObjectsConfig, PluginObjectsTask, plugin_resource,
     policy_resource,
 };
-pub use spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION};
+pub use spec::{
+    ClusterPolicySpec, GROUP, PluginObject, PluginObjectSpec, PluginPolicyObject, VERSION,
+};
 pub use statuses::PluginStatuses;

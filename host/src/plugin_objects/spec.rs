@@ -3,8 +3,11 @@
 //! `PluginPolicy` (what it allows, and in which namespaces). Unknown fields are refused, so
 //! a misspelt or unsupported field is a status reason, never silently ignored.
 
+use super::crd_status::{PluginPolicyStatus, PluginStatus};
 use crate::policy::{KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec, RuleSpec};
-use serde::Deserialize;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The API group of both kinds.
@@ -12,11 +15,29 @@ pub const GROUP: &str = "kubeplug.dev";
 /// Their version.
 pub const VERSION: &str = "v1alpha1";
 
-/// `Plugin.spec`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `Plugin.spec`: what the tenant asks to run. The `Plugin` CRD
+/// (`host/deploy/crds/plugins.yaml`) is generated from this type (`kubeplug crds`).
+#[derive(CustomResource, Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(description = "What the tenant asks to run.")]
+#[kube(
+    group = "kubeplug.dev",
+    version = "v1alpha1",
+    kind = "Plugin",
+    root = "PluginObject",
+    namespaced,
+    status = "PluginStatus",
+    shortname = "kp",
+    derive = "PartialEq",
+    doc = "A sandboxed WebAssembly reconciler a tenant runs in its own namespace. Its module comes from a ConfigMap in the same namespace or an OCI image; what it may do is what it requests in spec.permissions, bounded by the PluginPolicies that apply to its namespace.",
+    printcolumn = r#"{"name": "Mode", "type": "string", "jsonPath": ".status.mode", "description": "The mode the current revision runs in (enforce or dry-run), after policy."}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status", "description": "Whether the current revision is running."}"#,
+    printcolumn = r#"{"name": "Reason", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason", "description": "Why it is (not) ready."}"#,
+    printcolumn = r#"{"name": "Digest", "type": "string", "jsonPath": ".status.shortDigest", "description": "The first 12 hex digits of the running module's SHA-256."}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
 pub struct PluginObjectSpec {
-    /// Where the component comes from.
+    /// Where the WebAssembly component comes from: exactly one of configMap or image.
     pub module: ModuleSpec,
     /// What the tenant asks for: `enforce` (the default) or `dry-run`; the policies may
     /// lower it to dry-run, never raise it.
@@ -24,6 +45,7 @@ pub struct PluginObjectSpec {
     pub mode: Mode,
     /// Free JSON handed to the plugin as its configuration.
     #[serde(default)]
+    #[schemars(schema_with = "free_json")]
     pub config: Option<Value>,
     /// What it asks to be granted.
     #[serde(default)]
@@ -35,7 +57,16 @@ pub struct PluginObjectSpec {
     /// what that account may `get`/`list`/`watch`, its writes are sent impersonating it.
     /// Absent: the one an applying policy names, else `default`.
     #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub service_account_name: Option<String>,
+}
+
+/// The schema of free JSON: any value, kept as written (the API server prunes nothing).
+fn free_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"x-kubernetes-preserve-unknown-fields": true})
 }
 
 fn enforce() -> Mode {
@@ -43,8 +74,9 @@ fn enforce() -> Mode {
 }
 
 /// `spec.module`: exactly one of `configMap` and `image`, and an optional digest pin.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("has(self.configMap) != has(self.image)").message("exactly one of configMap or image must be set"))]
 pub struct ModuleSpec {
     /// A ConfigMap in the Plugin's own namespace (there is no namespace field: a Plugin
     /// never reads another namespace's module).
@@ -53,24 +85,29 @@ pub struct ModuleSpec {
     /// An OCI reference, `oci://HOST[:PORT]/REPO[:TAG][@sha256:DIGEST]`, from a registry a
     /// PluginPolicy lists in `spec.modules.images`.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 512))]
     pub image: Option<String>,
     /// A `kubernetes.io/dockerconfigjson` Secret in the Plugin's namespace holding the
     /// image's registry credentials (only its entry for the image's registry is used).
     #[serde(default)]
+    #[schemars(length(min = 1, max = 253))]
     pub pull_secret: Option<String>,
     /// The SHA-256 the module must have (64 hex digits, either case).
     #[serde(default)]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"))]
     pub sha256: Option<String>,
 }
 
 /// `spec.module.configMap`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigMapRef {
     /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// The `binaryData` key holding the component (default `plugin.wasm`).
     #[serde(default = "default_key")]
+    #[schemars(length(min = 1, max = 253))]
     pub key: String,
 }
 
@@ -79,7 +116,7 @@ fn default_key() -> String {
 }
 
 /// `spec.permissions`: the policy rule format, requested rather than granted.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Permissions {
     /// Namespaces beyond its own, and cluster-scoped writes: granted only by a policy that
@@ -98,11 +135,12 @@ pub struct Permissions {
 }
 
 /// `spec.permissions.namespaces`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RequestedNamespaces {
     /// Other namespaces, by name.
     #[serde(default)]
+    #[schemars(inner(length(max = 63)))]
     pub names: Vec<String>,
     /// Writes to cluster-scoped objects.
     #[serde(default)]
@@ -110,7 +148,7 @@ pub struct RequestedNamespaces {
 }
 
 /// `spec.rollout`: a new revision first runs in shadow (dry-run, beside the live one).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RolloutSpec {
     /// How long the shadow runs before promotion is considered.
@@ -126,21 +164,41 @@ pub struct RolloutSpec {
 
 /// `spec.rollout.shadow`: a number of compared reconciles, or a duration, or both (the
 /// first reached ends the shadow).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ShadowSpec {
     /// Keys compared.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub reconciles: Option<u64>,
     /// A duration such as `90s`, `5m` or `1h30m`.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
     pub duration: Option<String>,
 }
 
 /// `PluginPolicy.spec`: the file policy document's spec (without `config` and the digest
-/// pin, which belong to the Plugin) plus the namespaces whose Plugins it bounds.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// pin, which belong to the Plugin) plus the namespaces whose Plugins it bounds. The
+/// `PluginPolicy` CRD (`host/deploy/crds/pluginpolicies.yaml`) is generated from this type.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(description = "What is allowed, and to whose Plugins.")]
+#[kube(
+    group = "kubeplug.dev",
+    version = "v1alpha1",
+    kind = "PluginPolicy",
+    root = "PluginPolicyObject",
+    plural = "pluginpolicies",
+    status = "PluginPolicyStatus",
+    shortname = "kpp",
+    derive = "PartialEq",
+    doc = "What the platform team allows the Plugins of some namespaces to do: the policy document of a policy file, plus the namespaces it applies to.",
+    printcolumn = r#"{"name": "Mode", "type": "string", "jsonPath": ".spec.mode", "description": "The most a matching Plugin may run in (enforce or dry-run)."}"#,
+    printcolumn = r#"{"name": "Applies-To", "type": "string", "jsonPath": ".spec.appliesTo.names", "description": "The namespaces whose Plugins it bounds, by name."}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status", "description": "Whether kubeplug parsed and uses it."}"#,
+    printcolumn = r#"{"name": "Reason", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason", "description": "Why it is (not) ready."}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
 pub struct ClusterPolicySpec {
     /// `enforce` or `dry-run` (the default): dry-run holds every Plugin it bounds in dry-run.
     #[serde(default)]
@@ -167,21 +225,28 @@ pub struct ClusterPolicySpec {
     /// The ServiceAccount (of each Plugin's own namespace) its Plugins act as; a Plugin
     /// naming another one is refused. Absent: the Plugin's choice, else `default`.
     #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub service_account_name: Option<String>,
 }
 
 /// `PluginPolicy.spec.modules`: the registries and repositories its Plugins may pull
 /// modules from (none unless listed: a tenant's image makes the host send requests).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModulesSpec {
     /// `HOST[:PORT]` (the whole registry) or `HOST[:PORT]/REPO` (that repository and the
     /// ones under it, at a `/` boundary).
     #[serde(default)]
+    #[schemars(length(max = MAX_IMAGE_SOURCES), inner(length(min = 1, max = 300)))]
     pub images: Vec<String>,
     /// The signatures their images must carry (`kubeplug verify`'s config: `allOf`,
-    /// `anyOf` of `pubKey` rules), besides the host's `--verification-config`.
+    /// `anyOf` of `pubKey` rules), besides the host's `--verification-config`; checked by
+    /// the host, which refuses the policy with the field at fault.
     #[serde(default)]
+    #[schemars(schema_with = "free_json")]
     pub verification: Option<crate::oci::verification::VerificationConfig>,
 }
 
@@ -238,11 +303,12 @@ impl ModulesSpec {
 }
 
 /// `PluginPolicy.spec.appliesTo`: namespaces by name and/or by labels.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppliesTo {
     /// These namespaces.
     #[serde(default)]
+    #[schemars(inner(length(max = 63)))]
     pub names: Vec<String>,
     /// The namespaces whose labels match.
     #[serde(default)]

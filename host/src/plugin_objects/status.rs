@@ -8,9 +8,12 @@
 //! rollout's outcome) comes from what the host recorded ([`super::records`]), never from the
 //! status read back from the object, which others may have written.
 
+use super::crd_status::{
+    Condition, ConditionStatus, Counts, Declared, PluginPolicyStatus, PluginStatus, RevisionEntry,
+};
 use super::refusal::Refusal;
 use crate::policy::Mode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// How many revisions the status keeps.
 pub const MAX_REVISIONS: usize = 5;
@@ -71,18 +74,25 @@ fn condition(
     message: &str,
     generation: i64,
     now: &str,
-) -> Value {
-    let status = if status { "True" } else { "False" };
+) -> Condition {
+    let status = ConditionStatus::from(status);
+    let written = serde_json::to_value(status).unwrap_or_default();
     let since = previous
         .and_then(|p| p.get("conditions"))
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .filter(|c| c["status"] == status)
+        .filter(|c| c["status"] == written)
         .and_then(|c| c["lastTransitionTime"].as_str())
         .unwrap_or(now)
         .to_string();
-    json!({"type": type_, "status": status, "reason": reason, "message": message,
-        "observedGeneration": generation, "lastTransitionTime": since})
+    Condition {
+        type_: type_.into(),
+        status,
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: generation,
+        last_transition_time: since,
+    }
 }
 
 /// The status of a Plugin given what the host observed and what it recorded of the status
@@ -166,39 +176,42 @@ pub fn plugin_status(obs: &Observation, previous: Option<&Value>, now: &str) -> 
             now,
         ));
     }
-    let mut status = json!({
-        "observedGeneration": g,
-        "conditions": conditions,
-        "runner": obs.runner,
-        "counts": {"reconciles": obs.counts.0, "errors": obs.counts.1, "denied": obs.counts.2},
+    let run = obs.running.as_ref();
+    // The last rollout's outcome stays until the next one (a shadow that no longer runs,
+    // stopped or lost with a restart, is no outcome).
+    let rollout = obs.rollout.clone().or_else(|| {
+        previous
+            .and_then(|p| p.get("rollout"))
+            .filter(|r| r["phase"] != "Shadowing")
+            .cloned()
     });
-    if let Some(run) = &obs.running {
-        status["mode"] = json!(mode_str(run.mode));
-        status["digest"] = json!(format!("sha256:{}", run.digest));
-        status["shortDigest"] = json!(short(&run.digest));
-        status["declared"] = json!({"name": run.declared.0, "version": run.declared.1,
-            "contract": run.declared.2});
-        status["grant"] = json!(run.grant);
-        if let Some(image) = &run.image {
-            status["image"] = json!(image);
-        }
-    }
-    status["revisions"] = revisions(obs, previous, now);
-    if let Some(rollout) = &obs.rollout {
-        status["rollout"] = rollout.clone();
-    } else if let Some(last) = previous
-        .and_then(|p| p.get("rollout"))
-        .filter(|r| r["phase"] != "Shadowing")
-    {
-        // The last rollout's outcome stays until the next one (a shadow that no longer
-        // runs, stopped or lost with a restart, is no outcome).
-        status["rollout"] = last.clone();
-    }
-    status
+    let status = PluginStatus {
+        observed_generation: g,
+        conditions,
+        mode: run.map(|r| mode_str(r.mode).into()),
+        digest: run.map(|r| format!("sha256:{}", r.digest)),
+        short_digest: run.map(|r| short(&r.digest).into()),
+        image: run.and_then(|r| r.image.clone()),
+        declared: run.map(|r| Declared {
+            name: r.declared.0.clone(),
+            version: r.declared.1.clone(),
+            contract: r.declared.2.clone(),
+        }),
+        grant: run.map(|r| r.grant.clone()),
+        runner: obs.runner.clone(),
+        counts: Counts {
+            reconciles: obs.counts.0,
+            errors: obs.counts.1,
+            denied: obs.counts.2,
+        },
+        rollout,
+        revisions: revisions(obs, previous, now),
+    };
+    serde_json::to_value(status).expect("a status serialises")
 }
 
 /// The last revisions, newest first: the running one added when it is new.
-fn revisions(obs: &Observation, previous: Option<&Value>, now: &str) -> Value {
+fn revisions(obs: &Observation, previous: Option<&Value>, now: &str) -> Vec<Value> {
     let mut list: Vec<Value> = previous
         .and_then(|p| p.get("revisions"))
         .and_then(Value::as_array)
@@ -208,15 +221,20 @@ fn revisions(obs: &Observation, previous: Option<&Value>, now: &str) -> Value {
         let digest = format!("sha256:{}", run.digest);
         if list.first().and_then(|r| r["digest"].as_str()) != Some(&digest) {
             list.retain(|r| r["digest"].as_str() != Some(&digest));
-            let mut revision = json!({"digest": digest, "generation": run.generation, "at": now});
-            if let Some(image) = &run.image {
-                revision["image"] = json!(image);
-            }
-            list.insert(0, revision);
+            let revision = RevisionEntry {
+                digest,
+                image: run.image.clone(),
+                generation: run.generation,
+                at: now.into(),
+            };
+            list.insert(
+                0,
+                serde_json::to_value(revision).expect("a revision serialises"),
+            );
         }
     }
     list.truncate(MAX_REVISIONS);
-    Value::Array(list)
+    list
 }
 
 /// Whether `a` and `b` differ in more than their counts: counts change on every reconcile,
@@ -255,13 +273,18 @@ pub fn policy_status(
             condition(previous, "Stalled", true, "InvalidSpec", e, generation, now),
         ],
     };
-    json!({"observedGeneration": generation, "conditions": conditions})
+    serde_json::to_value(PluginPolicyStatus {
+        observed_generation: generation,
+        conditions,
+    })
+    .expect("a status serialises")
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::refusal::Reason;
     use super::*;
+    use serde_json::json;
 
     fn running(digest: &str) -> RunningRevision {
         RunningRevision {

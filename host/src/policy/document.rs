@@ -82,7 +82,9 @@ impl PluginSpec {
 }
 
 /// Whether actions are sent or only recorded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Allowed actions are sent to the API server.
@@ -95,7 +97,7 @@ pub enum Mode {
 /// Namespaces granted: `all: true`, a list of `names`, and/or namespaces whose labels match
 /// `selector.matchLabels`; and, only with `clusterScoped: true`, writes to cluster-scoped
 /// objects.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespacesSpec {
     /// Every namespace (of the host's scope).
@@ -107,6 +109,7 @@ pub struct NamespacesSpec {
     pub cluster_scoped: bool,
     /// These namespaces, by name.
     #[serde(default)]
+    #[schemars(inner(length(max = 63)))]
     pub names: Vec<String>,
     /// The namespaces whose labels match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,7 +117,7 @@ pub struct NamespacesSpec {
 }
 
 /// A label selector on namespaces (`matchLabels` only).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespaceSelectorSpec {
     /// Labels a namespace must all carry.
@@ -123,22 +126,26 @@ pub struct NamespaceSelectorSpec {
 }
 
 /// A kind: `apiVersion` and `kind`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KindSpec {
     /// `group/version`, or `version` for the core group.
+    #[schemars(length(min = 1))]
     pub api_version: String,
     /// The kind, e.g. `ConfigMap`.
+    #[schemars(length(min = 1))]
     pub kind: String,
 }
 
 /// What the plugin may do to one kind.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleSpec {
     /// `group/version`, or `version` for the core group.
+    #[schemars(length(min = 1))]
     pub api_version: String,
     /// The kind, e.g. `Deployment`.
+    #[schemars(length(min = 1))]
     pub kind: String,
     /// The writes granted on it.
     #[serde(default)]
@@ -149,7 +156,19 @@ pub struct RuleSpec {
 }
 
 /// A write the plugin may be granted on a kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Deserialize,
+    Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verb {
     /// Patch the object itself (and its `scale` subresource).
@@ -180,18 +199,23 @@ impl Verb {
 /// Limits as written; absent ones take the host's defaults (or, for the write budget, 5
 /// writes per second with a burst of 10). Checked and resolved into a
 /// [`PolicyLimits`](super::PolicyLimits) when the document is parsed.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsSpec {
     /// Memory of one call's sandbox, in MiB (1–1024, the runtime's cap).
+    #[schemars(range(min = 1, max = 1024))]
     pub memory_mib: Option<usize>,
     /// Time limit of one call, in milliseconds (1–600000).
+    #[schemars(range(min = 1, max = 600_000))]
     pub timeout_ms: Option<u64>,
     /// Most actions one call may return (1–100000).
+    #[schemars(range(min = 1, max = 100_000))]
     pub max_actions: Option<usize>,
-    /// Sustained API writes per second.
+    /// Sustained API writes per second (default 5).
+    #[schemars(extend("exclusiveMinimum" = true, "minimum" = 0))]
     pub writes_per_second: Option<f64>,
-    /// Writes allowed at once above the sustained rate (1–100000).
+    /// Writes allowed at once above the sustained rate (1–100000, default 10).
+    #[schemars(range(min = 1, max = 100_000))]
     pub write_burst: Option<u32>,
 }
 
