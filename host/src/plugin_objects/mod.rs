@@ -8,7 +8,6 @@
 mod compiles;
 mod echoes;
 mod events;
-mod fair_slots;
 mod follow;
 mod forgery;
 mod grant;
