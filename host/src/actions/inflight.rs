@@ -64,7 +64,7 @@ impl HostWrites {
     pub fn new(cap: usize) -> Self {
         let cap = cap.clamp(1, Semaphore::MAX_PERMITS);
         HostWrites {
-            slots: FairSlots::new(cap, cap),
+            slots: FairSlots::new(cap),
         }
     }
 

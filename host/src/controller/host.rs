@@ -105,7 +105,7 @@ impl Controller {
             workers: config.workers,
             expectation_wait: config.expectation_wait,
             host_writes: HostWrites::new(config.max_writes_in_flight),
-            calls: FairSlots::new(config.max_calls, config.max_calls),
+            calls: FairSlots::new(config.max_calls),
             guest_cpu,
             ledger: config.ledger.clone(),
         };

@@ -12,16 +12,16 @@
 //! private module to another tenant that names its digest; and nothing a registry answers
 //! reaches a status or an Event beyond a status code and a spec error code.
 //!
-//! Pulls share [`MAX_CONCURRENT_PULLS`] slots fairly between namespaces (`fair_slots`): a
-//! namespace whose registry hangs keeps at most its share once another waits. An image no
-//! Plugin names any more has its pull aborted at once, freeing its slot.
+//! Pulls share [`MAX_CONCURRENT_PULLS`] slots fairly between namespaces ([`FairSlots`] with
+//! preemption): a namespace whose registry hangs keeps at most its share once another
+//! waits. An image no Plugin names any more has its pull aborted at once, freeing its slot.
 
-use super::fair_slots::FairSlots;
 use super::module::ImageModule;
 use super::refusal::{Reason, Refusal};
 use crate::oci::access::{Access, Reach};
 use crate::oci::fetch::FetchError;
 use crate::oci::{OciRef, PullError, Registries};
+use crate::queue::FairSlots;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use oci_client::secrets::RegistryAuth;
@@ -99,7 +99,7 @@ impl ImagePulls {
             poll,
             entries: Mutex::new(HashMap::new()),
             wake,
-            pulls: FairSlots::new(MAX_CONCURRENT_PULLS),
+            pulls: FairSlots::new(MAX_CONCURRENT_PULLS).with_preemption(),
             deadline: PULL_DEADLINE,
         })
     }

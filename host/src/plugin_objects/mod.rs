@@ -10,7 +10,6 @@ mod crd_status;
 mod crds;
 mod echoes;
 mod events;
-mod fair_slots;
 mod follow;
 mod forgery;
 mod grant;

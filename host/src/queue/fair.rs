@@ -1,10 +1,24 @@
-//! Fair shares of a host-wide resource among tenants, in the spirit of the API server's
-//! Priority and Fairness: a tenant (a namespace; `""` for the operator's plugin files) takes
-//! at most `max_per_tenant` slots, and while other tenants wait, at most its fair share
-//! (the cap divided among the tenants holding or waiting); waiting tenants are served in
-//! turn, each tenant's own waiters in order. One tenant's burst then costs its own share,
-//! never another's: a tenant arriving while the first holds every slot gets the next one
-//! freed.
+//! Slots of a host-wide resource shared fairly among tenants, in the spirit of the API
+//! server's Priority and Fairness. A tenant is a namespace (`""` for the operator's plugin
+//! files); each tenant that holds or waits for slots has a fair share of
+//! `ceil(cap / such tenants)`. A free slot goes, round-robin, to the next tenant waiting
+//! below its share, and only when none is, to the next one waiting at or above it, so no
+//! slot idles while anyone may take it; each tenant's own waiters are served in order. One
+//! tenant's burst then costs its own share, never another's: a tenant arriving while the
+//! first holds every slot gets the next one freed.
+//!
+//! Two options, for the callers that need them:
+//! - a maximum per tenant ([`FairSlots::with_max_per_tenant`]): a tenant never holds more,
+//!   even alone;
+//! - preemption ([`FairSlots::with_preemption`]): when every slot is held and a tenant waits
+//!   below its share while another holds more than its own, the newest slot of the tenant
+//!   holding the most is asked back ([`FairPermit::preempted`]); its holder stops and queues
+//!   again. So one tenant whose work hangs (a registry that never answers) keeps at most its
+//!   share once another tenant waits, not every slot until its deadline.
+//!
+//! Waiting and holding are both cancel-safe: a waiter dropped before its turn takes
+//! nothing, one dropped after gives its slot back, and dropping a [`FairPermit`] gives the
+//! slot to the next tenant in turn at once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -20,23 +34,49 @@ pub struct FairSlots {
 struct State {
     cap: usize,
     max_per_tenant: usize,
+    /// Whether a slot is asked back for a tenant waiting below its share.
+    preemption: bool,
     in_use: usize,
+    next_id: u64,
+    /// The tenants that hold or wait for slots.
     tenants: BTreeMap<Arc<str>, Tenant>,
-    /// The tenant served last: the next turn goes to the one after it.
-    last: Option<Arc<str>>,
+    /// The tenants with waiters, in the order they are served.
+    turn: VecDeque<Arc<str>>,
+    /// The slot asked back and not given back yet: one at a time.
+    preempting: Option<u64>,
 }
 
+/// One tenant's slots and waiters.
 #[derive(Debug, Default)]
 struct Tenant {
-    held: usize,
-    waiting: VecDeque<oneshot::Sender<()>>,
+    /// Slots held, oldest first.
+    held: Vec<Held>,
+    /// Waiters, first come first served.
+    waiting: VecDeque<Waiter>,
 }
 
-/// One slot; dropping it gives the slot to the next tenant in turn.
+/// A slot held.
+#[derive(Debug)]
+struct Held {
+    id: u64,
+    /// Sends the request to give the slot back (taken when sent).
+    preempt: Option<oneshot::Sender<()>>,
+}
+
+/// A waiter in line: granted a slot, it is sent the receiving end of its slot's preemption.
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    grant: oneshot::Sender<oneshot::Receiver<()>>,
+}
+
+/// One slot held by a tenant; dropping it gives the slot to the next tenant in turn.
 #[derive(Debug)]
 pub struct FairPermit {
     state: Arc<Mutex<State>>,
     tenant: Arc<str>,
+    id: u64,
+    preempted: oneshot::Receiver<()>,
 }
 
 fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -44,18 +84,37 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 impl FairSlots {
-    /// `cap` slots (at least one), at most `max_per_tenant` (at least one) to one tenant.
-    pub fn new(cap: usize, max_per_tenant: usize) -> Self {
+    /// `cap` slots (at least one), without a per-tenant maximum nor preemption.
+    pub fn new(cap: usize) -> Self {
         let cap = cap.max(1);
         FairSlots {
             state: Arc::new(Mutex::new(State {
                 cap,
-                max_per_tenant: max_per_tenant.clamp(1, cap),
+                max_per_tenant: cap,
+                preemption: false,
                 in_use: 0,
+                next_id: 0,
                 tenants: BTreeMap::new(),
-                last: None,
+                turn: VecDeque::new(),
+                preempting: None,
             })),
         }
+    }
+
+    /// At most `max` slots (at least one) to one tenant, even when no other tenant waits.
+    pub fn with_max_per_tenant(self, max: usize) -> Self {
+        {
+            let mut state = lock(&self.state);
+            state.max_per_tenant = max.clamp(1, state.cap);
+        }
+        self
+    }
+
+    /// Asks a slot back for a tenant waiting below its share (see the module's doc); the
+    /// holders must watch [`FairPermit::preempted`].
+    pub fn with_preemption(self) -> Self {
+        lock(&self.state).preemption = true;
+        self
     }
 
     /// The cap.
@@ -71,7 +130,7 @@ impl FairSlots {
 
     /// Slots `tenant` holds now.
     pub fn held_by(&self, tenant: &str) -> usize {
-        lock(&self.state).tenants.get(tenant).map_or(0, |t| t.held)
+        lock(&self.state).held(tenant)
     }
 
     /// These slots as `tenant` takes them.
@@ -86,31 +145,35 @@ impl FairSlots {
     /// waiter dropped before its turn takes nothing, one dropped after gives it back.
     pub async fn acquire(&self, tenant: &str) -> FairPermit {
         let tenant: Arc<str> = tenant.into();
-        loop {
-            let (tx, rx) = oneshot::channel();
-            {
-                let mut state = lock(&self.state);
-                state
-                    .tenants
-                    .entry(tenant.clone())
-                    .or_default()
-                    .waiting
-                    .push_back(tx);
-                state.dispatch();
+        let (id, granted) = {
+            let mut state = lock(&self.state);
+            let id = state.next_id;
+            state.next_id += 1;
+            let (grant, granted) = oneshot::channel();
+            let entry = state.tenants.entry(tenant.clone()).or_default();
+            entry.waiting.push_back(Waiter { id, grant });
+            if entry.waiting.len() == 1 {
+                state.turn.push_back(tenant.clone());
             }
-            let mut waiting = Waiting {
-                rx: Some(rx),
-                state: self.state.clone(),
-                tenant: tenant.clone(),
-            };
-            let granted = waiting.rx.as_mut().expect("set above").await;
-            waiting.rx = None;
-            if granted.is_ok() {
-                return FairPermit {
-                    state: self.state.clone(),
-                    tenant,
-                };
-            }
+            state.dispatch();
+            (id, granted)
+        };
+        // Dropped before the grant is seen: leaves the queue, or gives the slot back.
+        let mut waiting = Waiting {
+            state: &self.state,
+            tenant: &tenant,
+            id,
+            done: false,
+        };
+        // The sender is only dropped by a grant (sent) or by `Waiting` (which is this
+        // future's own drop): an error cannot be seen here.
+        let preempted = granted.await.unwrap_or_else(|_| oneshot::channel().1);
+        waiting.done = true;
+        FairPermit {
+            state: self.state.clone(),
+            tenant: tenant.clone(),
+            id,
+            preempted,
         }
     }
 }
@@ -129,169 +192,157 @@ impl TenantSlots {
     }
 }
 
-/// A waiter in line; dropped after its slot was granted but before it woke, it gives the
-/// slot back.
-struct Waiting {
-    rx: Option<oneshot::Receiver<()>>,
-    state: Arc<Mutex<State>>,
-    tenant: Arc<str>,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if let Some(mut rx) = self.rx.take() {
-            rx.close();
-            if rx.try_recv().is_ok() {
-                lock(&self.state).release(&self.tenant);
-            }
+impl FairPermit {
+    /// Resolves when the slot is asked back for a tenant below its share (only with
+    /// [`FairSlots::with_preemption`]): the holder should stop, drop the slot and queue
+    /// again. Never resolves otherwise.
+    pub async fn preempted(&mut self) {
+        if (&mut self.preempted).await.is_err() {
+            std::future::pending::<()>().await;
         }
-    }
-}
-
-impl State {
-    /// The tenants that hold or wait for slots.
-    fn active(&self) -> usize {
-        self.tenants.len().max(1)
-    }
-
-    /// Whether `name` may take one more slot now.
-    fn may_take(&self, name: &str) -> bool {
-        let Some(t) = self.tenants.get(name) else {
-            return false;
-        };
-        if t.held >= self.max_per_tenant {
-            return false;
-        }
-        let share = self.cap.div_ceil(self.active());
-        let others_wait = self
-            .tenants
-            .iter()
-            .any(|(n, o)| &**n != name && !o.waiting.is_empty());
-        t.held < share || !others_wait
-    }
-
-    /// Hands free slots to waiting tenants, in turn after the last one served.
-    fn dispatch(&mut self) {
-        while self.in_use < self.cap {
-            let names: Vec<Arc<str>> = self.tenants.keys().cloned().collect();
-            let start = match &self.last {
-                Some(last) => names.iter().position(|n| n > last).unwrap_or(0),
-                None => 0,
-            };
-            let next = (0..names.len())
-                .map(|i| names[(start + i) % names.len()].clone())
-                .find(|n| !self.tenants[n].waiting.is_empty() && self.may_take(n));
-            let Some(name) = next else {
-                break;
-            };
-            let tenant = self.tenants.get_mut(&name).expect("listed above");
-            let waiter = tenant.waiting.pop_front().expect("checked non-empty");
-            if waiter.send(()).is_ok() {
-                tenant.held += 1;
-                self.in_use += 1;
-                self.last = Some(name);
-            } else if tenant.held == 0 && tenant.waiting.is_empty() {
-                self.tenants.remove(&name);
-            }
-        }
-    }
-
-    fn release(&mut self, name: &str) {
-        if let Some(t) = self.tenants.get_mut(name) {
-            t.held = t.held.saturating_sub(1);
-            if t.held == 0 && t.waiting.is_empty() {
-                self.tenants.remove(name);
-            }
-        }
-        self.in_use = self.in_use.saturating_sub(1);
-        self.dispatch();
     }
 }
 
 impl Drop for FairPermit {
     fn drop(&mut self) {
-        lock(&self.state).release(&self.tenant);
+        let mut state = lock(&self.state);
+        state.release(&self.tenant, self.id);
+        state.dispatch();
+    }
+}
+
+/// A waiter's place in line until its grant is seen.
+struct Waiting<'a> {
+    state: &'a Mutex<State>,
+    tenant: &'a str,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut state = lock(self.state);
+        let queued = state.tenants.get_mut(self.tenant).and_then(|t| {
+            let at = t.waiting.iter().position(|w| w.id == self.id)?;
+            t.waiting.remove(at)
+        });
+        if queued.is_none() {
+            // Granted meanwhile: the slot is given back.
+            state.release(self.tenant, self.id);
+        }
+        state.tidy(self.tenant);
+        state.dispatch();
+    }
+}
+
+impl State {
+    fn held(&self, tenant: &str) -> usize {
+        self.tenants.get(tenant).map_or(0, |t| t.held.len())
+    }
+
+    /// The fair share of each tenant that holds or waits.
+    fn share(&self) -> usize {
+        self.cap.div_ceil(self.tenants.len().max(1))
+    }
+
+    /// Gives back `tenant`'s slot `id`, if it holds it.
+    fn release(&mut self, tenant: &str, id: u64) {
+        if let Some(t) = self.tenants.get_mut(tenant)
+            && let Some(at) = t.held.iter().position(|h| h.id == id)
+        {
+            t.held.remove(at);
+            self.in_use -= 1;
+        }
+        if self.preempting == Some(id) {
+            self.preempting = None;
+        }
+        self.tidy(tenant);
+    }
+
+    /// Forgets a tenant that neither holds nor waits, and takes one without waiters out
+    /// of the turns.
+    fn tidy(&mut self, tenant: &str) {
+        let Some(t) = self.tenants.get(tenant) else {
+            return;
+        };
+        if t.waiting.is_empty() {
+            self.turn.retain(|n| &**n != tenant);
+            if t.held.is_empty() {
+                self.tenants.remove(tenant);
+            }
+        }
+    }
+
+    /// Hands free slots to waiters, round-robin, tenants below their share first; when none
+    /// is free and a tenant waits below its share, asks one slot back (with preemption).
+    fn dispatch(&mut self) {
+        loop {
+            let share = self.share().min(self.max_per_tenant);
+            let below = self.turn.iter().position(|n| self.held(n) < share);
+            if self.in_use >= self.cap {
+                if self.preemption && below.is_some() && self.preempting.is_none() {
+                    self.preempt_above(self.share());
+                }
+                return;
+            }
+            let next = below.or_else(|| {
+                self.turn
+                    .iter()
+                    .position(|n| self.held(n) < self.max_per_tenant)
+            });
+            let Some(name) = next.and_then(|at| self.turn.remove(at)) else {
+                return;
+            };
+            let tenant = self
+                .tenants
+                .get_mut(&name)
+                .expect("a tenant in turn is known");
+            let waiter = tenant.waiting.pop_front().expect("a tenant in turn waits");
+            if !tenant.waiting.is_empty() {
+                // Its next waiter is served after every other tenant waiting had a turn.
+                self.turn.push_back(name.clone());
+            }
+            let (preempt, preempted) = oneshot::channel();
+            tenant.held.push(Held {
+                id: waiter.id,
+                preempt: Some(preempt),
+            });
+            self.in_use += 1;
+            if waiter.grant.send(preempted).is_err() {
+                // Cannot happen (a waiter leaves the line under this lock); stay exact.
+                self.release(&name, waiter.id);
+            }
+        }
+    }
+
+    /// Asks the newest slot of the tenant holding the most back, if it holds more than
+    /// `share`.
+    fn preempt_above(&mut self, share: usize) {
+        let Some((name, tenant)) = self.tenants.iter_mut().max_by_key(|(_, t)| t.held.len()) else {
+            return;
+        };
+        let held = tenant.held.len();
+        if held <= share {
+            return;
+        }
+        let Some(newest) = tenant.held.iter_mut().rev().find(|h| h.preempt.is_some()) else {
+            return;
+        };
+        if let Some(preempt) = newest.preempt.take() {
+            tracing::debug!(
+                tenant = %name,
+                held,
+                share,
+                "a slot is asked back for a tenant waiting below its share"
+            );
+            self.preempting = Some(newest.id);
+            let _ = preempt.send(());
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use futures::FutureExt;
-
-    /// A waiter's future, polled once: `Some` if it got its slot at once.
-    fn try_now(slots: &FairSlots, tenant: &str) -> Option<FairPermit> {
-        slots.acquire(tenant).now_or_never()
-    }
-
-    #[tokio::test]
-    async fn a_tenant_alone_may_use_every_slot_up_to_its_maximum() {
-        let slots = FairSlots::new(4, 3);
-        let held: Vec<_> = (0..3).filter_map(|_| try_now(&slots, "a")).collect();
-        assert_eq!(held.len(), 3);
-        assert!(try_now(&slots, "a").is_none(), "at most 3 per tenant");
-        assert!(try_now(&slots, "b").is_some(), "the fourth is another's");
-    }
-
-    #[tokio::test]
-    async fn the_next_free_slot_goes_to_the_tenant_that_waited_not_the_busy_one() {
-        let slots = FairSlots::new(2, 2);
-        let a1 = try_now(&slots, "a").unwrap();
-        let _a2 = try_now(&slots, "a").unwrap();
-        // a queues a third, then b arrives: a's release goes to b, although a asked first.
-        let a3 = tokio::spawn({
-            let s = slots.clone();
-            async move { s.acquire("a").await }
-        });
-        tokio::task::yield_now().await;
-        let b = tokio::spawn({
-            let s = slots.clone();
-            async move { s.acquire("b").await }
-        });
-        tokio::task::yield_now().await;
-        drop(a1);
-        let b = b.await.unwrap();
-        assert_eq!(slots.held_by("b"), 1);
-        assert!(!a3.is_finished());
-        // b's share is one of two: when it is done, a's waiter runs.
-        drop(b);
-        let _a3 = a3.await.unwrap();
-        assert_eq!(slots.held_by("a"), 2);
-    }
-
-    #[tokio::test]
-    async fn waiting_tenants_share_in_turn() {
-        let slots = FairSlots::new(4, 4);
-        let mut held: Vec<FairPermit> = (0..4).filter_map(|_| try_now(&slots, "a")).collect();
-        let mut waiters = Vec::new();
-        for tenant in ["a", "a", "a", "b", "b", "c"] {
-            let s = slots.clone();
-            waiters.push(tokio::spawn(async move { s.acquire(tenant).await }));
-            tokio::task::yield_now().await;
-        }
-        // Four releases of a's: b, c and b get three (their shares of a 4-slot cap among
-        // three tenants are 2, 2 and 2; a holds 1 then, under its share), a one.
-        for _ in 0..4 {
-            held.pop();
-            tokio::task::yield_now().await;
-        }
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(slots.held_by("b"), 2);
-        assert_eq!(slots.held_by("c"), 1);
-        assert_eq!(slots.held_by("a"), 1);
-        assert_eq!(slots.available(), 0);
-    }
-
-    #[tokio::test]
-    async fn a_cancelled_waiter_takes_nothing() {
-        let slots = FairSlots::new(1, 1);
-        let a = try_now(&slots, "a").unwrap();
-        let cancelled = slots.acquire("b");
-        drop(cancelled.now_or_never());
-        drop(a);
-        assert_eq!(slots.available(), 1);
-        assert!(try_now(&slots, "c").is_some());
-    }
-}
+mod tests;
