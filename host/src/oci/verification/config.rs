@@ -1,24 +1,14 @@
-//! Verification policy: which signatures a module needs before it may compile. The shape is
-//! Kubewarden's `verification.yml` (`apiVersion`, `allOf`, `anyOf: {minimumMatches,
-//! signatures}`, rules of `kind: pubKey` with a PEM `key` and optional `annotations`), so an
-//! operator's file reads the same. Keyless rules (`genericIssuer`, `urlIssuer`,
-//! `githubAction`: Fulcio certificates and Rekor entries) parse, so the types are ready for
-//! them, and are refused: they need the internet, which a host here does not have.
-//!
-//! The same [`VerificationConfig`] is the host-wide `--verification-config FILE` and a
-//! PluginPolicy's `spec.verification`.
+//! Verification configs: Kubewarden's `verification.yml` shape (`apiVersion`, `allOf`,
+//! `anyOf: {minimumMatches, signatures}`, rules of `kind: pubKey` with a PEM `key` and
+//! optional `annotations`), so an operator's file reads the same. Keyless rules
+//! (`genericIssuer`, `urlIssuer`, `githubAction`: Fulcio certificates and Rekor entries)
+//! parse, so the types are ready for them, and are refused: they need the internet, which a
+//! host here does not have. Parsed and checked here; matched against signatures in the parent.
 
-use super::access::Access;
-use super::reference::OciRef;
-use super::registry::{Registries, RegistryArgs};
-use super::signature::{self, SignatureEntry};
-use super::transfer::{self, Pulled};
 use crate::oci::keys::PublicKey;
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The only `apiVersion` known.
 pub const API_VERSION: &str = "v1";
@@ -59,6 +49,7 @@ pub struct AnyOf {
     pub signatures: Vec<SignatureRule>,
 }
 
+/// `minimumMatches`' default.
 fn one() -> u32 {
     1
 }
@@ -141,45 +132,82 @@ pub struct GithubActionRule {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Why a verification config is not usable.
+/// Why a verification config is not usable: the text names the field (`allOf[1].key: …`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("verification config: {0}")]
 pub struct ConfigError(pub String);
 
+/// Why a `--verification-config` file is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    /// The file could not be read.
+    #[error("reading --verification-config {}: {fault}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The file system's error.
+        fault: std::io::Error,
+    },
+    /// The file is larger than [`MAX_CONFIG_BYTES`].
+    #[error("--verification-config {}: larger than {MAX_CONFIG_BYTES} bytes", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is not a usable config.
+    #[error("--verification-config {}: {fault}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        fault: ConfigError,
+    },
+}
+
 /// A rule ready to check: where it stands in the config, its key and required annotations.
 #[derive(Debug, Clone)]
-struct KeyRule {
-    label: String,
-    key: PublicKey,
-    annotations: BTreeMap<String, String>,
+pub(super) struct KeyRule {
+    /// The rule as errors name it: `allOf[0] (key sha256:ab12…, owner …)`.
+    pub(super) label: String,
+    /// The key a signature must verify with.
+    pub(super) key: PublicKey,
+    /// The annotations its payload must carry.
+    pub(super) annotations: BTreeMap<String, String>,
 }
 
 /// The checked rules of a config.
 #[derive(Debug)]
-struct Rules {
-    all_of: Vec<KeyRule>,
-    any_of: Vec<KeyRule>,
-    minimum_matches: usize,
+pub(super) struct Rules {
+    /// Every one must be met.
+    pub(super) all_of: Vec<KeyRule>,
+    /// At least `minimum_matches` must be met.
+    pub(super) any_of: Vec<KeyRule>,
+    /// How many of `any_of` (0 when there are none).
+    pub(super) minimum_matches: usize,
 }
 
 impl VerificationConfig {
     /// Reads and checks a config file (YAML or JSON, at most 1 MiB).
-    pub fn from_file(path: &Path) -> anyhow::Result<VerificationConfig> {
+    pub fn from_file(path: &Path) -> Result<VerificationConfig, ConfigFileError> {
         use std::io::Read;
-        let file = std::fs::File::open(path)
-            .with_context(|| format!("reading --verification-config {}", path.display()))?;
+        let read = |fault| ConfigFileError::Read {
+            path: path.to_path_buf(),
+            fault,
+        };
+        let file = std::fs::File::open(path).map_err(read)?;
         let mut text = String::new();
         file.take(MAX_CONFIG_BYTES + 1)
             .read_to_string(&mut text)
-            .with_context(|| format!("reading --verification-config {}", path.display()))?;
+            .map_err(read)?;
         if text.len() as u64 > MAX_CONFIG_BYTES {
-            anyhow::bail!(
-                "--verification-config {}: larger than {MAX_CONFIG_BYTES} bytes",
-                path.display()
-            );
+            return Err(ConfigFileError::TooLarge {
+                path: path.to_path_buf(),
+            });
         }
-        VerificationConfig::parse(&text)
-            .with_context(|| format!("--verification-config {}", path.display()))
+        VerificationConfig::parse(&text).map_err(|fault| ConfigFileError::Invalid {
+            path: path.to_path_buf(),
+            fault,
+        })
     }
 
     /// Parses and checks a config (YAML or JSON).
@@ -210,7 +238,8 @@ impl VerificationConfig {
         self.rules().map(|_| ())
     }
 
-    fn rules(&self) -> Result<Rules, ConfigError> {
+    /// The config's rules, checked and ready to match signatures against.
+    pub(super) fn rules(&self) -> Result<Rules, ConfigError> {
         if self.api_version != API_VERSION {
             return Err(ConfigError(format!(
                 "apiVersion {:?}: expected {API_VERSION:?}",
@@ -265,6 +294,7 @@ impl VerificationConfig {
     }
 }
 
+/// The rule at `at` (`allOf[0]`), checked: a pubKey rule of a P-256 key within the bounds.
 fn key_rule(at: &str, rule: &SignatureRule) -> Result<KeyRule, ConfigError> {
     let r = match rule {
         SignatureRule::PubKey(r) => r,
@@ -318,333 +348,6 @@ fn key_rule(at: &str, rule: &SignatureRule) -> Result<KeyRule, ConfigError> {
         key,
         annotations: r.annotations.clone(),
     })
-}
-
-/// A rule met, and by which key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MatchedRule {
-    /// The rule, as errors name it: `allOf[0] (key sha256:ab12…)`.
-    pub rule: String,
-    /// The key's id (`sha256:` and 12 hex digits of its PKIX DER's SHA-256).
-    pub key: String,
-}
-
-/// A module that passed verification.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verified {
-    /// The manifest digest verified (64 hex digits).
-    pub digest: String,
-    /// The rules met, in config order (`allOf` first).
-    pub matched: Vec<MatchedRule>,
-}
-
-impl fmt::Display for Verified {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let keys: Vec<&str> = self.matched.iter().map(|m| m.rule.as_str()).collect();
-        write!(f, "sha256:{} verified: {}", self.digest, keys.join(", "))
-    }
-}
-
-/// Why a module did not pass verification.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
-    /// The config is not usable.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// Verification needs the digest (resolve the tag first).
-    #[error("{0}: verification needs a pinned reference (@sha256:…)")]
-    NotPinned(String),
-    /// The signatures could not be read (registry down, refused, a bound passed): may pass
-    /// on a later try.
-    #[error("reading the signatures of {reference}: {why}")]
-    Registry {
-        /// The module.
-        reference: String,
-        /// What went wrong.
-        why: String,
-    },
-    /// No signature at all.
-    #[error("{reference} is not signed: no signature manifest (tag {tag})")]
-    Unsigned {
-        /// The module.
-        reference: String,
-        /// The tag cosign's signatures would be under.
-        tag: String,
-    },
-    /// An `allOf` rule is not met.
-    #[error("{rule}: {why}")]
-    Rule {
-        /// The rule: `allOf[1] (key sha256:ab12…)`.
-        rule: String,
-        /// Why: `no signature by this key`, …
-        why: String,
-    },
-    /// Too few `anyOf` rules met.
-    #[error("{config}anyOf: {matched} of {required} required signatures matched ({})", .failures.join("; "))]
-    AnyOf {
-        /// The config's name and `: `, or nothing (see [`verify_all`]).
-        config: String,
-        /// How many rules were met.
-        matched: usize,
-        /// `minimumMatches`.
-        required: usize,
-        /// The rules not met, each with why.
-        failures: Vec<String>,
-    },
-}
-
-impl VerifyError {
-    /// Whether trying again later may pass (the registry was unreachable or refused), as
-    /// opposed to a module that is not signed as required.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, VerifyError::Registry { .. })
-    }
-}
-
-/// Checks the signatures of the module `pinned` names (a `@sha256:` reference) against
-/// `config`. Reads the cosign signature manifest (`sha256-<hex>.sig`) and its payloads, every
-/// read bounded; a signature counts for a rule when it verifies with the rule's key, its
-/// payload names this very digest, and it carries the rule's annotations.
-pub async fn verify(
-    reg: &Registries,
-    pinned: &OciRef,
-    config: &VerificationConfig,
-) -> Result<Verified, VerifyError> {
-    verify_with(reg, pinned, config, &reg.access()).await
-}
-
-/// [`verify`] with `auth` (a Plugin's pull secret) instead of the registry flags' credentials.
-pub async fn verify_with(
-    reg: &Registries,
-    pinned: &OciRef,
-    config: &VerificationConfig,
-    access: &Access,
-) -> Result<Verified, VerifyError> {
-    verify_all(reg, pinned, &[("", config)], access).await
-}
-
-/// [`verify_with`] against several configs at once, each of which must pass (the host-wide
-/// `--verification-config` and the `spec.verification` of every PluginPolicy that applies):
-/// the signatures are read once. Each config comes with a name that prefixes its rules in
-/// errors and in [`Verified`] (`PluginPolicy platform: allOf[0] (key sha256:…)`); an empty
-/// name adds nothing. No config at all is an error, never a pass.
-pub async fn verify_all(
-    reg: &Registries,
-    pinned: &OciRef,
-    configs: &[(&str, &VerificationConfig)],
-    access: &Access,
-) -> Result<Verified, VerifyError> {
-    if configs.is_empty() {
-        return Err(ConfigError("no verification config to check against".into()).into());
-    }
-    let prefix = |name: &str| {
-        if name.is_empty() {
-            String::new()
-        } else {
-            format!("{name}: ")
-        }
-    };
-    let mut checked = Vec::new();
-    for (name, config) in configs {
-        let rules = config
-            .rules()
-            .map_err(|e| ConfigError(format!("{}{}", prefix(name), e.0)))?;
-        checked.push((prefix(name), rules));
-    }
-    let Some(digest) = pinned.digest.clone() else {
-        return Err(VerifyError::NotPinned(pinned.to_string()));
-    };
-    let read = signature::read(reg, pinned, access)
-        .await
-        .map_err(|e| VerifyError::Registry {
-            reference: pinned.to_string(),
-            why: format!("{e:#}"),
-        })?;
-    let Some(read) = read else {
-        return Err(VerifyError::Unsigned {
-            reference: pinned.to_string(),
-            tag: signature::signature_tag(&digest),
-        });
-    };
-    let mut matched = Vec::new();
-    for (prefix, rules) in &checked {
-        check_rules(prefix, rules, &read, &digest, &mut matched)?;
-    }
-    tracing::info!(module = %pinned, rules = matched.len(), "signatures verified");
-    Ok(Verified { digest, matched })
-}
-
-/// One config's rules against the signatures read: every `allOf` rule, then at least
-/// `minimumMatches` of `anyOf`; the rules met are added to `matched`.
-fn check_rules(
-    prefix: &str,
-    rules: &Rules,
-    read: &signature::Signatures,
-    digest: &str,
-    matched: &mut Vec<MatchedRule>,
-) -> Result<(), VerifyError> {
-    let named = |mut m: MatchedRule| {
-        m.rule = format!("{prefix}{}", m.rule);
-        m
-    };
-    for rule in &rules.all_of {
-        match check(rule, &read.entries, digest, read.skipped) {
-            Ok(m) => matched.push(named(m)),
-            Err(why) => {
-                return Err(VerifyError::Rule {
-                    rule: format!("{prefix}{}", rule.label),
-                    why,
-                });
-            }
-        }
-    }
-    if rules.any_of.is_empty() {
-        return Ok(());
-    }
-    let mut failures = Vec::new();
-    let mut met = Vec::new();
-    for rule in &rules.any_of {
-        match check(rule, &read.entries, digest, read.skipped) {
-            Ok(m) => met.push(named(m)),
-            Err(why) => failures.push(format!("{}: {why}", rule.label)),
-        }
-    }
-    if met.len() < rules.minimum_matches {
-        return Err(VerifyError::AnyOf {
-            config: prefix.to_string(),
-            matched: met.len(),
-            required: rules.minimum_matches,
-            failures,
-        });
-    }
-    matched.extend(met);
-    Ok(())
-}
-
-/// Whether one rule is met by one of `entries`; otherwise the most telling reason.
-fn check(
-    rule: &KeyRule,
-    entries: &[SignatureEntry],
-    digest: &str,
-    skipped: usize,
-) -> Result<MatchedRule, String> {
-    let mut why: Option<String> = None;
-    for entry in entries {
-        if !rule.key.verifies(&entry.payload, &entry.signature) {
-            continue;
-        }
-        let payload = match signature::Payload::parse(&entry.payload) {
-            Ok(p) => p,
-            Err(e) => {
-                why.get_or_insert(format!(
-                    "a signature by this key over a payload that is {e}"
-                ));
-                continue;
-            }
-        };
-        if payload.digest != digest {
-            why = Some(format!(
-                "signed by this key for another digest (sha256:{}), not this one",
-                crate::contract::text::prefix(&payload.digest, 64)
-            ));
-            continue;
-        }
-        if let Some((k, v)) = rule
-            .annotations
-            .iter()
-            .find(|(k, v)| payload.annotations.get(*k) != Some(*v))
-        {
-            why = Some(format!(
-                "signed by this key, but without the annotation {k}={v} the rule requires"
-            ));
-            continue;
-        }
-        return Ok(MatchedRule {
-            rule: rule.label.clone(),
-            key: rule.key.id().to_string(),
-        });
-    }
-    Err(why.unwrap_or_else(|| {
-        let mut text = format!(
-            "no signature by this key ({} signature(s) found, none by it",
-            entries.len()
-        );
-        if skipped > 0 {
-            text.push_str(&format!(
-                "; {skipped} layer(s) not read: not cosign signatures, too large or past the first {}",
-                signature::MAX_SIGNATURES
-            ));
-        }
-        text.push(')');
-        text
-    }))
-}
-
-/// The verification config the registry flags name (`--verification-config`), checked; none
-/// when not given.
-pub fn config_of(args: &RegistryArgs) -> anyhow::Result<Option<VerificationConfig>> {
-    args.verification_config
-        .as_deref()
-        .map(VerificationConfig::from_file)
-        .transpose()
-}
-
-/// Pulls the module `r` names, verified first when `args` name a verification config
-/// (`--verification-config`): what `kubeplug pull` and `kubeplug eval --plugin oci://` call.
-/// Without a config it is [`transfer::pull`].
-pub async fn pull_verified(
-    reg: &Registries,
-    r: &OciRef,
-    args: &RegistryArgs,
-) -> anyhow::Result<Pulled> {
-    match config_of(args)? {
-        None => Ok(transfer::pull(reg, r).await?),
-        Some(config) => Ok(pull_with(reg, r, &config, &reg.access()).await?.0),
-    }
-}
-
-/// Pulls the module `r` names after checking its signatures against `config`, with `auth`
-/// (a Plugin's pull secret, or the registry flags'): the tag resolved once (a bounded
-/// manifest read), the signatures of that digest verified, and only then the module pulled
-/// by that digest, so what is returned is what was verified. An unsigned or wrongly signed
-/// module is never downloaded. The error's chain holds a [`VerifyError`] when verification
-/// failed (its `is_transient` tells a registry failure from a module not signed as
-/// required).
-pub async fn pull_with(
-    reg: &Registries,
-    r: &OciRef,
-    config: &VerificationConfig,
-    access: &Access,
-) -> anyhow::Result<(Pulled, Verified)> {
-    let pinned = resolve(reg, r, access).await?;
-    let verified = verify_with(reg, &pinned, config, access).await?;
-    tracing::info!(module = %pinned, "{verified}");
-    let pulled = transfer::pull_with(reg, &pinned, access).await?;
-    anyhow::ensure!(
-        pulled.manifest_digest == verified.digest,
-        "{pinned}: pulled manifest sha256:{} is not the verified one",
-        pulled.manifest_digest
-    );
-    Ok((pulled, verified))
-}
-
-/// `r` pinned to its manifest's digest: itself when pinned, else the tag's manifest read
-/// (bounded) and its digest taken.
-pub async fn resolve(reg: &Registries, r: &OciRef, access: &Access) -> anyhow::Result<OciRef> {
-    if r.digest.is_some() {
-        return Ok(r.clone());
-    }
-    let manifest = reg
-        .fetch
-        .manifest(
-            r,
-            r.tag_or_default(),
-            signature::MODULE_MANIFEST_TYPES,
-            access,
-        )
-        .await
-        .with_context(|| format!("resolving {r}"))?;
-    Ok(r.pinned(&manifest.digest))
 }
 
 #[cfg(test)]
@@ -818,49 +521,24 @@ mod tests {
         assert!(err.contains("larger than 1048576 bytes"), "{err}");
     }
 
-    fn entry(key: &SigningKey, payload: &[u8]) -> SignatureEntry {
-        SignatureEntry {
-            payload: payload.to_vec(),
-            signature: key.sign(payload),
-        }
-    }
-
     #[test]
-    fn rule_checks_name_what_failed() {
-        let key = SigningKey::generate();
-        let other = SigningKey::generate();
-        let digest = "a".repeat(64);
-        let r = OciRef::parse(&format!("oci://reg.example/x@sha256:{digest}")).unwrap();
-        let mut want = BTreeMap::new();
-        want.insert("env".to_string(), "prod".to_string());
-        let rule = KeyRule {
-            label: "allOf[0]".into(),
-            key: key.public(),
-            annotations: BTreeMap::new(),
-        };
-        let good = signature::payload(&r, &digest, &want);
-        assert!(check(&rule, &[entry(&key, &good)], &digest, 0).is_ok());
-        let why = check(&rule, &[entry(&other, &good)], &digest, 0).unwrap_err();
+    fn file_errors_say_which_file_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.yml");
+        let err = VerificationConfig::from_file(&missing).unwrap_err();
+        assert!(matches!(err, ConfigFileError::Read { .. }), "{err}");
         assert!(
-            why.starts_with("no signature by this key (1 signature(s) found"),
-            "{why}"
+            err.to_string()
+                .starts_with("reading --verification-config "),
+            "{err}"
         );
-        let elsewhere = signature::payload(&r, &"b".repeat(64), &want);
-        let why = check(&rule, &[entry(&key, &elsewhere)], &digest, 0).unwrap_err();
-        assert!(why.contains("another digest (sha256:bbbb"), "{why}");
-        let strict = KeyRule {
-            annotations: [("env".to_string(), "dev".to_string())].into(),
-            ..rule.clone()
-        };
-        let why = check(&strict, &[entry(&key, &good)], &digest, 0).unwrap_err();
-        assert!(why.contains("annotation env=dev"), "{why}");
-        // A signature over bytes that are no payload.
-        let why = check(&rule, &[entry(&key, b"{}")], &digest, 0).unwrap_err();
-        assert!(why.contains("payload that is"), "{why}");
-        // A tampered payload does not verify.
-        let mut tampered = entry(&key, &good);
-        tampered.payload = elsewhere;
-        let why = check(&rule, &[tampered], &digest, 0).unwrap_err();
-        assert!(why.starts_with("no signature by this key"), "{why}");
+        let broken = dir.path().join("broken.yml");
+        std::fs::write(&broken, "apiVersion: v1\n").unwrap();
+        let err = VerificationConfig::from_file(&broken).unwrap_err();
+        assert!(
+            matches!(&err, ConfigFileError::Invalid { path, .. } if *path == broken),
+            "{err}"
+        );
+        assert!(err.to_string().contains("no rule"), "{err}");
     }
 }
