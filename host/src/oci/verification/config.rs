@@ -5,7 +5,7 @@
 //! parse, so the types are ready for them, and are refused: they need the internet, which a
 //! host here does not have. Parsed and checked here; matched against signatures in the parent.
 
-use crate::oci::keys::PublicKey;
+use crate::oci::keys::{KeyError, PublicKey};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -132,10 +132,109 @@ pub struct GithubActionRule {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Why a verification config is not usable: the text names the field (`allOf[1].key: …`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("verification config: {0}")]
-pub struct ConfigError(pub String);
+/// Why a verification config is not usable: which config, when several are checked at once,
+/// and what is wrong in it.
+#[derive(Debug, thiserror::Error)]
+#[error("verification config: {}{fault}", named(config.as_deref()))]
+pub struct ConfigError {
+    /// The config's name (`PluginPolicy platform`) when it is checked beside others.
+    pub config: Option<String>,
+    /// What is wrong.
+    pub fault: ConfigFault,
+}
+
+/// `name: `, or nothing for a config checked alone.
+fn named(config: Option<&str>) -> String {
+    config.map(|c| format!("{c}: ")).unwrap_or_default()
+}
+
+impl From<ConfigFault> for ConfigError {
+    fn from(fault: ConfigFault) -> Self {
+        ConfigError {
+            config: None,
+            fault,
+        }
+    }
+}
+
+/// What is wrong in a verification config, naming the field (`allOf[1].key`).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFault {
+    /// Not YAML or JSON of the config's shape (an unknown field or kind, a wrong type).
+    #[error("{0}")]
+    Syntax(String),
+    /// An `apiVersion` other than [`API_VERSION`].
+    #[error("apiVersion {found:?}: expected {API_VERSION:?}")]
+    ApiVersion {
+        /// The version given, cut to 40 bytes.
+        found: String,
+    },
+    /// `anyOf` without a rule.
+    #[error("anyOf.signatures is empty")]
+    EmptyAnyOf,
+    /// No rule at all: the config would accept unsigned modules.
+    #[error(
+        "no rule: allOf or anyOf must name at least one signature (a config that requires none would accept unsigned modules)"
+    )]
+    NoRule,
+    /// More than [`MAX_RULES`] rules.
+    #[error("{count} rules, more than the {MAX_RULES} accepted")]
+    TooManyRules {
+        /// How many were given.
+        count: usize,
+    },
+    /// `anyOf.minimumMatches` outside 1..=rules.
+    #[error(
+        "anyOf.minimumMatches is {minimum}: it must be between 1 and the {rules} signature rule(s) listed"
+    )]
+    MinimumMatches {
+        /// The value given.
+        minimum: u32,
+        /// How many `anyOf` rules there are.
+        rules: usize,
+    },
+    /// A keyless rule: [`KEYLESS_UNSUPPORTED`].
+    #[error("{at}: kind {kind}: {KEYLESS_UNSUPPORTED}")]
+    Keyless {
+        /// The rule: `allOf[0]`.
+        at: String,
+        /// Its kind: `genericIssuer`, `urlIssuer`, `githubAction`.
+        kind: &'static str,
+    },
+    /// A rule's key is not a P-256 public key in PEM.
+    #[error("{at}.key: {fault}")]
+    Key {
+        /// The rule.
+        at: String,
+        /// Why the key does not parse.
+        fault: KeyError,
+    },
+    /// A rule requires more than [`MAX_ANNOTATIONS`] annotations.
+    #[error("{at}.annotations: {count} of them, more than {MAX_ANNOTATIONS}")]
+    TooManyAnnotations {
+        /// The rule.
+        at: String,
+        /// How many it requires.
+        count: usize,
+    },
+    /// An annotation key or value longer than [`MAX_ANNOTATION_BYTES`].
+    #[error("{at}.annotations: {text:?} is longer than {MAX_ANNOTATION_BYTES} bytes")]
+    AnnotationTooLong {
+        /// The rule.
+        at: String,
+        /// The key or value.
+        text: String,
+    },
+    /// A rule's `owner` longer than [`MAX_ANNOTATION_BYTES`].
+    #[error("{at}.owner is longer than {MAX_ANNOTATION_BYTES} bytes")]
+    OwnerTooLong {
+        /// The rule.
+        at: String,
+    },
+    /// Verification was asked against no config at all (never a pass).
+    #[error("no verification config to check against")]
+    NoConfig,
+}
 
 /// Why a `--verification-config` file is not usable.
 #[derive(Debug, thiserror::Error)]
@@ -213,7 +312,7 @@ impl VerificationConfig {
     /// Parses and checks a config (YAML or JSON).
     pub fn parse(text: &str) -> Result<VerificationConfig, ConfigError> {
         let config: VerificationConfig =
-            serde_saphyr::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+            serde_saphyr::from_str(text).map_err(|e| ConfigFault::Syntax(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -235,31 +334,26 @@ impl VerificationConfig {
     /// is required, `minimumMatches` within 1..=rules, every key a P-256 public key, no
     /// keyless rule, the bounds. A PluginPolicy's `spec.verification` is checked with it too.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.rules().map(|_| ())
+        self.rules().map(|_| ()).map_err(ConfigError::from)
     }
 
     /// The config's rules, checked and ready to match signatures against.
-    pub(super) fn rules(&self) -> Result<Rules, ConfigError> {
+    pub(super) fn rules(&self) -> Result<Rules, ConfigFault> {
         if self.api_version != API_VERSION {
-            return Err(ConfigError(format!(
-                "apiVersion {:?}: expected {API_VERSION:?}",
-                crate::contract::text::prefix(&self.api_version, 40)
-            )));
+            return Err(ConfigFault::ApiVersion {
+                found: crate::contract::text::prefix(&self.api_version, 40).to_string(),
+            });
         }
         let any = self.any_of.as_ref();
         if any.is_some_and(|a| a.signatures.is_empty()) {
-            return Err(ConfigError("anyOf.signatures is empty".into()));
+            return Err(ConfigFault::EmptyAnyOf);
         }
         let total = self.all_of.len() + any.map_or(0, |a| a.signatures.len());
         if total == 0 {
-            return Err(ConfigError(
-                "no rule: allOf or anyOf must name at least one signature (a config that requires none would accept unsigned modules)".into(),
-            ));
+            return Err(ConfigFault::NoRule);
         }
         if total > MAX_RULES {
-            return Err(ConfigError(format!(
-                "{total} rules, more than the {MAX_RULES} accepted"
-            )));
+            return Err(ConfigFault::TooManyRules { count: total });
         }
         let all_of = self
             .all_of
@@ -272,10 +366,10 @@ impl VerificationConfig {
             Some(a) => {
                 let n = a.signatures.len();
                 if a.minimum_matches == 0 || a.minimum_matches as usize > n {
-                    return Err(ConfigError(format!(
-                        "anyOf.minimumMatches is {}: it must be between 1 and the {n} signature rule(s) listed",
-                        a.minimum_matches
-                    )));
+                    return Err(ConfigFault::MinimumMatches {
+                        minimum: a.minimum_matches,
+                        rules: n,
+                    });
                 }
                 let rules = a
                     .signatures
@@ -295,49 +389,42 @@ impl VerificationConfig {
 }
 
 /// The rule at `at` (`allOf[0]`), checked: a pubKey rule of a P-256 key within the bounds.
-fn key_rule(at: &str, rule: &SignatureRule) -> Result<KeyRule, ConfigError> {
+fn key_rule(at: &str, rule: &SignatureRule) -> Result<KeyRule, ConfigFault> {
+    let keyless = |kind| ConfigFault::Keyless {
+        at: at.to_string(),
+        kind,
+    };
     let r = match rule {
         SignatureRule::PubKey(r) => r,
-        SignatureRule::GenericIssuer(_) => {
-            return Err(ConfigError(format!(
-                "{at}: kind genericIssuer: {KEYLESS_UNSUPPORTED}"
-            )));
-        }
-        SignatureRule::UrlIssuer(_) => {
-            return Err(ConfigError(format!(
-                "{at}: kind urlIssuer: {KEYLESS_UNSUPPORTED}"
-            )));
-        }
-        SignatureRule::GithubAction(_) => {
-            return Err(ConfigError(format!(
-                "{at}: kind githubAction: {KEYLESS_UNSUPPORTED}"
-            )));
-        }
+        SignatureRule::GenericIssuer(_) => return Err(keyless("genericIssuer")),
+        SignatureRule::UrlIssuer(_) => return Err(keyless("urlIssuer")),
+        SignatureRule::GithubAction(_) => return Err(keyless("githubAction")),
     };
-    let key = PublicKey::from_pem(&r.key).map_err(|e| ConfigError(format!("{at}.key: {e}")))?;
+    let key = PublicKey::from_pem(&r.key).map_err(|fault| ConfigFault::Key {
+        at: at.to_string(),
+        fault,
+    })?;
     if r.annotations.len() > MAX_ANNOTATIONS {
-        return Err(ConfigError(format!(
-            "{at}.annotations: {} of them, more than {MAX_ANNOTATIONS}",
-            r.annotations.len()
-        )));
+        return Err(ConfigFault::TooManyAnnotations {
+            at: at.to_string(),
+            count: r.annotations.len(),
+        });
     }
     if let Some((k, v)) = r
         .annotations
         .iter()
         .find(|(k, v)| k.len() > MAX_ANNOTATION_BYTES || v.len() > MAX_ANNOTATION_BYTES)
     {
-        return Err(ConfigError(format!(
-            "{at}.annotations: {:?} is longer than {MAX_ANNOTATION_BYTES} bytes",
-            if k.len() > MAX_ANNOTATION_BYTES { k } else { v }
-        )));
+        return Err(ConfigFault::AnnotationTooLong {
+            at: at.to_string(),
+            text: if k.len() > MAX_ANNOTATION_BYTES { k } else { v }.clone(),
+        });
     }
     if r.owner
         .as_ref()
         .is_some_and(|o| o.len() > MAX_ANNOTATION_BYTES)
     {
-        return Err(ConfigError(format!(
-            "{at}.owner is longer than {MAX_ANNOTATION_BYTES} bytes"
-        )));
+        return Err(ConfigFault::OwnerTooLong { at: at.to_string() });
     }
     let label = match &r.owner {
         Some(owner) => format!("{at} (key {key}, owner {owner})"),
@@ -478,9 +565,9 @@ mod tests {
                 .minimum_matches,
             1
         );
-        let err = VerificationConfig::parse("apiVersion: v1\n")
-            .unwrap_err()
-            .to_string();
+        let err = VerificationConfig::parse("apiVersion: v1\n").unwrap_err();
+        assert!(matches!(err.fault, ConfigFault::NoRule), "{err}");
+        let err = err.to_string();
         assert!(err.contains("no rule"), "{err}");
         let err = VerificationConfig::parse("apiVersion: v1\nanyOf:\n  signatures: []\n")
             .unwrap_err()

@@ -9,7 +9,7 @@ mod config;
 mod pull;
 
 pub use config::{
-    API_VERSION, AnyOf, ConfigError, ConfigFileError, GithubActionRule, IssuerRule,
+    API_VERSION, AnyOf, ConfigError, ConfigFault, ConfigFileError, GithubActionRule, IssuerRule,
     KEYLESS_UNSUPPORTED, MAX_ANNOTATION_BYTES, MAX_ANNOTATIONS, MAX_CONFIG_BYTES, MAX_RULES,
     PubKeyRule, SignatureRule, UrlIssuerRule, VerificationConfig,
 };
@@ -154,7 +154,7 @@ pub async fn verify_all(
     access: &Access,
 ) -> Result<Verified, VerifyError> {
     if configs.is_empty() {
-        return Err(ConfigError("no verification config to check against".into()).into());
+        return Err(ConfigError::from(ConfigFault::NoConfig).into());
     }
     let prefix = |name: &str| {
         if name.is_empty() {
@@ -165,9 +165,10 @@ pub async fn verify_all(
     };
     let mut checked = Vec::new();
     for (name, config) in configs {
-        let rules = config
-            .rules()
-            .map_err(|e| ConfigError(format!("{}{}", prefix(name), e.0)))?;
+        let rules = config.rules().map_err(|fault| ConfigError {
+            config: Some(name.to_string()).filter(|n| !n.is_empty()),
+            fault,
+        })?;
         checked.push((prefix(name), rules));
     }
     let Some(digest) = pinned.digest.clone() else {
@@ -380,7 +381,16 @@ mod tests {
             tag: "sha256-00.sig".into(),
         };
         assert!(!unsigned.names_config());
-        let config = VerifyError::Config(ConfigError("PluginPolicy p: no rule".into()));
+        let config = VerifyError::Config(ConfigError {
+            config: Some("PluginPolicy p".into()),
+            fault: ConfigFault::NoRule,
+        });
+        assert!(
+            config
+                .to_string()
+                .starts_with("verification config: PluginPolicy p: no rule"),
+            "{config}"
+        );
         assert!(!config.names_config());
         assert!(!config.is_transient());
         let registry = VerifyError::Registry {
