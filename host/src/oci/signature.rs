@@ -381,7 +381,7 @@ pub async fn sign(
             .await
             .map_err(|fault| SignatureError::Push {
                 what: format!("{pinned}: pushing the signature"),
-                fault,
+                fault: Box::new(fault),
             })?
         }
     };
@@ -505,7 +505,7 @@ pub async fn copy(
     let target = signature_ref(dst, hex);
     let pushing = |fault| SignatureError::Push {
         what: format!("{target}: pushing the signatures"),
-        fault,
+        fault: Box::new(fault),
     };
     let existing = signature_manifest(reg, &dst.pinned(hex), hex, &reg.access()).await?;
     if let Some(existing) = existing.filter(|e| *e != manifest) {

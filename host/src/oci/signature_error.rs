@@ -52,8 +52,8 @@ pub enum SignatureError {
     Push {
         /// What was pushed: `oci://…: pushing the signature`.
         what: String,
-        /// The push's failure.
-        fault: PushError,
+        /// The push's failure (boxed: oci-client's errors are large).
+        fault: Box<PushError>,
     },
     /// The copied signature manifest's digest is not the source's.
     #[error("{target}: pushed digest sha256:{pushed} differs from the source's sha256:{want}")]

@@ -795,10 +795,10 @@ mod tests {
         );
         let unreadable = VerifyError::Registry {
             reference: "oci://r/x@sha256:00".into(),
-            fault: crate::oci::SignatureError::Fetch {
+            fault: Box::new(crate::oci::SignatureError::Fetch {
                 what: "the signature manifest".into(),
                 fault: status(503, None),
-            },
+            }),
         };
         let refusal = verify_refusal(&unreadable, &["PluginPolicy p"]);
         assert_eq!(refusal.reason, Reason::PullFailed);

@@ -63,8 +63,8 @@ pub enum VerifyError {
     Registry {
         /// The module.
         reference: String,
-        /// What went wrong.
-        fault: SignatureError,
+        /// What went wrong (boxed: it may carry a registry client's large error).
+        fault: Box<SignatureError>,
     },
     /// No signature at all.
     #[error("{reference} is not signed: no signature manifest (tag {tag})")]
@@ -178,7 +178,7 @@ pub async fn verify_all(
         .await
         .map_err(|fault| VerifyError::Registry {
             reference: pinned.to_string(),
-            fault,
+            fault: Box::new(fault),
         })?;
     let Some(read) = read else {
         return Err(VerifyError::Unsigned {
@@ -395,9 +395,9 @@ mod tests {
         assert!(!config.is_transient());
         let registry = VerifyError::Registry {
             reference: "oci://r/x@sha256:00".into(),
-            fault: SignatureError::NotPinned {
+            fault: Box::new(SignatureError::NotPinned {
                 reference: "oci://r/x".into(),
-            },
+            }),
         };
         assert!(registry.is_transient() && !registry.names_config());
     }
