@@ -14,6 +14,7 @@
 //! carries one, one of the distribution spec's fixed error codes; never the body's text.
 
 use super::access::{Access, HopRefused, Hops};
+pub use super::fetch_error::{Body, FetchError};
 use super::reference::OciRef;
 use oci_client::secrets::RegistryAuth;
 use sha2::{Digest, Sha256};
@@ -48,81 +49,6 @@ const SPEC_ERROR_CODES: &[&str] = &[
 const MAX_TOKENS: usize = 1024;
 /// A token without `expires_in` is kept this long (the spec's default is 60 s).
 const DEFAULT_TOKEN_SECS: u64 = 60;
-
-/// Why a read from a registry failed.
-#[derive(Debug, thiserror::Error)]
-pub enum FetchError {
-    /// No answer: connection refused, reset, timed out.
-    #[error("{url}: {source}")]
-    Transport {
-        /// What was asked.
-        url: String,
-        /// reqwest's error.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The registry answered an error status.
-    #[error("{url}: HTTP {status}{}", code.map(|c| format!(" ({c})")).unwrap_or_default())]
-    Status {
-        /// What was asked.
-        url: String,
-        /// The status.
-        status: u16,
-        /// The first error code of the body when it is one of the distribution spec's
-        /// (`MANIFEST_UNKNOWN`, `DENIED`, …); the body itself is never kept.
-        code: Option<&'static str>,
-    },
-    /// The registry pointed somewhere this pull may not go (a token realm or a redirect on
-    /// a host no applying policy lists, a downgrade to plain http): nothing was sent there.
-    #[error("{url}: {what} refused: {why}")]
-    Refused {
-        /// What was asked.
-        url: String,
-        /// What pointed there: the token realm, a redirect.
-        what: &'static str,
-        /// Why, naming the host only.
-        why: HopRefused,
-    },
-    /// The answer was longer than its limit; reading stopped there.
-    #[error("{url}: {what} is longer than {limit} bytes; stopped reading")]
-    TooLarge {
-        /// What was asked.
-        url: String,
-        /// What was read (a manifest, a blob, a token).
-        what: &'static str,
-        /// The limit.
-        limit: u64,
-    },
-    /// The bytes do not have the digest they were asked by, or the length announced.
-    #[error("{url}: {why}")]
-    Mismatch {
-        /// What was asked.
-        url: String,
-        /// What differs.
-        why: String,
-    },
-    /// The registry asked for authentication this client cannot give.
-    #[error("{url}: {why}")]
-    Auth {
-        /// What was asked.
-        url: String,
-        /// Why.
-        why: String,
-    },
-}
-
-impl FetchError {
-    /// Whether trying again later may succeed: no answer, a 5xx, 429 or 408. A 404, a
-    /// refusal of credentials, a digest that does not match or a size over the limit stay
-    /// as they are until someone changes the registry or the reference.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            FetchError::Transport { .. } => true,
-            FetchError::Status { status, .. } => *status >= 500 || *status == 429 || *status == 408,
-            _ => false,
-        }
-    }
-}
 
 /// A manifest as read: its bytes, their SHA-256 (hex) and the media type it declares.
 #[derive(Debug, Clone)]
@@ -190,7 +116,7 @@ impl Fetcher {
         let url = format!("{}/manifests/{reference}", self.base(r));
         let accept = accept.join(", ");
         let mut response = self.get(r, &url, Some(&accept), access).await?;
-        let bytes = read_bounded(&mut response, &url, "the manifest", MAX_MANIFEST_BYTES).await?;
+        let bytes = read_bounded(&mut response, &url, Body::Manifest, MAX_MANIFEST_BYTES).await?;
         let digest = hex::encode(Sha256::digest(&bytes));
         if let Some(asked) = reference.strip_prefix("sha256:")
             && asked != digest
@@ -221,7 +147,7 @@ impl Fetcher {
         {
             return Err(FetchError::TooLarge {
                 url,
-                what: "the blob",
+                what: Body::Blob,
                 limit: size,
             });
         }
@@ -236,7 +162,7 @@ impl Fetcher {
             if read > size {
                 return Err(FetchError::TooLarge {
                     url,
-                    what: "the blob",
+                    what: Body::Blob,
                     limit: size,
                 });
             }
@@ -434,7 +360,7 @@ impl Fetcher {
             .await
             .map_err(|source| transport(at.clone(), source))?;
         let mut response = check(response, &at).await?;
-        let body = read_bounded(&mut response, &at, "the token", MAX_TOKEN_BYTES).await?;
+        let body = read_bounded(&mut response, &at, Body::Token, MAX_TOKEN_BYTES).await?;
         #[derive(serde::Deserialize)]
         struct Token {
             token: Option<String>,
@@ -483,7 +409,7 @@ fn transport(url: impl Into<String>, source: reqwest::Error) -> FetchError {
     }
     FetchError::Transport {
         url: url.into(),
-        source: source.without_url(),
+        fault: source.without_url(),
     }
 }
 
@@ -531,7 +457,7 @@ fn spec_error_code(body: &[u8]) -> Option<&'static str> {
 async fn read_bounded(
     response: &mut reqwest::Response,
     url: &str,
-    what: &'static str,
+    what: Body,
     limit: u64,
 ) -> Result<Vec<u8>, FetchError> {
     let too_large = || FetchError::TooLarge {
@@ -658,29 +584,6 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "http://r/v2/x/manifests/v1: HTTP 404 (MANIFEST_UNKNOWN)"
-        );
-    }
-
-    #[test]
-    fn what_is_worth_retrying() {
-        let status = |status| FetchError::Status {
-            url: "u".into(),
-            status,
-            code: None,
-        };
-        assert!(status(503).is_transient());
-        assert!(status(429).is_transient());
-        assert!(!status(404).is_transient());
-        assert!(!status(403).is_transient());
-        let big = FetchError::TooLarge {
-            url: "u".into(),
-            what: "the manifest",
-            limit: 1,
-        };
-        assert!(!big.is_transient());
-        assert_eq!(
-            big.to_string(),
-            "u: the manifest is longer than 1 bytes; stopped reading"
         );
     }
 }

@@ -3,8 +3,8 @@
 //! `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`). One set of flags for every
 //! command that talks to a registry.
 
+use super::error_chain::chain_text;
 use super::reference::OciRef;
-use anyhow::{Context, bail};
 use base64::Engine;
 use clap::Args;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
@@ -58,6 +58,105 @@ pub struct RegistryArgs {
     pub verification_config: Option<PathBuf>,
 }
 
+/// Why the registry flags cannot be used: a file they name is unreadable or not what it
+/// should be, a host is not one, or the client cannot be built from them.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryConfigError {
+    /// A file (a docker config, a CA bundle) could not be read.
+    #[error("reading {}: {fault}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The file system's error.
+        fault: std::io::Error,
+    },
+    /// A file is larger than [`MAX_CONFIG_BYTES`].
+    #[error("{} is larger than {limit} bytes", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
+    /// The `--registry-config` file is not a docker config.
+    #[error("registry config {}: {fault}", path.display())]
+    Credentials {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        fault: CredentialsError,
+    },
+    /// A `--registry-ca` file holds no PEM certificate.
+    #[error("--registry-ca {}: no PEM certificate in it", path.display())]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A `--registry-ca` file's certificates do not parse.
+    #[error("--registry-ca {}: {}", path.display(), chain_text(fault))]
+    Certificate {
+        /// The file.
+        path: PathBuf,
+        /// reqwest's error.
+        fault: reqwest::Error,
+    },
+    /// An `--insecure-registry` value is not `HOST[:PORT]`.
+    #[error("--insecure-registry {host:?}: expected HOST or HOST:PORT as in the oci:// reference")]
+    InsecureHost {
+        /// The value given.
+        host: String,
+    },
+    /// oci-client's client (pushes) could not be built from the flags.
+    #[error(
+        "building the registry client from --registry-ca: {}",
+        chain_text(fault)
+    )]
+    PushClient {
+        /// oci-client's error.
+        fault: oci_client::errors::OciDistributionError,
+    },
+    /// The HTTP client of pulls could not be built from the flags.
+    #[error(
+        "building the registry client from --registry-ca: {}",
+        chain_text(fault)
+    )]
+    PullClient {
+        /// reqwest's error.
+        fault: reqwest::Error,
+    },
+}
+
+/// Why a docker config's `auths` cannot be used; names the entry, never its secret.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// Not JSON of the docker config's shape.
+    #[error("not a docker config (JSON with auths): {fault}")]
+    NotDockerConfig {
+        /// serde's error.
+        fault: serde_json::Error,
+    },
+    /// An entry's `auth` is not base64.
+    #[error("auths.{key}.auth is not base64: {fault}")]
+    NotBase64 {
+        /// The entry's key (`HOST[:PORT]` or a URL).
+        key: String,
+        /// The decoder's error.
+        fault: base64::DecodeError,
+    },
+    /// An entry's `auth` decodes to bytes that are not UTF-8.
+    #[error("auths.{key}.auth is not UTF-8")]
+    NotUtf8 {
+        /// The entry's key.
+        key: String,
+    },
+    /// An entry's `auth` decodes to text without `user:password`'s colon.
+    #[error("auths.{key}.auth is not base64 of user:password")]
+    NoColon {
+        /// The entry's key.
+        key: String,
+    },
+}
+
 /// Credentials by registry host (`HOST[:PORT]`).
 #[derive(Debug, Clone, Default)]
 pub struct Credentials {
@@ -66,15 +165,17 @@ pub struct Credentials {
 
 impl Credentials {
     /// Reads a docker config file (bounded to 1 MiB).
-    pub fn from_file(path: &Path) -> anyhow::Result<Credentials> {
+    pub fn from_file(path: &Path) -> Result<Credentials, RegistryConfigError> {
         let text = read_bounded(path)?;
-        Credentials::from_docker_config(&text)
-            .with_context(|| format!("registry config {}", path.display()))
+        Credentials::from_docker_config(&text).map_err(|fault| RegistryConfigError::Credentials {
+            path: path.to_path_buf(),
+            fault,
+        })
     }
 
     /// Parses the `auths` of a docker config: `auth` (base64 of `user:password`) or
     /// `username` and `password`, keyed by `HOST[:PORT]` or a URL of it.
-    pub fn from_docker_config(text: &[u8]) -> anyhow::Result<Credentials> {
+    pub fn from_docker_config(text: &[u8]) -> Result<Credentials, CredentialsError> {
         #[derive(serde::Deserialize)]
         struct File {
             #[serde(default)]
@@ -86,19 +187,23 @@ impl Credentials {
             username: Option<String>,
             password: Option<String>,
         }
-        let file: File =
-            serde_json::from_slice(text).context("not a docker config (JSON with auths)")?;
+        let file: File = serde_json::from_slice(text)
+            .map_err(|fault| CredentialsError::NotDockerConfig { fault })?;
         let mut by_registry = HashMap::new();
         for (key, entry) in file.auths {
             let pair = match (entry.auth, entry.username, entry.password) {
                 (Some(auth), _, _) => {
                     let raw = base64::engine::general_purpose::STANDARD
                         .decode(auth.trim())
-                        .with_context(|| format!("auths.{key}.auth is not base64"))?;
-                    let raw = String::from_utf8(raw)
-                        .with_context(|| format!("auths.{key}.auth is not UTF-8"))?;
+                        .map_err(|fault| CredentialsError::NotBase64 {
+                            key: key.clone(),
+                            fault,
+                        })?;
+                    let Ok(raw) = String::from_utf8(raw) else {
+                        return Err(CredentialsError::NotUtf8 { key });
+                    };
                     let Some((u, p)) = raw.split_once(':') else {
-                        bail!("auths.{key}.auth is not base64 of user:password");
+                        return Err(CredentialsError::NoColon { key });
                     };
                     (u.to_string(), p.to_string())
                 }
@@ -156,17 +261,23 @@ fn registry_key(key: &str) -> String {
     }
 }
 
-fn read_bounded(path: &Path) -> anyhow::Result<Vec<u8>> {
+/// A docker config or CA file, at most [`MAX_CONFIG_BYTES`].
+fn read_bounded(path: &Path) -> Result<Vec<u8>, RegistryConfigError> {
     use std::io::Read;
-    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let read = |fault| RegistryConfigError::Read {
+        path: path.to_path_buf(),
+        fault,
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
     let mut out = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut out)?;
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut out)
+        .map_err(read)?;
     if out.len() as u64 > MAX_CONFIG_BYTES {
-        bail!(
-            "{} is larger than {} bytes",
-            path.display(),
-            MAX_CONFIG_BYTES
-        );
+        return Err(RegistryConfigError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_CONFIG_BYTES,
+        });
     }
     Ok(out)
 }
@@ -200,7 +311,7 @@ impl std::fmt::Debug for Registries {
 
 impl Registries {
     /// The client the flags describe.
-    pub fn new(args: &RegistryArgs) -> anyhow::Result<Registries> {
+    pub fn new(args: &RegistryArgs) -> Result<Registries, RegistryConfigError> {
         // reqwest is built without a crypto provider of its own: rustls' ring provider, as
         // kube's. Installing it twice is harmless (the second call reports the first).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -212,11 +323,15 @@ impl Registries {
                 .windows(27)
                 .any(|w| w == b"-----BEGIN CERTIFICATE-----")
             {
-                bail!("--registry-ca {}: no PEM certificate in it", path.display());
+                return Err(RegistryConfigError::NoCertificate { path: path.clone() });
             }
             extra_roots.extend(
-                reqwest::Certificate::from_pem_bundle(&data)
-                    .with_context(|| format!("--registry-ca {}", path.display()))?,
+                reqwest::Certificate::from_pem_bundle(&data).map_err(|fault| {
+                    RegistryConfigError::Certificate {
+                        path: path.clone(),
+                        fault,
+                    }
+                })?,
             );
             extra_root_certificates.push(Certificate {
                 encoding: CertificateEncoding::Pem,
@@ -225,9 +340,7 @@ impl Registries {
         }
         for host in &args.insecure_registry {
             if host.is_empty() || host.contains('/') || host.contains("://") {
-                bail!(
-                    "--insecure-registry {host:?}: expected HOST or HOST:PORT as in the oci:// reference"
-                );
+                return Err(RegistryConfigError::InsecureHost { host: host.clone() });
             }
         }
         let credentials = match &args.registry_config {
@@ -251,9 +364,9 @@ impl Registries {
         };
         // try_from, not new: new falls back to a default client on a bad certificate.
         let client = oci_client::Client::try_from(config)
-            .context("building the registry client from --registry-ca")?;
+            .map_err(|fault| RegistryConfigError::PushClient { fault })?;
         let fetch = super::fetch::Fetcher::new(args.insecure_registry.clone(), extra_roots)
-            .context("building the registry client from --registry-ca")?;
+            .map_err(|fault| RegistryConfigError::PullClient { fault })?;
         Ok(Registries {
             client,
             fetch: std::sync::Arc::new(fetch),

@@ -14,9 +14,9 @@ use super::access::Access;
 use super::fetch::FetchError;
 use super::reference::OciRef;
 use super::registry::Registries;
+use super::signature_error::SignatureError;
 use super::transfer::{self, OCI_MANIFEST};
 use crate::oci::keys::SigningKey;
-use anyhow::{Context, bail};
 use base64::Engine;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -159,6 +159,7 @@ pub struct Signatures {
 }
 
 /// A layer of a signature manifest as cosign writes it.
+#[derive(Debug)]
 struct Layer {
     hex: String,
     size: u64,
@@ -174,26 +175,36 @@ fn annotation(descriptor: &Value) -> Option<&str> {
         .as_str()
 }
 
-/// The layer descriptors of a signature manifest, as they are.
-fn layers_json(manifest: &[u8]) -> anyhow::Result<Vec<Value>> {
-    let m: Value =
-        serde_json::from_slice(manifest).context("the signature manifest is not JSON")?;
+/// The error of signature manifest `sig` being malformed: `why`, never the registry's text.
+fn malformed(sig: &OciRef, why: impl Into<String>) -> SignatureError {
+    SignatureError::Manifest {
+        manifest: sig.to_string(),
+        why: why.into(),
+    }
+}
+
+/// The layer descriptors of signature manifest `sig`, as they are.
+fn layers_json(sig: &OciRef, manifest: &[u8]) -> Result<Vec<Value>, SignatureError> {
+    let m: Value = serde_json::from_slice(manifest)
+        .map_err(|_| malformed(sig, "the signature manifest is not JSON"))?;
     m.get("layers")
         .and_then(Value::as_array)
         .cloned()
-        .context("the signature manifest has no layers")
+        .ok_or_else(|| malformed(sig, "the signature manifest has no layers"))
 }
 
-fn layers(manifest: &[u8]) -> anyhow::Result<Vec<Layer>> {
-    layers_json(manifest)?
+/// The layers of signature manifest `sig`, each with a sha256 digest.
+fn layers(sig: &OciRef, manifest: &[u8]) -> Result<Vec<Layer>, SignatureError> {
+    layers_json(sig, manifest)?
         .iter()
         .map(|l| {
             let digest = l.get("digest").and_then(Value::as_str).unwrap_or("");
             Ok(Layer {
                 // The registry's text: not shown.
                 hex: super::reference::parse_digest(digest).map_err(|_| {
-                    anyhow::anyhow!(
-                        "a signature layer's digest is not sha256:<64 lower-case hex digits>"
+                    malformed(
+                        sig,
+                        "a signature layer's digest is not sha256:<64 lower-case hex digits>",
                     )
                 })?,
                 size: l.get("size").and_then(Value::as_u64).unwrap_or(u64::MAX),
@@ -215,7 +226,7 @@ async fn signature_manifest(
     pinned: &OciRef,
     hex: &str,
     access: &Access,
-) -> anyhow::Result<Option<Vec<u8>>> {
+) -> Result<Option<Vec<u8>>, SignatureError> {
     let sig = signature_ref(pinned, hex);
     match reg
         .fetch
@@ -224,7 +235,10 @@ async fn signature_manifest(
     {
         Ok(m) => Ok(Some(m.bytes)),
         Err(FetchError::Status { status: 404, .. }) => Ok(None),
-        Err(e) => Err(e.into()),
+        Err(fault) => Err(SignatureError::Fetch {
+            what: "the signature manifest".into(),
+            fault,
+        }),
     }
 }
 
@@ -235,17 +249,19 @@ pub async fn read(
     reg: &Registries,
     pinned: &OciRef,
     access: &Access,
-) -> anyhow::Result<Option<Signatures>> {
+) -> Result<Option<Signatures>, SignatureError> {
     let hex = pinned
         .digest
         .as_deref()
-        .with_context(|| format!("{pinned}: signatures are read for a pinned reference"))?;
+        .ok_or_else(|| SignatureError::NotPinned {
+            reference: pinned.to_string(),
+        })?;
     let Some(manifest) = signature_manifest(reg, pinned, hex, access).await? else {
         return Ok(None);
     };
     let mut out = Signatures::default();
     let mut read_by_digest: std::collections::HashMap<String, Vec<u8>> = Default::default();
-    for layer in layers(&manifest)? {
+    for layer in layers(&signature_ref(pinned, hex), &manifest)? {
         let signature = layer
             .signature
             .as_deref()
@@ -266,7 +282,10 @@ pub async fn read(
                     .fetch
                     .blob_bytes(pinned, &layer.hex, layer.size, access)
                     .await
-                    .with_context(|| format!("reading signature payload sha256:{}", layer.hex))?;
+                    .map_err(|fault| SignatureError::Fetch {
+                        what: format!("reading signature payload sha256:{}", layer.hex),
+                        fault,
+                    })?;
                 read_by_digest.insert(layer.hex.clone(), payload.clone());
                 payload
             }
@@ -296,11 +315,11 @@ pub async fn sign(
     pinned: &OciRef,
     key: &SigningKey,
     annotations: &BTreeMap<String, String>,
-) -> anyhow::Result<Signed> {
+) -> Result<Signed, SignatureError> {
     let Some(hex) = pinned.digest.as_deref() else {
-        bail!(
-            "{pinned}: sign a digest (oci://…@sha256:…, as push prints it): a tag can move to another module"
-        );
+        return Err(SignatureError::SignTag {
+            reference: pinned.to_string(),
+        });
     };
     // The module must exist: a signature of nothing would sit under a tag nobody reads.
     let module = reg
@@ -312,17 +331,23 @@ pub async fn sign(
             &reg.access(),
         )
         .await
-        .with_context(|| format!("{pinned}: reading the manifest to sign"))?;
-    transfer::wasm_layer(&module.bytes).with_context(|| format!("{pinned}: not a wasm module"))?;
+        .map_err(|fault| SignatureError::Fetch {
+            what: format!("{pinned}: reading the manifest to sign"),
+            fault,
+        })?;
+    transfer::wasm_layer(&module.bytes).map_err(|fault| SignatureError::NotModule {
+        reference: pinned.to_string(),
+        fault,
+    })?;
     let payload = payload(pinned, hex, annotations);
     let signature = base64::engine::general_purpose::STANDARD.encode(key.sign(&payload));
     let payload_hex = hex::encode(Sha256::digest(&payload));
     let existing = signature_manifest(reg, pinned, hex, &reg.access()).await?;
+    let sig_ref = signature_ref(pinned, hex);
     let mut descriptors: Vec<Value> = match &existing {
-        Some(bytes) => layers_json(bytes)?,
+        Some(bytes) => layers_json(&sig_ref, bytes)?,
         None => Vec::new(),
     };
-    let sig_ref = signature_ref(pinned, hex);
     let already = descriptors.iter().any(|d| {
         d.get("digest").and_then(Value::as_str) == Some(&format!("sha256:{payload_hex}"))
             && annotation(d) == Some(signature.as_str())
@@ -336,7 +361,7 @@ pub async fn sign(
                 "digest": format!("sha256:{payload_hex}"),
                 "annotations": {SIGNATURE_ANNOTATION: signature},
             }));
-            let config = config_for(&descriptors)?;
+            let config = config_for(&descriptors);
             let manifest = json!({
                 "schemaVersion": 2,
                 "mediaType": OCI_MANIFEST,
@@ -351,10 +376,13 @@ pub async fn sign(
                 reg,
                 &sig_ref,
                 &[&payload, &config],
-                &serde_json::to_vec(&manifest)?,
+                manifest.to_string().as_bytes(),
             )
             .await
-            .with_context(|| format!("{pinned}: pushing the signature"))?
+            .map_err(|fault| SignatureError::Push {
+                what: format!("{pinned}: pushing the signature"),
+                fault: Box::new(fault),
+            })?
         }
     };
     let count = descriptors.len();
@@ -367,7 +395,7 @@ pub async fn sign(
 
 /// The image config cosign gives a signature manifest: an empty image whose root file
 /// system lists each layer (a payload is its own diff id: it is not compressed).
-fn config_for(descriptors: &[Value]) -> anyhow::Result<Vec<u8>> {
+fn config_for(descriptors: &[Value]) -> Vec<u8> {
     let diff_ids: Vec<&str> = descriptors
         .iter()
         .filter_map(|d| d.get("digest").and_then(Value::as_str))
@@ -376,14 +404,17 @@ fn config_for(descriptors: &[Value]) -> anyhow::Result<Vec<u8>> {
         .iter()
         .map(|_| json!({"created": "0001-01-01T00:00:00Z"}))
         .collect();
-    Ok(serde_json::to_vec(&json!({
+    // A JSON value's text is its compact serialization, which cannot fail.
+    json!({
         "architecture": "",
         "created": "0001-01-01T00:00:00Z",
         "history": history,
         "os": "",
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
         "config": {},
-    }))?)
+    })
+    .to_string()
+    .into_bytes()
 }
 
 /// Copies the signatures of manifest `hex` from `src`'s repository to `dst`'s (registry
@@ -398,69 +429,89 @@ pub async fn copy(
     src: &OciRef,
     dst: &OciRef,
     hex: &str,
-) -> anyhow::Result<usize> {
+) -> Result<usize, SignatureError> {
     let source = src.pinned(hex);
+    let sig = signature_ref(src, hex);
     let access = reg.access();
     let Some(manifest) = signature_manifest(reg, &source, hex, &access).await? else {
         return Ok(0);
     };
-    let m: Value =
-        serde_json::from_slice(&manifest).context("the signature manifest is not JSON")?;
+    let m: Value = serde_json::from_slice(&manifest)
+        .map_err(|_| malformed(&sig, "the signature manifest is not JSON"))?;
     let media_type = m.get("mediaType").and_then(Value::as_str).unwrap_or("");
     if media_type != OCI_MANIFEST {
-        bail!(
-            "{}: a signature manifest of type {:?}: only {OCI_MANIFEST} ones are copied",
-            signature_ref(src, hex),
-            crate::contract::text::prefix(media_type, 100)
-        );
+        return Err(malformed(
+            &sig,
+            format!(
+                "a signature manifest of type {:?}: only {OCI_MANIFEST} ones are copied",
+                crate::contract::text::prefix(media_type, 100)
+            ),
+        ));
     }
     let config_hex = m
         .pointer("/config/digest")
         .and_then(Value::as_str)
         .map(super::reference::parse_digest)
         .transpose()
-        .map_err(|e| anyhow::anyhow!("the signature manifest's config digest: {e}"))?
-        .context("the signature manifest has no config")?;
+        .map_err(|e| malformed(&sig, format!("the signature manifest's config digest: {e}")))?
+        .ok_or_else(|| malformed(&sig, "the signature manifest has no config"))?;
     let config_size = m
         .pointer("/config/size")
         .and_then(Value::as_u64)
         .unwrap_or(u64::MAX);
     if config_size > MAX_CONFIG_BYTES {
-        bail!("a signature config of {config_size} bytes, more than {MAX_CONFIG_BYTES}");
+        return Err(malformed(
+            &sig,
+            format!("a signature config of {config_size} bytes, more than {MAX_CONFIG_BYTES}"),
+        ));
     }
-    let layers = layers(&manifest)?;
+    let layers = layers(&sig, &manifest)?;
     if layers.len() > MAX_SIGNATURES {
-        bail!(
-            "{} signature layers, more than the {MAX_SIGNATURES} copied",
-            layers.len()
-        );
+        return Err(malformed(
+            &sig,
+            format!(
+                "{} signature layers, more than the {MAX_SIGNATURES} copied",
+                layers.len()
+            ),
+        ));
     }
+    let fetch = |what: String| move |fault| SignatureError::Fetch { what, fault };
     let mut blobs = vec![
         reg.fetch
             .blob_bytes(&source, &config_hex, config_size, &access)
             .await
-            .context("reading the signature config")?,
+            .map_err(fetch("reading the signature config".into()))?,
     ];
     for layer in &layers {
         if layer.size > MAX_PAYLOAD_BYTES {
-            bail!(
-                "a signature layer of {} bytes, more than {MAX_PAYLOAD_BYTES}",
-                layer.size
-            );
+            return Err(malformed(
+                &sig,
+                format!(
+                    "a signature layer of {} bytes, more than {MAX_PAYLOAD_BYTES}",
+                    layer.size
+                ),
+            ));
         }
         blobs.push(
             reg.fetch
                 .blob_bytes(&source, &layer.hex, layer.size, &access)
                 .await
-                .with_context(|| format!("reading signature layer sha256:{}", layer.hex))?,
+                .map_err(fetch(format!(
+                    "reading signature layer sha256:{}",
+                    layer.hex
+                )))?,
         );
     }
     let target = signature_ref(dst, hex);
+    let pushing = |fault| SignatureError::Push {
+        what: format!("{target}: pushing the signatures"),
+        fault: Box::new(fault),
+    };
     let existing = signature_manifest(reg, &dst.pinned(hex), hex, &reg.access()).await?;
     if let Some(existing) = existing.filter(|e| *e != manifest) {
-        let mut merged = layers_json(&existing)?;
+        let mut merged = layers_json(&target, &existing)?;
         let before = merged.len();
-        for descriptor in layers_json(&manifest)? {
+        for descriptor in layers_json(&sig, &manifest)? {
             let same = |d: &Value| {
                 d.get("digest") == descriptor.get("digest")
                     && annotation(d) == annotation(&descriptor)
@@ -473,8 +524,8 @@ pub async fn copy(
         if added == 0 {
             return Ok(0);
         }
-        let config = config_for(&merged)?;
-        let merged_manifest = serde_json::to_vec(&json!({
+        let config = config_for(&merged);
+        let merged_manifest = json!({
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST,
             "config": {
@@ -483,21 +534,26 @@ pub async fn copy(
                 "digest": format!("sha256:{}", hex::encode(Sha256::digest(&config))),
             },
             "layers": merged,
-        }))?;
+        })
+        .to_string();
         let mut refs: Vec<&[u8]> = blobs[1..].iter().map(Vec::as_slice).collect();
         refs.push(&config);
-        transfer::push_raw(reg, &target, &refs, &merged_manifest)
+        transfer::push_raw(reg, &target, &refs, merged_manifest.as_bytes())
             .await
-            .with_context(|| format!("{target}: pushing the signatures"))?;
+            .map_err(pushing)?;
         return Ok(added);
     }
     let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
     let pushed = transfer::push_raw(reg, &target, &refs, &manifest)
         .await
-        .with_context(|| format!("{target}: pushing the signatures"))?;
+        .map_err(pushing)?;
     let want = hex::encode(Sha256::digest(&manifest));
     if pushed != want {
-        bail!("{target}: pushed digest sha256:{pushed} differs from the source's sha256:{want}");
+        return Err(SignatureError::DigestDiffers {
+            target: target.to_string(),
+            pushed,
+            want,
+        });
     }
     Ok(layers.len())
 }
@@ -547,12 +603,18 @@ mod tests {
              "annotations": {SIGNATURE_ANNOTATION: "MEUC"}},
             {"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json", "digest": d, "size": 10}
         ]});
-        let l = layers(&serde_json::to_vec(&m).unwrap()).unwrap();
+        let sig = OciRef::parse("oci://r/x:sha256-00.sig").unwrap();
+        let l = layers(&sig, &serde_json::to_vec(&m).unwrap()).unwrap();
         assert_eq!(l.len(), 2);
         assert_eq!(l[0].signature.as_deref(), Some("MEUC"));
         assert_eq!(l[0].size, 10);
         assert!(l[1].signature.is_none());
         let bad = json!({"layers": [{"digest": "md5:x"}]});
-        assert!(layers(&serde_json::to_vec(&bad).unwrap()).is_err());
+        let err = layers(&sig, &serde_json::to_vec(&bad).unwrap()).unwrap_err();
+        assert!(
+            matches!(&err, SignatureError::Manifest { manifest, .. } if manifest == "oci://r/x:sha256-00.sig"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("md5"), "{err}");
     }
 }

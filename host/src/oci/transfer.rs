@@ -3,9 +3,9 @@
 //! container image, an index, two wasm layers) naming what it found.
 
 use super::pull_error::{LayoutError, PullError};
+use super::push_error::{MirrorError, PushError};
 use super::reference::OciRef;
 use super::registry::Registries;
-use anyhow::{Context, bail};
 use oci_client::RegistryOperation;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -270,26 +270,30 @@ async fn download(
 
 /// Pushes `module` to `r` (a tag; `latest` if none) in the CNCF Wasm layout and returns the
 /// manifest's digest (64 hex digits).
-pub async fn push(reg: &Registries, r: &OciRef, module: &[u8]) -> anyhow::Result<String> {
+pub async fn push(reg: &Registries, r: &OciRef, module: &[u8]) -> Result<String, PushError> {
     if r.digest.is_some() {
-        bail!("{r}: push to a tag, not a digest (the digest is what push prints)");
+        return Err(PushError::ToDigest {
+            reference: r.to_string(),
+        });
     }
     if !module.starts_with(b"\0asm") {
-        bail!("not a WebAssembly file (no \\0asm header)");
+        return Err(PushError::NotWasm);
     }
     if module.len() as u64 > reg.max_module_bytes {
-        bail!(
-            "the module is {} bytes, more than the {} MiB limit (--max-module-mib)",
-            module.len(),
-            reg.max_module_bytes >> 20
-        );
+        return Err(PushError::TooLarge {
+            size: module.len() as u64,
+            limit_mib: reg.max_module_bytes >> 20,
+        });
     }
     let layer_digest = format!("sha256:{}", hex::encode(Sha256::digest(module)));
-    let config = serde_json::to_vec(&json!({
+    // A JSON value's text is its compact serialization, which cannot fail.
+    let config = json!({
         "architecture": "wasm",
         "os": "wasip2",
         "layerDigests": [layer_digest],
-    }))?;
+    })
+    .to_string()
+    .into_bytes();
     push_manifest_of(reg, r, module, CNCF_LAYER, &config, CNCF_CONFIG).await
 }
 
@@ -302,14 +306,14 @@ pub async fn push_manifest_of(
     layer_type: &str,
     config: &[u8],
     config_type: &str,
-) -> anyhow::Result<String> {
+) -> Result<String, PushError> {
     let manifest = json!({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
         "config": descriptor(config_type, config),
         "layers": [descriptor(layer_type, layer)],
     });
-    push_raw(reg, r, &[layer, config], &serde_json::to_vec(&manifest)?).await
+    push_raw(reg, r, &[layer, config], manifest.to_string().as_bytes()).await
 }
 
 /// Pushes `blobs`, then `manifest` (an OCI image manifest) under `r`'s tag; returns the
@@ -319,7 +323,7 @@ pub async fn push_raw(
     r: &OciRef,
     blobs: &[&[u8]],
     manifest: &[u8],
-) -> anyhow::Result<String> {
+) -> Result<String, PushError> {
     push_raw_as(reg, r, blobs, manifest, OCI_MANIFEST).await
 }
 
@@ -330,16 +334,26 @@ async fn push_raw_as(
     blobs: &[&[u8]],
     manifest: &[u8],
     media_type: &str,
-) -> anyhow::Result<String> {
+) -> Result<String, PushError> {
     let target = oci_client::Reference::with_tag(
         r.registry.clone(),
         r.repository.clone(),
         r.tag_or_default().to_string(),
     );
+    let failed = |step: String| {
+        move |fault| PushError::Registry {
+            reference: r.to_string(),
+            step,
+            fault,
+        }
+    };
+    let header = http::HeaderValue::from_str(media_type).map_err(|_| PushError::MediaType {
+        reference: r.to_string(),
+    })?;
     reg.client
         .auth(&target, &reg.auth(r), RegistryOperation::Push)
         .await
-        .with_context(|| format!("{r}: authenticating to push"))?;
+        .map_err(failed("authenticating to push".into()))?;
     for blob in blobs {
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(blob)));
         if reg
@@ -353,12 +367,12 @@ async fn push_raw_as(
         reg.client
             .push_blob(&target, blob.to_vec(), &digest)
             .await
-            .with_context(|| format!("{r}: pushing blob {digest}"))?;
+            .map_err(failed(format!("pushing blob {digest}")))?;
     }
     reg.client
-        .push_manifest_raw(&target, manifest.to_vec(), http_header(media_type)?)
+        .push_manifest_raw(&target, manifest.to_vec(), header)
         .await
-        .with_context(|| format!("{r}: pushing the manifest"))?;
+        .map_err(failed("pushing the manifest".into()))?;
     Ok(hex::encode(Sha256::digest(manifest)))
 }
 
@@ -368,11 +382,17 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Copies the module `src` names to `dst` (its registry and repository; `src`'s tag unless
 /// `dst` names one): the same manifest bytes, so the same digest, which is returned. Only
 /// wasm modules are copied (the same checks as pull). Signatures are not copied yet.
-pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Result<String> {
+pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> Result<String, MirrorError> {
     if dst.digest.is_some() {
-        bail!("{dst}: mirror to a repository or tag, not a digest (the digest stays the source's)");
+        return Err(MirrorError::ToDigest {
+            destination: dst.to_string(),
+        });
     }
     let pulled = pull(reg, src).await?;
+    let invalid = |why: String| MirrorError::Manifest {
+        image: pulled.pinned.to_string(),
+        why,
+    };
     let manifest = reg
         .fetch
         .manifest(
@@ -382,9 +402,14 @@ pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Res
             &reg.access(),
         )
         .await
-        .with_context(|| format!("pulling the manifest of {}", pulled.pinned))?
+        .map_err(|fault| MirrorError::Fetch {
+            what: format!("pulling the manifest of {}", pulled.pinned),
+            fault,
+        })?
         .bytes;
-    let m: Value = serde_json::from_slice(&manifest)?;
+    // serde's message may quote the registry's bytes: not shown.
+    let m: Value = serde_json::from_slice(&manifest)
+        .map_err(|_| invalid("the manifest is not JSON".into()))?;
     let media_type = m
         .get("mediaType")
         .and_then(Value::as_str)
@@ -393,24 +418,27 @@ pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Res
     let config_digest = m
         .pointer("/config/digest")
         .and_then(Value::as_str)
-        .context("the manifest has no config")?
+        .ok_or_else(|| invalid("the manifest has no config".into()))?
         .to_string();
     let config_size = m
         .pointer("/config/size")
         .and_then(Value::as_u64)
-        .context("the manifest's config has no size")?;
+        .ok_or_else(|| invalid("the manifest's config has no size".into()))?;
     if config_size > MAX_CONFIG_BYTES {
-        bail!(
-            "{}: a config of {config_size} bytes, more than {MAX_CONFIG_BYTES}",
-            pulled.pinned
-        );
+        return Err(invalid(format!(
+            "a config of {config_size} bytes, more than {MAX_CONFIG_BYTES}"
+        )));
     }
-    let config_hex = super::reference::parse_digest(&config_digest).map_err(anyhow::Error::msg)?;
+    let config_hex = super::reference::parse_digest(&config_digest)
+        .map_err(|why| invalid(format!("the config's {why}")))?;
     let config = reg
         .fetch
         .blob_bytes(&pulled.pinned, &config_hex, config_size, &reg.access())
         .await
-        .with_context(|| format!("{}: pulling the config", pulled.pinned))?;
+        .map_err(|fault| MirrorError::Fetch {
+            what: format!("{}: pulling the config", pulled.pinned),
+            fault,
+        })?;
     let target = OciRef {
         digest: None,
         ..src.retargeted(dst)
@@ -424,13 +452,12 @@ pub async fn mirror(reg: &Registries, src: &OciRef, dst: &OciRef) -> anyhow::Res
     )
     .await?;
     if digest != pulled.manifest_digest {
-        bail!("{target}: pushed digest sha256:{digest} differs from the source's");
+        return Err(MirrorError::DigestDiffers {
+            target: target.to_string(),
+            digest,
+        });
     }
     Ok(digest)
-}
-
-fn http_header(value: &str) -> anyhow::Result<http::HeaderValue> {
-    http::HeaderValue::from_str(value).context("the manifest's media type is no header value")
 }
 
 fn descriptor(media_type: &str, bytes: &[u8]) -> Value {

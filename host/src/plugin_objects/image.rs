@@ -19,8 +19,8 @@
 use super::module::ImageModule;
 use super::refusal::{Reason, Refusal};
 use crate::oci::access::{Access, Reach};
-use crate::oci::fetch::FetchError;
-use crate::oci::{OciRef, PullError, Registries};
+use crate::oci::fetch::{Body, FetchError};
+use crate::oci::{OciRef, PullError, Registries, ResolveError, VerifyError};
 use crate::queue::FairSlots;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -280,7 +280,7 @@ impl ImagePulls {
             // signed module is never downloaded, let alone compiled.
             reference = crate::oci::verification::resolve(reg, &reference, &access)
                 .await
-                .map_err(|e| refusal_of(&e))?;
+                .map_err(|e| resolve_refusal(&e))?;
             let mut configs = Vec::new();
             for (who, json) in &image.verify {
                 let config: crate::oci::verification::VerificationConfig =
@@ -295,20 +295,8 @@ impl ImagePulls {
             crate::oci::verification::verify_all(reg, &reference, &configs, &access)
                 .await
                 .map_err(|e| {
-                    let reason = if e.is_transient() {
-                        Reason::PullFailed
-                    } else {
-                        Reason::VerificationFailed
-                    };
-                    let text = e.to_string();
-                    let named = configs.iter().any(|(who, _)| text.starts_with(who));
-                    let message = if named {
-                        text
-                    } else {
-                        let who: Vec<&str> = configs.iter().map(|(who, _)| *who).collect();
-                        format!("{} (required by {})", text, who.join(", "))
-                    };
-                    Refusal::new(reason, message)
+                    let who: Vec<&str> = configs.iter().map(|(who, _)| *who).collect();
+                    verify_refusal(&e, &who)
                 })?;
             // The signatures were read from the module's repository with these credentials.
             authorized = true;
@@ -318,7 +306,7 @@ impl ImagePulls {
         } else {
             crate::oci::transfer::pull_checked(reg, &reference, &access).await
         }
-        .map_err(|e| refusal_of(&e.into()))?;
+        .map_err(|e| pull_refusal(&e))?;
         Ok(PulledImage {
             pinned: pulled.pinned,
             module_digest: pulled.module_digest,
@@ -380,32 +368,58 @@ impl ImagePulls {
     }
 }
 
-/// A failed pull's reason: the registry unreachable or erring is retried soon
+/// A failed pull's refusal: the registry unreachable or erring is retried soon
 /// (`PullFailed`); what the registry holds being wrong waits longer (`ImageInvalid`,
-/// `ModuleTooLarge`). The error's type decides, never its words.
-fn refusal_of(err: &anyhow::Error) -> Refusal {
-    let message = format!("{err:#}");
-    let pull = err.chain().find_map(|e| e.downcast_ref::<PullError>());
-    let fetch = pull
-        .and_then(PullError::fetch)
-        .or_else(|| err.chain().find_map(|e| e.downcast_ref::<FetchError>()));
-    let reason = match pull {
-        Some(PullError::TooLarge { .. }) => Reason::ModuleTooLarge,
-        Some(PullError::Cache { .. }) => Reason::PullFailed,
-        Some(PullError::Layout { .. }) => Reason::ImageInvalid,
-        Some(PullError::Fetch { .. }) | None => match fetch {
-            Some(f) if f.is_transient() => Reason::PullFailed,
-            // Not pushed yet, most often: retried with the same backoff as a registry error.
-            Some(FetchError::Status { status: 404, .. }) => Reason::PullFailed,
-            Some(FetchError::Auth { .. }) => Reason::PullFailed,
-            Some(FetchError::Refused { .. }) => Reason::ImageNotAllowed,
-            Some(FetchError::TooLarge {
-                what: "the blob", ..
-            }) => Reason::ModuleTooLarge,
-            Some(_) | None => Reason::ImageInvalid,
-        },
+/// `ModuleTooLarge`). The error's variant decides, never its words.
+fn pull_refusal(err: &PullError) -> Refusal {
+    let reason = match err {
+        PullError::TooLarge { .. } => Reason::ModuleTooLarge,
+        PullError::Cache { .. } => Reason::PullFailed,
+        PullError::Layout { .. } => Reason::ImageInvalid,
+        PullError::Fetch { fault, .. } => fetch_reason(fault),
+    };
+    Refusal::new(reason, err.to_string())
+}
+
+/// A tag that could not be resolved (before verification): by the manifest read's failure.
+fn resolve_refusal(err: &ResolveError) -> Refusal {
+    Refusal::new(fetch_reason(&err.fault), err.to_string())
+}
+
+/// A failed verification's refusal: signatures that could not be read are retried like a
+/// registry error (`PullFailed`), a module not signed as required waits
+/// (`VerificationFailed`). The message names the configs that required signatures
+/// (`configs`) unless the failure already names its own.
+fn verify_refusal(err: &VerifyError, configs: &[&str]) -> Refusal {
+    let reason = if err.is_transient() {
+        Reason::PullFailed
+    } else {
+        Reason::VerificationFailed
+    };
+    let message = if err.names_config() {
+        err.to_string()
+    } else {
+        format!("{err} (required by {})", configs.join(", "))
     };
     Refusal::new(reason, message)
+}
+
+/// What a failed registry read means for the Plugin, by the failure's variant.
+fn fetch_reason(fault: &FetchError) -> Reason {
+    match fault {
+        f if f.is_transient() => Reason::PullFailed,
+        // Not pushed yet, most often: retried with the same backoff as a registry error.
+        FetchError::Status { status: 404, .. } => Reason::PullFailed,
+        FetchError::Auth { .. } => Reason::PullFailed,
+        FetchError::Refused { .. } => Reason::ImageNotAllowed,
+        FetchError::TooLarge {
+            what: Body::Blob, ..
+        } => Reason::ModuleTooLarge,
+        FetchError::Transport { .. }
+        | FetchError::Status { .. }
+        | FetchError::TooLarge { .. }
+        | FetchError::Mismatch { .. } => Reason::ImageInvalid,
+    }
 }
 
 /// 1 s, 2 s, 4 s … up to five minutes for a registry that fails; from 30 s for one whose
@@ -688,50 +702,134 @@ mod tests {
         assert_eq!(backoff(5, false), MAX_BACKOFF);
     }
 
+    fn fetched(fault: FetchError) -> PullError {
+        PullError::Fetch {
+            what: "pulling the manifest of oci://r/x:v1".into(),
+            fault,
+        }
+    }
+
+    fn status(status: u16, code: Option<&'static str>) -> FetchError {
+        FetchError::Status {
+            url: "u".into(),
+            status,
+            code,
+        }
+    }
+
     #[test]
     fn reasons_of_failed_pulls() {
-        let down = anyhow::Error::new(FetchError::Status {
-            url: "u".into(),
-            status: 503,
-            code: None,
-        })
-        .context("pulling the manifest of oci://r/x:v1");
-        assert_eq!(refusal_of(&down).reason, Reason::PullFailed);
-        assert!(
-            refusal_of(&down)
-                .message
-                .starts_with("pulling the manifest")
+        let down = pull_refusal(&fetched(status(503, None)));
+        assert_eq!(down.reason, Reason::PullFailed);
+        assert_eq!(
+            down.message,
+            "pulling the manifest of oci://r/x:v1: u: HTTP 503"
         );
-        let missing = anyhow::Error::new(FetchError::Status {
+        let missing = fetched(status(404, Some("MANIFEST_UNKNOWN")));
+        assert_eq!(pull_refusal(&missing).reason, Reason::PullFailed);
+        let forbidden = fetched(status(403, None));
+        assert_eq!(pull_refusal(&forbidden).reason, Reason::ImageInvalid);
+        let auth = fetched(FetchError::Auth {
             url: "u".into(),
-            status: 404,
-            code: Some("MANIFEST_UNKNOWN"),
+            why: "the registry refused the credentials".into(),
         });
-        assert_eq!(refusal_of(&missing).reason, Reason::PullFailed);
-        let forbidden = anyhow::Error::new(FetchError::Status {
+        assert_eq!(pull_refusal(&auth).reason, Reason::PullFailed);
+        let refused = fetched(FetchError::Refused {
             url: "u".into(),
-            status: 403,
-            code: None,
+            what: "a redirect",
+            why: crate::oci::access::HopRefused::NotHttp,
         });
-        assert_eq!(refusal_of(&forbidden).reason, Reason::ImageInvalid);
-        let big = anyhow::Error::new(PullError::TooLarge {
+        assert_eq!(pull_refusal(&refused).reason, Reason::ImageNotAllowed);
+        let blob = fetched(FetchError::TooLarge {
+            url: "u".into(),
+            what: Body::Blob,
+            limit: 1,
+        });
+        assert_eq!(pull_refusal(&blob).reason, Reason::ModuleTooLarge);
+        let manifest = fetched(FetchError::TooLarge {
+            url: "u".into(),
+            what: Body::Manifest,
+            limit: 1,
+        });
+        assert_eq!(pull_refusal(&manifest).reason, Reason::ImageInvalid);
+        let mismatch = fetched(FetchError::Mismatch {
+            url: "u".into(),
+            why: "the blob's digest is sha256:00".into(),
+        });
+        assert_eq!(pull_refusal(&mismatch).reason, Reason::ImageInvalid);
+        let big = PullError::TooLarge {
             image: "oci://r/x@sha256:00".into(),
             size: 9,
             limit_mib: 1,
-        });
-        assert_eq!(refusal_of(&big).reason, Reason::ModuleTooLarge);
-        let image = anyhow::Error::new(PullError::Layout {
+        };
+        assert_eq!(pull_refusal(&big).reason, Reason::ModuleTooLarge);
+        let image = PullError::Layout {
             image: "oci://r/x@sha256:00".into(),
             fault: crate::oci::transfer::wasm_layer(br#"{"layers": []}"#).unwrap_err(),
-        });
-        assert_eq!(refusal_of(&image).reason, Reason::ImageInvalid);
-        let cache = anyhow::Error::new(PullError::Cache {
+        };
+        assert_eq!(pull_refusal(&image).reason, Reason::ImageInvalid);
+        let cache = PullError::Cache {
             what: "writing to",
-            fault: std::io::Error::other("disk full"),
-        });
-        assert_eq!(refusal_of(&cache).reason, Reason::PullFailed);
-        // The words no longer decide: a registry's message naming the flag is not a size.
-        let words = anyhow::anyhow!("the module cache --max-module-mib");
-        assert_eq!(refusal_of(&words).reason, Reason::ImageInvalid);
+            fault: std::io::Error::other("the module cache --max-module-mib"),
+        };
+        // The words do not decide: a cache failure naming the size flag is not a size.
+        assert_eq!(pull_refusal(&cache).reason, Reason::PullFailed);
+    }
+
+    #[test]
+    fn reasons_of_failed_resolutions_and_verifications() {
+        let resolve = |fault| ResolveError {
+            reference: "oci://r/x:v1".into(),
+            fault,
+        };
+        let down = resolve_refusal(&resolve(status(502, None)));
+        assert_eq!(down.reason, Reason::PullFailed);
+        assert!(
+            down.message.starts_with("resolving oci://r/x:v1: "),
+            "{}",
+            down.message
+        );
+        assert_eq!(
+            resolve_refusal(&resolve(status(403, None))).reason,
+            Reason::ImageInvalid
+        );
+        let unreadable = VerifyError::Registry {
+            reference: "oci://r/x@sha256:00".into(),
+            fault: Box::new(crate::oci::SignatureError::Fetch {
+                what: "the signature manifest".into(),
+                fault: status(503, None),
+            }),
+        };
+        let refusal = verify_refusal(&unreadable, &["PluginPolicy p"]);
+        assert_eq!(refusal.reason, Reason::PullFailed);
+        assert!(
+            refusal.message.ends_with(" (required by PluginPolicy p)"),
+            "{}",
+            refusal.message
+        );
+        // A rule of a named config names it: not named twice.
+        let rule = VerifyError::Rule {
+            config: "PluginPolicy p: ".into(),
+            rule: "allOf[0] (key sha256:ab12)".into(),
+            why: "no signature by this key".into(),
+        };
+        let refusal = verify_refusal(&rule, &["PluginPolicy p"]);
+        assert_eq!(refusal.reason, Reason::VerificationFailed);
+        assert_eq!(
+            refusal.message,
+            "PluginPolicy p: allOf[0] (key sha256:ab12): no signature by this key"
+        );
+        // A message that merely starts with a config's name is still completed.
+        let unsigned = VerifyError::Unsigned {
+            reference: "PluginPolicy p".into(),
+            tag: "sha256-00.sig".into(),
+        };
+        let refusal = verify_refusal(&unsigned, &["PluginPolicy p"]);
+        assert_eq!(refusal.reason, Reason::VerificationFailed);
+        assert!(
+            refusal.message.ends_with(" (required by PluginPolicy p)"),
+            "{}",
+            refusal.message
+        );
     }
 }
