@@ -126,22 +126,27 @@ pub enum RegistryConfigError {
     },
 }
 
-/// Why a docker config's `auths` cannot be used; names the entry, never its secret.
+/// Why a docker config's `auths` cannot be used; names the entry (bounded), never its
+/// secret: the config comes from a Secret whose readers may be fewer than the readers of
+/// the Plugin status this message ends in, so neither serde's message (which quotes the
+/// value it rejects) nor the base64 decoder's (which quotes the byte) is kept.
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialsError {
     /// Not JSON of the docker config's shape.
-    #[error("not a docker config (JSON with auths): {fault}")]
+    #[error("not a docker config (JSON with auths): {kind} error at line {line} column {column}")]
     NotDockerConfig {
-        /// serde's error.
-        fault: serde_json::Error,
+        /// What went wrong: `syntax`, `data` (a value of the wrong type) or `eof`.
+        kind: &'static str,
+        /// Where.
+        line: usize,
+        /// Where on the line.
+        column: usize,
     },
     /// An entry's `auth` is not base64.
-    #[error("auths.{key}.auth is not base64: {fault}")]
+    #[error("auths.{key}.auth is not base64")]
     NotBase64 {
-        /// The entry's key (`HOST[:PORT]` or a URL).
+        /// The entry's key (`HOST[:PORT]` or a URL), at most 253 characters shown.
         key: String,
-        /// The decoder's error.
-        fault: base64::DecodeError,
     },
     /// An entry's `auth` decodes to bytes that are not UTF-8.
     #[error("auths.{key}.auth is not UTF-8")]
@@ -187,23 +192,37 @@ impl Credentials {
             username: Option<String>,
             password: Option<String>,
         }
-        let file: File = serde_json::from_slice(text)
-            .map_err(|fault| CredentialsError::NotDockerConfig { fault })?;
+        let file: File = serde_json::from_slice(text).map_err(|fault| {
+            let kind = match fault.classify() {
+                serde_json::error::Category::Io => "read",
+                serde_json::error::Category::Syntax => "syntax",
+                serde_json::error::Category::Data => "data",
+                serde_json::error::Category::Eof => "eof",
+            };
+            CredentialsError::NotDockerConfig {
+                kind,
+                line: fault.line(),
+                column: fault.column(),
+            }
+        })?;
         let mut by_registry = HashMap::new();
         for (key, entry) in file.auths {
             let pair = match (entry.auth, entry.username, entry.password) {
                 (Some(auth), _, _) => {
                     let raw = base64::engine::general_purpose::STANDARD
                         .decode(auth.trim())
-                        .map_err(|fault| CredentialsError::NotBase64 {
-                            key: key.clone(),
-                            fault,
+                        .map_err(|_| CredentialsError::NotBase64 {
+                            key: shown_key(&key),
                         })?;
                     let Ok(raw) = String::from_utf8(raw) else {
-                        return Err(CredentialsError::NotUtf8 { key });
+                        return Err(CredentialsError::NotUtf8 {
+                            key: shown_key(&key),
+                        });
                     };
                     let Some((u, p)) = raw.split_once(':') else {
-                        return Err(CredentialsError::NoColon { key });
+                        return Err(CredentialsError::NoColon {
+                            key: shown_key(&key),
+                        });
                     };
                     (u.to_string(), p.to_string())
                 }
@@ -394,6 +413,11 @@ impl Registries {
     }
 }
 
+/// An `auths` key as an error shows it: one line, at most 253 characters.
+fn shown_key(key: &str) -> String {
+    crate::contract::text::shown_max(key, 253).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,5 +452,34 @@ mod tests {
             Credentials::from_docker_config(br#"{"auths":{"h":{"auth":"dXNlcg=="}}}"#).unwrap_err();
         assert!(format!("{err:#}").contains("user:password"), "{err:#}");
         assert!(Credentials::from_docker_config(b"not json").is_err());
+    }
+
+    /// A pull Secret's values never reach the message (it ends in a Plugin's status, which
+    /// more may read than the Secret): not a mistyped value, not a bad base64 byte, and an
+    /// entry's key only bounded and on one line.
+    #[test]
+    fn a_bad_docker_config_is_reported_without_its_secrets() {
+        for (config, secret) in [
+            (
+                r#"{"auths":{"h":{"password":17,"username":"hunter2-user"}}}"#,
+                "17",
+            ),
+            (r#"{"auths":{"h":{"auth":["hunter2"]}}}"#, "hunter2"),
+            (r#"{"auths":{"h":{"auth":"hunter2*"}}}"#, "hunter2"),
+            (r#"{"auths":{"h":{"auth":"aHVudGVyMg*"}}}"#, "42"),
+            (r#"{"auths": "hunter2"}"#, "hunter2"),
+        ] {
+            let err = Credentials::from_docker_config(config.as_bytes()).unwrap_err();
+            let shown = format!("{err:#}");
+            assert!(!shown.contains(secret), "{config}: {shown}");
+        }
+        let long = format!(
+            r#"{{"auths":{{"{}\n":{{"auth":"!!"}}}}}}"#,
+            "k".repeat(5000)
+        );
+        let shown = Credentials::from_docker_config(long.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(shown.len() < 400 && !shown.contains('\n'), "{shown}");
     }
 }
