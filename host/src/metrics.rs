@@ -1,13 +1,27 @@
 //! The host's one Prometheus registry: built where the host is put together
 //! ([`crate::app`]) and shared by the parts that register metrics (the controller's queues
-//! and audit, the reloader) and the part that serves them (`/metrics`).
+//! and audit, the reloader) and the part that serves them (`/metrics`), with the limit past
+//! which series labelled by plugin are summed per namespace ([`SeriesLimit`]).
+
+mod buckets;
+mod plugin_family;
+mod series_limit;
+
+pub use buckets::{BucketHistogram, HistogramValue};
+pub use plugin_family::{NoLabels, PluginFamily, PluginMetric};
+pub use series_limit::{
+    DEFAULT_PER_PLUGIN_LIMIT, SeriesLimit, namespace_label, namespace_of, per_plugin_view,
+};
 
 use prometheus_client::registry::Registry;
 use std::sync::{Arc, Mutex};
 
-/// A shared metrics registry; clones share it.
+/// A shared metrics registry and its series limit; clones share them.
 #[derive(Clone, Default)]
-pub struct MetricsRegistry(Arc<Mutex<Registry>>);
+pub struct MetricsRegistry {
+    registry: Arc<Mutex<Registry>>,
+    limit: SeriesLimit,
+}
 
 impl std::fmt::Debug for MetricsRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -16,15 +30,29 @@ impl std::fmt::Debug for MetricsRegistry {
 }
 
 impl MetricsRegistry {
+    /// An empty registry whose plugins keep series of their own while at most `limit`
+    /// namespaced ones run ([`SeriesLimit::new`]).
+    pub fn with_per_plugin_limit(limit: usize) -> Self {
+        MetricsRegistry {
+            registry: Arc::default(),
+            limit: SeriesLimit::new(limit),
+        }
+    }
+
+    /// The limit the families labelled by plugin follow (and the plugins running, counted).
+    pub fn series_limit(&self) -> &SeriesLimit {
+        &self.limit
+    }
+
     /// Registers metrics with `register`.
     pub fn register(&self, register: impl FnOnce(&mut Registry)) {
-        register(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        register(&mut self.registry.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
     /// Every registered metric in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut text = String::new();
-        let registry = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
         text

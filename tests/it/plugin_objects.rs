@@ -21,6 +21,8 @@ const WAIT: Duration = Duration::from_secs(60);
 mod hostile_registry;
 /// Plugin manifests built up field by field.
 mod manifest;
+/// `--metrics-per-plugin-limit`: series summed per namespace past it (issue 38).
+mod metrics_limit;
 /// One tenant hostile in every way at once, another measured beside it (issue 35).
 mod noisy_tenant;
 use manifest::{IMAGE_FIELD, PluginYaml};

@@ -203,7 +203,7 @@ fn report_latencies(when: &str, latencies: &[Duration], rate: f64) {
 
 /// A `kubeplug run` of Plugin objects only (no plugins directory), compile cache under
 /// `scratch/tenants-cache`, allowed `t` Plugins and the noisy tenant's three
-/// (`--max-plugin-objects` is 256 by default).
+/// (`--max-plugin-objects` is 256 by default), each with series of its own.
 fn start_host(sim: &Sim, scratch: &Path, t: usize) -> Controllers {
     let port = harness::free_port();
     let state_dir = harness::state_dir(scratch);
@@ -214,6 +214,8 @@ fn start_host(sim: &Sim, scratch: &Path, t: usize) -> Controllers {
         .arg(&sim.kubeconfig)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--max-plugin-objects", &max_plugins.to_string()])
+        // The noisy looper's timeouts are read from its own series, at every T.
+        .args(["--metrics-per-plugin-limit", &max_plugins.to_string()])
         .arg("--state-dir")
         .arg(&state_dir)
         .env_remove("KUBEPLUG_NO_LEDGER")

@@ -52,6 +52,14 @@ pub struct RunArgs {
     /// Plugins that cannot load hold no slot. Default: a quarter of `--max-plugin-objects`.
     #[arg(long, env = "KUBEPLUG_MAX_PLUGINS_PER_NAMESPACE")]
     pub max_plugins_per_namespace: Option<usize>,
+    /// The most `Plugin` objects whose metrics are labelled each by its own plugin
+    /// (`plugin="ns/name"`; `name=` for `workqueue_*`). While more run, every namespaced
+    /// series is exported summed per namespace (`plugin="ns/*"`), so the series grow with the
+    /// namespaces, not the plugins; `plugin=~"ns/.*"` selects a namespace in either form.
+    /// Counters stay monotonic (a namespace's sum keeps what its stopped plugins counted); a
+    /// switch of form starts new series. 0: always per namespace. Plugin files keep theirs.
+    #[arg(long, env = "KUBEPLUG_METRICS_PER_PLUGIN_LIMIT", default_value_t = crate::metrics::DEFAULT_PER_PLUGIN_LIMIT)]
+    pub metrics_per_plugin_limit: usize,
     /// Directory of plugin policies (`<plugin>.policy.yaml`); default: beside the plugins.
     /// A plugin without a policy runs in dry-run.
     #[arg(long, env = "KUBEPLUG_POLICIES")]

@@ -134,8 +134,16 @@ pub fn host_config(args: &RunArgs) -> Result<HostConfig, SettingsError> {
         3600,
         "1 to 3600",
     )?;
+    let per_plugin_limit = in_range(
+        "metrics-per-plugin-limit",
+        args.metrics_per_plugin_limit,
+        0,
+        1_000_000,
+        "0 to 1000000",
+    )?;
     let controller = ControllerConfig {
         namespace: args.cluster.namespace.clone(),
+        metrics: crate::metrics::MetricsRegistry::with_per_plugin_limit(per_plugin_limit),
         workers,
         max_writes_in_flight,
         queue: QueueConfig {
@@ -441,6 +449,21 @@ mod tests {
                 .objects
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_metrics_per_plugin_limit_reaches_the_registry() {
+        let default = parse(&[]).unwrap();
+        assert_eq!(
+            default.controller.metrics.series_limit().limit(),
+            crate::metrics::DEFAULT_PER_PLUGIN_LIMIT
+        );
+        let zero = parse(&["--metrics-per-plugin-limit", "0"]).unwrap();
+        assert_eq!(zero.controller.metrics.series_limit().limit(), 0);
+        let err = parse(&["--metrics-per-plugin-limit", "2000000"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--metrics-per-plugin-limit 2000000"), "{err}");
     }
 
     #[test]

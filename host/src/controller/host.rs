@@ -74,9 +74,13 @@ impl Controller {
         let mut metrics = None;
         let audit = config.audit.clone();
         let guest_cpu = GuestCpu::of_host();
+        let limit = config.metrics.series_limit().clone();
         config.metrics.register(|registry| {
-            metrics = Some((QueueMetrics::new(registry), ReconcileMetrics::new(registry)));
-            audit.register(registry);
+            metrics = Some((
+                QueueMetrics::new(registry, &limit),
+                ReconcileMetrics::new(registry, &limit),
+            ));
+            audit.register(registry, &limit);
             guest_cpu.register(registry);
         });
         let (queue_metrics, reconcile_metrics) = metrics.expect("register runs its closure");
@@ -220,6 +224,11 @@ impl Controller {
     ) -> Result<(), StartError> {
         let running = RunningPlugin::start(name.clone(), revision, &self.inner.shared)?;
         self.inner.running.insert(running.clone());
+        self.inner
+            .config
+            .metrics
+            .series_limit()
+            .started(name.as_str());
         self.inner.shared.metrics.start_plugin(name.as_str());
         running.prime();
         let meta = instance.plugin.metadata();
@@ -242,8 +251,11 @@ impl Controller {
         };
         running.halt();
         running.join(None).await;
+        // Counted out first, so a namespace left with no plugin keeps no retired counts.
+        self.inner.config.metrics.series_limit().stopped(name);
         self.inner.shared.queue_metrics.remove_queue(name);
         self.inner.shared.metrics.remove_plugin(name);
+        self.inner.audit.remove_plugin(name);
         tracing::info!(
             record = "reload",
             result = "removed",
@@ -353,6 +365,12 @@ impl Controller {
                 .map(|(kind, n)| (kind.to_string(), n)),
         );
         self.inner.config.metrics.encode()
+    }
+
+    /// [`metrics_text`](Self::metrics_text) with every series per plugin whatever the series
+    /// limit: for the host's own per-plugin readers (the dashboard), not for scrapers.
+    pub fn metrics_text_per_plugin(&self) -> String {
+        crate::metrics::per_plugin_view(|| self.metrics_text())
     }
 
     /// Queues every cached key of running plugin `name` again (as a resync does); `false`

@@ -5,9 +5,9 @@
 use super::check::Denial;
 use crate::contract::text::{shown, truncate_with_marker};
 use crate::contract::{Action, PatchType};
+use crate::metrics::{PluginFamily, SeriesLimit};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde_json::Value;
@@ -176,11 +176,11 @@ pub fn digest(body: &Value) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(body.to_string())))
 }
 
+/// The labels of `kubeplug_actions_total` beside the plugin's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ActionLabels {
-    plugin: String,
-    action: String,
-    decision: String,
+    action: &'static str,
+    decision: &'static str,
 }
 
 /// What one call decided to write, whatever became of it (sent, denied, dry-run): one line
@@ -233,7 +233,7 @@ pub fn decision_line(action: &Action) -> Option<String> {
 pub struct AuditSink {
     sender: broadcast::Sender<Arc<AuditRecord>>,
     calls: broadcast::Sender<Arc<CallDecisions>>,
-    actions: Family<ActionLabels, Counter>,
+    actions: PluginFamily<ActionLabels, Counter>,
 }
 
 impl Default for AuditSink {
@@ -242,21 +242,23 @@ impl Default for AuditSink {
         AuditSink {
             sender: broadcast::channel(1024).0,
             calls: broadcast::channel(1024).0,
-            actions: Family::default(),
+            actions: PluginFamily::new("plugin", Counter::default),
         }
     }
 }
 
 impl AuditSink {
     /// A sink whose counter `kubeplug_actions_total` is registered in `registry`.
-    pub fn new(registry: &mut Registry) -> Self {
+    pub fn new(registry: &mut Registry, limit: &SeriesLimit) -> Self {
         let sink = AuditSink::default();
-        sink.register(registry);
+        sink.register(registry, limit);
         sink
     }
 
-    /// Registers the counter `kubeplug_actions_total` in `registry` (once per registry).
-    pub fn register(&self, registry: &mut Registry) {
+    /// Registers the counter `kubeplug_actions_total` in `registry` (once per registry),
+    /// summed per namespace past `limit`.
+    pub fn register(&self, registry: &mut Registry, limit: &SeriesLimit) {
+        self.actions.limit_by(limit);
         registry.register(
             "kubeplug_actions",
             "Plugin actions by plugin, action kind and policy decision",
@@ -287,15 +289,23 @@ impl AuditSink {
         }));
     }
 
+    /// Removes the action counters of `plugin`, which stopped (their counts stay in its
+    /// namespace's sum while that namespace runs plugins).
+    pub fn remove_plugin(&self, plugin: &str) {
+        self.actions.remove(plugin);
+    }
+
     /// Records one decision: log line (denied and failed at warn, dry-run at info, the rest
     /// at debug), counter, broadcast.
     pub fn record(&self, record: AuditRecord) {
         self.actions
-            .get_or_create(&ActionLabels {
-                plugin: record.plugin.name.clone(),
-                action: record.action.to_string(),
-                decision: record.decision.as_str().to_string(),
-            })
+            .get_or_create(
+                &record.plugin.name,
+                &ActionLabels {
+                    action: record.action,
+                    decision: record.decision.as_str(),
+                },
+            )
             .inc();
         let (plugin, key, action, decision) = (
             &*record.plugin.name,
@@ -364,7 +374,7 @@ mod tests {
     #[test]
     fn records_count_broadcast_and_keep_dry_run_bodies() {
         let mut registry = Registry::default();
-        let sink = AuditSink::new(&mut registry);
+        let sink = AuditSink::new(&mut registry, &SeriesLimit::default());
         let mut rx = sink.subscribe();
         sink.record(AuditRecord::new(
             &identity(),
@@ -413,6 +423,26 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_removed_plugins_action_counters_go() {
+        let mut registry = Registry::default();
+        let sink = AuditSink::new(&mut registry, &SeriesLimit::default());
+        sink.record(AuditRecord::new(
+            &identity(),
+            "a/web",
+            &patch(),
+            Decision::Executed,
+        ));
+        let text = |r: &Registry| {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, r).unwrap();
+            text
+        };
+        assert!(text(&registry).contains(r#"plugin="p""#));
+        sink.remove_plugin("p");
+        assert!(!text(&registry).contains(r#"plugin="p""#));
     }
 
     #[test]

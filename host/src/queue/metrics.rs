@@ -1,69 +1,81 @@
 //! Workqueue metrics under the names client-go exports (`workqueue_*`), one series per queue
-//! labelled `name`, in `prometheus-client` families shared by all queues of a registry.
+//! labelled `name` (summed per namespace past the series limit: `name="ns/*"`), in families
+//! shared by all queues of a registry.
 //!
 //! Deliberate difference: `workqueue_retries_total` counts `add_rate_limited` calls only;
 //! client-go also counts every `AddAfter`, which here is a requested requeue, not a retry.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use crate::metrics::{BucketHistogram, NoLabels, PluginFamily, SeriesLimit};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-/// The label set of every workqueue series: the queue's (plugin's) name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct QueueLabels {
-    /// Name of the queue, which is the name of the plugin it feeds.
-    pub name: String,
-}
+/// The label every workqueue series is labelled by: the queue's (plugin's) name, or
+/// `ns/*` for a namespace's queues summed past the series limit.
+const QUEUE_LABEL: &str = "name";
 
 type SecondsGauge = Gauge<f64, AtomicU64>;
-type DurationFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
+type Queues<M> = PluginFamily<NoLabels, M>;
 
 /// Upper bounds of client-go's duration histograms (`ExponentialBuckets(10e-9, 10, 10)`),
 /// written out so the `le` labels are exact decimals.
 const DURATION_BUCKETS: [f64; 10] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0];
 
-fn duration_histogram() -> Histogram {
-    Histogram::new(DURATION_BUCKETS)
+fn duration_histogram() -> BucketHistogram {
+    BucketHistogram::new(&DURATION_BUCKETS)
+}
+
+/// The longer of two "longest running" values: a namespace's is its longest queue's.
+fn longest(into: &mut f64, other: &f64) {
+    *into = into.max(*other);
 }
 
 /// The workqueue metric families. Create once per registry and pass to every queue; clones
-/// share the same families.
+/// share the same families. Past the registry's [`SeriesLimit`], namespaced queues are
+/// exported summed per namespace (`workqueue_longest_running_processor_seconds`: the
+/// longest of them).
 #[derive(Debug, Clone)]
 pub struct QueueMetrics {
-    depth: Family<QueueLabels, Gauge>,
-    adds: Family<QueueLabels, Counter>,
-    retries: Family<QueueLabels, Counter>,
-    queue_duration: DurationFamily,
-    work_duration: DurationFamily,
-    unfinished_work: Family<QueueLabels, SecondsGauge>,
-    longest_running: Family<QueueLabels, SecondsGauge>,
+    depth: Queues<Gauge>,
+    adds: Queues<Counter>,
+    retries: Queues<Counter>,
+    queue_duration: Queues<BucketHistogram>,
+    work_duration: Queues<BucketHistogram>,
+    unfinished_work: Queues<SecondsGauge>,
+    longest_running: Queues<SecondsGauge>,
 }
 
 impl Default for QueueMetrics {
     /// Families that are recorded but not exported (for queues nobody scrapes, and tests).
     fn default() -> Self {
         Self {
-            depth: Family::default(),
-            adds: Family::default(),
-            retries: Family::default(),
-            queue_duration: Family::new_with_constructor(duration_histogram),
-            work_duration: Family::new_with_constructor(duration_histogram),
-            unfinished_work: Family::default(),
-            longest_running: Family::default(),
+            depth: PluginFamily::new(QUEUE_LABEL, Gauge::default),
+            adds: PluginFamily::new(QUEUE_LABEL, Counter::default),
+            retries: PluginFamily::new(QUEUE_LABEL, Counter::default),
+            queue_duration: PluginFamily::new(QUEUE_LABEL, duration_histogram),
+            work_duration: PluginFamily::new(QUEUE_LABEL, duration_histogram),
+            unfinished_work: PluginFamily::new(QUEUE_LABEL, SecondsGauge::default),
+            longest_running: PluginFamily::with_merge(QUEUE_LABEL, SecondsGauge::default, longest),
         }
     }
 }
 
 impl QueueMetrics {
-    /// Creates the families and registers them in `registry` (once per registry).
-    pub fn new(registry: &mut Registry) -> Self {
+    /// Creates the families and registers them in `registry` (once per registry), following
+    /// `limit`.
+    pub fn new(registry: &mut Registry, limit: &SeriesLimit) -> Self {
         let metrics = Self::default();
+        metrics.depth.limit_by(limit);
+        metrics.adds.limit_by(limit);
+        metrics.retries.limit_by(limit);
+        metrics.queue_duration.limit_by(limit);
+        metrics.work_duration.limit_by(limit);
+        metrics.unfinished_work.limit_by(limit);
+        metrics.longest_running.limit_by(limit);
         registry.register(
             "workqueue_depth",
             "Current depth of workqueue",
@@ -109,46 +121,40 @@ impl QueueMetrics {
 
     /// The series of one queue; queues with the same name share them.
     pub(super) fn for_queue(&self, name: &str) -> QueueInstruments {
-        let labels = QueueLabels {
-            name: name.to_owned(),
-        };
         QueueInstruments {
-            depth: self.depth.get_or_create_owned(&labels),
-            adds: self.adds.get_or_create_owned(&labels),
-            retries: self.retries.get_or_create_owned(&labels),
-            queue_duration: self.queue_duration.get_or_create_owned(&labels),
-            work_duration: self.work_duration.get_or_create_owned(&labels),
-            unfinished_work: self.unfinished_work.get_or_create_owned(&labels),
-            longest_running: self.longest_running.get_or_create_owned(&labels),
+            depth: self.depth.get_or_create(name, &NoLabels),
+            adds: self.adds.get_or_create(name, &NoLabels),
+            retries: self.retries.get_or_create(name, &NoLabels),
+            queue_duration: self.queue_duration.get_or_create(name, &NoLabels),
+            work_duration: self.work_duration.get_or_create(name, &NoLabels),
+            unfinished_work: self.unfinished_work.get_or_create(name, &NoLabels),
+            longest_running: self.longest_running.get_or_create(name, &NoLabels),
         }
     }
 
     /// Removes the series of queue `name` from every family, so an unloaded plugin stops being
     /// reported. Call only once no queue of that name is in use any more.
     pub fn remove_queue(&self, name: &str) {
-        let labels = QueueLabels {
-            name: name.to_owned(),
-        };
-        self.depth.remove(&labels);
-        self.adds.remove(&labels);
-        self.retries.remove(&labels);
-        self.queue_duration.remove(&labels);
-        self.work_duration.remove(&labels);
-        self.unfinished_work.remove(&labels);
-        self.longest_running.remove(&labels);
+        self.depth.remove(name);
+        self.adds.remove(name);
+        self.retries.remove(name);
+        self.queue_duration.remove(name);
+        self.work_duration.remove(name);
+        self.unfinished_work.remove(name);
+        self.longest_running.remove(name);
     }
 }
 
 /// Handles to one queue's series, updated without touching the family maps.
 #[derive(Debug, Clone)]
 pub(super) struct QueueInstruments {
-    depth: Gauge,
-    adds: Counter,
-    retries: Counter,
-    queue_duration: Histogram,
-    work_duration: Histogram,
-    unfinished_work: SecondsGauge,
-    longest_running: SecondsGauge,
+    depth: Arc<Gauge>,
+    adds: Arc<Counter>,
+    retries: Arc<Counter>,
+    queue_duration: Arc<BucketHistogram>,
+    work_duration: Arc<BucketHistogram>,
+    unfinished_work: Arc<SecondsGauge>,
+    longest_running: Arc<SecondsGauge>,
 }
 
 impl QueueInstruments {
@@ -208,7 +214,7 @@ pub(super) mod tests {
     #[test]
     fn exports_client_go_names_per_queue() {
         let mut registry = Registry::default();
-        let metrics = QueueMetrics::new(&mut registry);
+        let metrics = QueueMetrics::new(&mut registry, &SeriesLimit::default());
         let a = metrics.for_queue("a");
         let b = metrics.clone().for_queue("b");
         a.added();
@@ -261,7 +267,7 @@ pub(super) mod tests {
     #[test]
     fn remove_queue_drops_its_series_only() {
         let mut registry = Registry::default();
-        let metrics = QueueMetrics::new(&mut registry);
+        let metrics = QueueMetrics::new(&mut registry, &SeriesLimit::default());
         metrics.for_queue("gone").added();
         metrics.for_queue("kept").added();
         metrics.remove_queue("gone");

@@ -39,7 +39,7 @@ mod workqueue;
 
 pub use config::{ConfigError, QueueConfig, RateLimitConfig};
 pub use fair::{FairPermit, FairSlots, TenantSlots};
-pub use metrics::{QueueLabels, QueueMetrics};
+pub use metrics::QueueMetrics;
 pub use rate_limit::{
     BucketRateLimiter, ItemExponentialRateLimiter, MaxOfRateLimiter, RateLimiter,
 };

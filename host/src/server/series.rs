@@ -1,7 +1,8 @@
 //! The dashboard's plots and per-plugin view, kept by the host in memory and bounded.
 //!
 //! Every [`STEP`] a sampler reads the host's own metrics (the text `/metrics` serves, so
-//! what is plotted is what Prometheus scrapes) and keeps, per running plugin, one point per
+//! what is plotted is what Prometheus scrapes, but per plugin whatever
+//! `--metrics-per-plugin-limit`) and keeps, per running plugin, one point per
 //! step for the last [`WINDOW`]: reconciles and errors (any result but `success`) and denied
 //! actions in the step, call latency p50 and p99 (from the step's share of
 //! `kubeplug_reconcile_duration_seconds`), queue depth, and writes waiting for the plugin's
@@ -350,7 +351,10 @@ pub(super) struct PlotState {
 
 /// The metrics text and the running plugins.
 fn read(state: &ServerState) -> (String, Vec<String>) {
-    (state.controller.metrics_text(), state.controller.plugins())
+    (
+        state.controller.metrics_text_per_plugin(),
+        state.controller.plugins(),
+    )
 }
 
 /// The answer of `GET /api/plugins`.

@@ -6,12 +6,12 @@
 //! `kubeplug_writes_in_flight_limit{plugin}`, read at scrape time).
 
 use crate::actions::CallFailure;
+use crate::metrics::{BucketHistogram, NoLabels, PluginFamily, SeriesLimit};
 use crate::plugin::CallError;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ pub enum ReconcileResult {
 }
 
 impl ReconcileResult {
-    /// Every result, for removing a plugin's series.
+    /// Every result, for summing a plugin's counts.
     pub const ALL: [ReconcileResult; 13] = [
         Self::Success,
         Self::Error,
@@ -114,15 +114,10 @@ impl ReconcileResult {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct PluginLabels {
-    plugin: String,
-}
-
+/// The label `kubeplug_reconcile_total` has beside the plugin's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ResultLabels {
-    plugin: String,
-    result: String,
+    result: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -130,21 +125,20 @@ struct KindLabels {
     kind: String,
 }
 
-type DurationFamily = Family<PluginLabels, Histogram, fn() -> Histogram>;
-
-fn call_histogram() -> Histogram {
-    Histogram::new(CALL_BUCKETS)
+fn call_histogram() -> BucketHistogram {
+    BucketHistogram::new(&CALL_BUCKETS)
 }
 
-/// The reconcile and cache metric families; clones share them.
+/// The reconcile and cache metric families; clones share them. Those labelled by plugin
+/// are summed per namespace past the registry's [`SeriesLimit`].
 #[derive(Debug, Clone)]
 pub struct ReconcileMetrics {
-    duration: DurationFamily,
-    total: Family<ResultLabels, Counter>,
-    conflicts: Family<PluginLabels, Counter>,
+    duration: PluginFamily<NoLabels, BucketHistogram>,
+    total: PluginFamily<ResultLabels, Counter>,
+    conflicts: PluginFamily<NoLabels, Counter>,
     cache_objects: Family<KindLabels, Gauge>,
-    writes_in_flight: Family<PluginLabels, Gauge>,
-    writes_limit: Family<PluginLabels, Gauge>,
+    writes_in_flight: PluginFamily<NoLabels, Gauge>,
+    writes_limit: PluginFamily<NoLabels, Gauge>,
 }
 
 /// How many reconciles a plugin has run, and how many of them did not succeed.
@@ -157,16 +151,22 @@ pub struct ReconcileCounts {
 }
 
 impl ReconcileMetrics {
-    /// Creates the families and registers them in `registry` (once per registry).
-    pub fn new(registry: &mut Registry) -> Self {
+    /// Creates the families and registers them in `registry` (once per registry), those
+    /// labelled by plugin following `limit`.
+    pub fn new(registry: &mut Registry, limit: &SeriesLimit) -> Self {
         let metrics = ReconcileMetrics {
-            duration: Family::new_with_constructor(call_histogram),
-            total: Family::default(),
-            conflicts: Family::default(),
+            duration: PluginFamily::new("plugin", call_histogram),
+            total: PluginFamily::new("plugin", Counter::default),
+            conflicts: PluginFamily::new("plugin", Counter::default),
             cache_objects: Family::default(),
-            writes_in_flight: Family::default(),
-            writes_limit: Family::default(),
+            writes_in_flight: PluginFamily::new("plugin", Gauge::default),
+            writes_limit: PluginFamily::new("plugin", Gauge::default),
         };
+        metrics.duration.limit_by(limit);
+        metrics.total.limit_by(limit);
+        metrics.conflicts.limit_by(limit);
+        metrics.writes_in_flight.limit_by(limit);
+        metrics.writes_limit.limit_by(limit);
         registry.register_with_unit(
             "kubeplug_reconcile_duration",
             "How long each plugin call took (the wasm call, not its actions)",
@@ -204,16 +204,14 @@ impl ReconcileMetrics {
     /// Records one plugin call's duration.
     pub fn observe_call(&self, plugin: &str, elapsed: Duration) {
         self.duration
-            .get_or_create(&PluginLabels {
-                plugin: plugin.to_owned(),
-            })
+            .get_or_create(plugin, &NoLabels)
             .observe(elapsed.as_secs_f64());
     }
 
     /// Counts one reconcile's result.
     pub fn count(&self, plugin: &str, result: ReconcileResult) {
         self.total
-            .get_or_create(&result_labels(plugin, result))
+            .get_or_create(plugin, &ResultLabels::of(result))
             .inc();
     }
 
@@ -221,25 +219,19 @@ impl ReconcileMetrics {
     /// the series is there before its first conflict: dashboards and rules see 0, and
     /// `rate()` sees the first increment.
     pub fn start_plugin(&self, plugin: &str) {
-        drop(self.conflicts.get_or_create(&PluginLabels {
-            plugin: plugin.to_owned(),
-        }));
+        drop(self.conflicts.get_or_create(plugin, &NoLabels));
     }
 
     /// Counts one fenced write of `plugin` refused with 409 Conflict.
     pub fn count_conflict(&self, plugin: &str) {
-        self.conflicts
-            .get_or_create(&PluginLabels {
-                plugin: plugin.to_owned(),
-            })
-            .inc();
+        self.conflicts.get_or_create(plugin, &NoLabels).inc();
     }
 
     /// What `plugin` has run so far.
     pub fn counts(&self, plugin: &str) -> ReconcileCounts {
         let mut counts = ReconcileCounts::default();
         for result in ReconcileResult::ALL {
-            if let Some(c) = self.total.get(&result_labels(plugin, result)) {
+            if let Some(c) = self.total.get(plugin, &ResultLabels::of(result)) {
                 let n = c.get();
                 counts.total += n;
                 if result != ReconcileResult::Success {
@@ -250,16 +242,12 @@ impl ReconcileMetrics {
         counts
     }
 
-    /// Removes the series of `plugin`, so a removed plugin stops being reported.
+    /// Removes the series of `plugin`, so a removed plugin stops being reported (its
+    /// counts stay in its namespace's sum, see [`PluginFamily::remove`]).
     pub fn remove_plugin(&self, plugin: &str) {
-        let labels = PluginLabels {
-            plugin: plugin.to_owned(),
-        };
-        self.duration.remove(&labels);
-        self.conflicts.remove(&labels);
-        for result in ReconcileResult::ALL {
-            self.total.remove(&result_labels(plugin, result));
-        }
+        self.duration.remove(plugin);
+        self.conflicts.remove(plugin);
+        self.total.remove(plugin);
     }
 
     /// Sets the cache gauges to `counts` (kind, objects); kinds no longer watched disappear.
@@ -280,20 +268,22 @@ impl ReconcileMetrics {
         self.writes_in_flight.clear();
         self.writes_limit.clear();
         for (plugin, in_flight, limit) in writes {
-            let labels = PluginLabels { plugin };
             let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
             self.writes_in_flight
-                .get_or_create(&labels)
+                .get_or_create(&plugin, &NoLabels)
                 .set(gauge(in_flight));
-            self.writes_limit.get_or_create(&labels).set(gauge(limit));
+            self.writes_limit
+                .get_or_create(&plugin, &NoLabels)
+                .set(gauge(limit));
         }
     }
 }
 
-fn result_labels(plugin: &str, result: ReconcileResult) -> ResultLabels {
-    ResultLabels {
-        plugin: plugin.to_owned(),
-        result: result.as_str().to_owned(),
+impl ResultLabels {
+    fn of(result: ReconcileResult) -> Self {
+        ResultLabels {
+            result: result.as_str(),
+        }
     }
 }
 
@@ -305,7 +295,8 @@ mod tests {
     fn setup() -> (MetricsRegistry, ReconcileMetrics) {
         let registry = MetricsRegistry::default();
         let mut metrics = None;
-        registry.register(|r| metrics = Some(ReconcileMetrics::new(r)));
+        let limit = registry.series_limit().clone();
+        registry.register(|r| metrics = Some(ReconcileMetrics::new(r, &limit)));
         (registry, metrics.expect("registered"))
     }
 
@@ -368,6 +359,52 @@ mod tests {
         );
         m.remove_plugin("a");
         assert!(!registry.encode().contains("plugin=\"a\""));
+    }
+
+    #[test]
+    fn a_thousand_plugins_in_ten_namespaces_make_ten_series_per_family() {
+        let registry = MetricsRegistry::with_per_plugin_limit(100);
+        let limit = registry.series_limit().clone();
+        let mut metrics = None;
+        registry.register(|r| metrics = Some(ReconcileMetrics::new(r, &limit)));
+        let m = metrics.expect("registered");
+        let plugins: Vec<String> = (0..1000).map(|i| format!("ns-{}/p-{i}", i % 10)).collect();
+        for plugin in &plugins {
+            limit.started(plugin);
+            m.start_plugin(plugin);
+            m.count(plugin, ReconcileResult::Success);
+            m.observe_call(plugin, Duration::from_millis(1));
+        }
+        m.set_writes(plugins.iter().map(|p| (p.clone(), 1, 4)));
+        let text = registry.encode();
+        let series = |name: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{name}{{")))
+                .count()
+        };
+        for name in [
+            "kubeplug_reconcile_total",
+            "kubeplug_reconcile_duration_seconds_count",
+            "kubeplug_write_conflicts_total",
+            "kubeplug_writes_in_flight",
+            "kubeplug_writes_in_flight_limit",
+        ] {
+            assert_eq!(series(name), 10, "{name} in\n{text}");
+        }
+        for line in [
+            "kubeplug_reconcile_total{plugin=\"ns-3/*\",result=\"success\"} 100",
+            "kubeplug_writes_in_flight_limit{plugin=\"ns-3/*\"} 400",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert_eq!(
+            m.counts("ns-3/p-3"),
+            ReconcileCounts {
+                total: 1,
+                errors: 0
+            },
+            "the host still reads each plugin's own counts"
+        );
     }
 
     #[test]

@@ -312,7 +312,7 @@ async fn shut_down_with_drain_returns_at_once_when_idle() {
 #[tokio::test(start_paused = true)]
 async fn metrics_follow_a_scenario() {
     let mut registry = Registry::default();
-    let metrics = QueueMetrics::new(&mut registry);
+    let metrics = QueueMetrics::new(&mut registry, &crate::metrics::SeriesLimit::default());
     let q: Queue = WorkQueue::new("plugin-a", &QueueConfig::default(), &metrics).unwrap();
     let other: Queue = WorkQueue::new("plugin-b", &QueueConfig::default(), &metrics).unwrap();
     let value = |series: &str| sample(&scrape(&registry), series);
