@@ -6,6 +6,7 @@
 //! it never collides with a file-backed one.
 
 mod compiles;
+mod config;
 mod echoes;
 mod events;
 mod fair_slots;
@@ -33,15 +34,13 @@ mod time_slice;
 mod truth;
 
 pub use compiles::MAX_CONCURRENT_COMPILES;
+pub use config::{DEFAULT_MAX_PLUGINS, PluginObjectsConfig};
 pub use grant::{Effective, effective};
 pub use image::DEFAULT_POLL as DEFAULT_IMAGE_POLL;
 pub use module::DEFAULT_MAX_MODULE_BYTES;
 pub use records::{MAX_RECORD_BYTES, RECORD_KIND, RECORD_LABEL};
 pub use refusal::{Reason, Refusal};
 pub use slots::default_per_namespace;
-pub use source::{
-    DEFAULT_MAX_PLUGINS, PluginObjects, PluginObjectsConfig, PluginObjectsTask, plugin_resource,
-    policy_resource,
-};
+pub use source::{PluginObjects, PluginObjectsTask, plugin_resource, policy_resource};
 pub use spec::{ClusterPolicySpec, GROUP, PluginObjectSpec, VERSION};
 pub use statuses::PluginStatuses;
