@@ -85,13 +85,15 @@ fn the_write_cap_is_the_burst_of_a_limited_rate() {
         write_cap(&Policy::default()),
         crate::policy::DEFAULT_WRITE_BURST as usize
     );
-    let mut policy = Policy::default();
-    policy.limits = PolicyLimits::resolve(&LimitsSpec {
-        writes_per_second: Some(0.5),
-        write_burst: Some(3),
-        ..LimitsSpec::default()
-    })
-    .unwrap();
+    let policy = Policy {
+        limits: PolicyLimits::resolve(&LimitsSpec {
+            writes_per_second: Some(0.5),
+            write_burst: Some(3),
+            ..LimitsSpec::default()
+        })
+        .unwrap(),
+        ..Policy::default()
+    };
     assert_eq!(write_cap(&policy), 3);
     assert_eq!(write_cap(&Policy::trusted()), usize::MAX);
 }
