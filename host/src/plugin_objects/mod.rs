@@ -6,6 +6,7 @@
 //! it never collides with a file-backed one.
 
 mod compiles;
+mod config;
 mod crd_status;
 mod crds;
 mod echoes;
@@ -34,6 +35,7 @@ mod time_slice;
 mod truth;
 
 pub use compiles::MAX_CONCURRENT_COMPILES;
+pub use config::{DEFAULT_MAX_PLUGINS, PluginObjectsConfig};
 pub use crd_status::{Condition, ConditionStatus, PluginPolicyStatus, PluginStatus};
 pub use crds::generated as generated_crds;
 pub use grant::{Effective, effective};
@@ -42,10 +44,7 @@ pub use module::DEFAULT_MAX_MODULE_BYTES;
 pub use records::{MAX_RECORD_BYTES, RECORD_KIND, RECORD_LABEL};
 pub use refusal::{Reason, Refusal};
 pub use slots::default_per_namespace;
-pub use source::{
-    DEFAULT_MAX_PLUGINS, PluginObjects, PluginObjectsConfig, PluginObjectsTask, plugin_resource,
-    policy_resource,
-};
+pub use source::{PluginObjects, PluginObjectsTask, plugin_resource, policy_resource};
 pub use spec::{
     ClusterPolicySpec, GROUP, PluginObject, PluginObjectSpec, PluginPolicyObject, VERSION,
 };

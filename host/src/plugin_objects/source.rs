@@ -5,7 +5,8 @@
 //! force), resolve each Plugin (module, digest pin, compile, effective grant), plan, apply,
 //! then write each object's status (and Events) from the one replica that owns it.
 
-use super::compiles::{Compiles, MAX_CONCURRENT_COMPILES};
+use super::compiles::Compiles;
+use super::config::PluginObjectsConfig;
 use super::echoes::Echoes;
 use super::image::ImagePulls;
 use super::pass_state::Denials;
@@ -29,6 +30,7 @@ use crate::policy::AuditSink;
 use crate::reload::applier::{Desired, Version};
 use crate::reload::state::{PolicyContent, Target};
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -39,66 +41,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-
-/// The default most Plugin objects one host runs.
-pub const DEFAULT_MAX_PLUGINS: usize = 256;
-
-/// How the API source behaves.
-#[derive(Debug, Clone)]
-pub struct PluginObjectsConfig {
-    /// The largest module accepted, in bytes.
-    pub max_module_bytes: usize,
-    /// A pass at least this often (namespace labels, counts in status).
-    pub resync: Duration,
-    /// How often to look whether the CRDs are served, until they are.
-    pub crd_poll: Duration,
-    /// This replica's name, shown as the runner in status.
-    pub identity: String,
-    /// Counts alone are written to status at most this often.
-    pub counts_every: Duration,
-    /// The most Plugin objects this host runs; the oldest run, newer ones are refused
-    /// (`TooManyPlugins`), so tenants together cannot exhaust the host. Plugins that cannot
-    /// load hold no slot.
-    pub max_plugins: usize,
-    /// The most Plugin objects of one namespace this host runs (`None`: a quarter of
-    /// `max_plugins`, see [`default_per_namespace`](super::default_per_namespace)), so one
-    /// tenant's flood is refused for itself while another tenant's Plugin loads.
-    pub max_plugins_per_namespace: Option<usize>,
-    /// The most modules compiled at once, host-wide (each namespace one at a time, the
-    /// namespaces served in turn).
-    pub max_compiles: usize,
-    /// The registry client for `spec.module.image` (None: images are refused).
-    pub registries: Option<crate::oci::Registries>,
-    /// How often a tag is resolved again.
-    pub image_poll: Duration,
-    /// The signatures every image must carry (`--verification-config`).
-    pub verification: Option<crate::oci::verification::VerificationConfig>,
-    /// How long an answer about a ServiceAccount's rights is believed.
-    pub access_ttl: Duration,
-    /// The host's own namespace (`--host-namespace`), where it keeps each Plugin's status
-    /// record; tenants must have no rights there.
-    pub host_namespace: String,
-}
-
-impl Default for PluginObjectsConfig {
-    fn default() -> Self {
-        PluginObjectsConfig {
-            max_module_bytes: super::module::DEFAULT_MAX_MODULE_BYTES,
-            resync: Duration::from_secs(30),
-            crd_poll: Duration::from_secs(10),
-            identity: "kubeplug".into(),
-            counts_every: Duration::from_secs(30),
-            max_plugins: DEFAULT_MAX_PLUGINS,
-            max_plugins_per_namespace: None,
-            max_compiles: MAX_CONCURRENT_COMPILES,
-            registries: None,
-            image_poll: super::image::DEFAULT_POLL,
-            verification: None,
-            access_ttl: crate::cluster::access_review::DEFAULT_TTL,
-            host_namespace: "default".into(),
-        }
-    }
-}
 
 /// The `Plugin` kind's API resource.
 pub fn plugin_resource() -> ApiResource {
@@ -283,10 +225,8 @@ impl PluginObjects {
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(Event::Init | Event::InitApply(_)) => {}
-                    // The host's own status write, come back: nothing for a pass to do.
-                    Ok(Event::Apply(obj)) if me.inner.echoes.is_echo(&obj) => {}
-                    Ok(_) => me.inner.wake.notify_one(),
+                    Ok(event) if wakes(&event, &me.inner.echoes) => me.inner.wake.notify_one(),
+                    Ok(_) => {}
                     Err(err) => tracing::warn!("watch of Plugin objects failed, retrying: {err}"),
                 }
             }
@@ -301,11 +241,7 @@ impl PluginObjects {
             return;
         };
         let mut plugins = plugins.state();
-        // Oldest first: when there are more than the host runs, the newest wait.
-        plugins.sort_by(|a, b| {
-            let at = |o: &DynamicObject| o.metadata.creation_timestamp.clone().map(|t| t.0);
-            (at(a), a.namespace(), a.name_any()).cmp(&(at(b), b.namespace(), b.name_any()))
-        });
+        oldest_first(&mut plugins);
         let policy_objects = policies.state();
         let mut state = inner.state.lock().await;
 
@@ -471,16 +407,7 @@ impl PluginObjects {
         inner.statuses.replace(computed);
         // What is remembered per Plugin stays bounded by the Plugins that exist now: Events
         // sent for their current generation only, count timestamps for existing ones.
-        let current: HashMap<String, i64> = entries
-            .iter()
-            .map(|e| {
-                let (ns, name) = (e.obj.namespace().unwrap_or_default(), e.obj.name_any());
-                (
-                    format!("{ns}/{name}"),
-                    e.obj.metadata.generation.unwrap_or(0),
-                )
-            })
-            .collect();
+        let current = generations(entries.iter().map(|e| &*e.obj));
         state
             .evented
             .retain(|(key, _, generation)| current.get(key) == Some(generation));
@@ -541,6 +468,39 @@ impl PluginObjects {
     }
 }
 
+/// Whether a watch event of a Plugin or PluginPolicy calls for a pass: not the relist's
+/// start or its objects one by one (the end of the relist does), nor the host's own status
+/// write come back (see [`Echoes`]).
+fn wakes(event: &Event<DynamicObject>, echoes: &Echoes) -> bool {
+    match event {
+        Event::Init | Event::InitApply(_) => false,
+        Event::Apply(obj) => !echoes.is_echo(obj),
+        Event::InitDone | Event::Delete(_) => true,
+    }
+}
+
+/// Sorts Plugins oldest first (then by namespace and name): when there are more than the
+/// host runs, the newest wait.
+fn oldest_first(plugins: &mut [Arc<DynamicObject>]) {
+    plugins.sort_by(|a, b| {
+        let at = |o: &DynamicObject| o.metadata.creation_timestamp.clone().map(|t| t.0);
+        (at(a), a.namespace(), a.name_any()).cmp(&(at(b), b.namespace(), b.name_any()))
+    });
+}
+
+/// Each Plugin's generation (0 when it has none) by `namespace/name`: what the memory of
+/// Events sent and counts written is bounded by.
+fn generations<'a>(plugins: impl Iterator<Item = &'a DynamicObject>) -> HashMap<String, i64> {
+    plugins
+        .map(|o| {
+            let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+            (format!("{ns}/{name}"), o.metadata.generation.unwrap_or(0))
+        })
+        .collect()
+}
+
+/// The refusal of a Plugin whose module does not load: one built for another contract (or
+/// not a plugin at all) is `ContractUnsupported`, any other failure `CompileFailed`.
 pub(super) fn load_refusal(err: LoadError) -> Refusal {
     let reason = match &err {
         LoadError::ContractMismatch { .. }
@@ -551,6 +511,7 @@ pub(super) fn load_refusal(err: LoadError) -> Refusal {
     Refusal::new(reason, err.to_string())
 }
 
+/// Now, to the second, as Kubernetes writes a time (`2026-01-02T03:04:05Z`).
 pub(super) fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
@@ -560,16 +521,17 @@ pub(super) fn now() -> String {
 
 /// Whether the API server serves both kinds.
 pub(super) async fn served(client: &kube::Client) -> bool {
-    match client
+    client
         .list_api_group_resources(&format!("{GROUP}/{VERSION}"))
         .await
-    {
-        Ok(list) => {
-            let has = |p: &str| list.resources.iter().any(|r| r.name == p);
-            has("plugins") && has("pluginpolicies")
-        }
-        Err(_) => false,
-    }
+        .is_ok_and(|list| serves_both(&list))
+}
+
+/// Whether `list`, the resources of the group and version, holds both kinds' (their
+/// subresources, `plugins/status`, are not the kinds).
+fn serves_both(list: &APIResourceList) -> bool {
+    let has = |p: &str| list.resources.iter().any(|r| r.name == p);
+    has(&plugin_resource().plural) && has(&policy_resource().plural)
 }
 
 /// `write`, sent only while `pass` holds the Plugin's key (asked again on every poll, as an
@@ -593,3 +555,6 @@ pub(super) async fn while_held<F: std::future::Future>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

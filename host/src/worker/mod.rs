@@ -4,16 +4,28 @@
 //! workers that take keys off it and call the plugin on the revision that runs now, and what
 //! they remember per key (why it was queued, the object version last reconciled, writes the
 //! cache has not shown yet). New revisions are swapped in while it runs.
+//!
+//! By file: `instance` and `revision` (what runs), `lifecycle` (start, swap, halt, drain),
+//! `running` (the running plugin and how keys are queued), `turn` (a worker's loop),
+//! `request` (what the plugin is handed), `reconcile` (the plugin decides, the host acts),
+//! `own_writes` and `expectations` (what a key waits for the cache to show), `ledger_entry`
+//! (what the ledger records of a call), `trigger` (what queued a key), `metrics`, `set`
+//! (the running plugins by name) and `error`.
 
 mod error;
 mod expectations;
 mod instance;
+mod ledger_entry;
 mod lifecycle;
 mod metrics;
+mod own_writes;
+mod reconcile;
+mod request;
 mod revision;
 mod running;
 mod set;
 mod trigger;
+mod turn;
 
 pub use error::StartError;
 pub use instance::{InstanceName, InvalidName, MAX_INSTANCE_NAME, PluginInstance, live_of};
