@@ -21,7 +21,9 @@
 //! Imports point down this order: `cli` → `app` → `server` → `reload` → `controller` →
 //! `router` → `worker` → `actions` → `policy` → `plugin` → `queue`, `coordination` →
 //! `cluster` → `contract` (`stream`, `telemetry`, `metrics` and `ledger`, the decision ledger
-//! workers write and the server reads, beside). Where it differs from the
+//! workers write and the server reads, beside); `plugin_objects`, the second source of
+//! plugins (Plugin and PluginPolicy objects, whose CRDs are generated from its types), sits
+//! beside `reload`, and `oci` (modules from registries, signatures) below it. Where it differs from the
 //! data flow above, a later stage defines what an earlier one uses: the worker pulls from its
 //! queue, the actions pipeline runs policy checks, a policy carries call limits.
 //!
@@ -50,6 +52,10 @@
 //!   [`controller::ControllerConfig::host_name`]); when replicas coordinate, its *identity*
 //!   (by default the host name and a random suffix) holds their Leases
 //!   ([`coordination::CoordinationConfig::identity`]).
+//! - **tenant**: a namespace whose `Plugin` objects run ([`plugin_objects`]); the host's
+//!   shared resources (sandboxes, writes, pulls: [`queue::FairSlots`]; guest CPU:
+//!   [`plugin::GuestCpu`]; metrics series past `--metrics-per-plugin-limit`) are shared
+//!   fairly by tenant, never by what a plugin says.
 
 pub mod actions;
 pub mod app;
