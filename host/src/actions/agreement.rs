@@ -10,7 +10,7 @@ use super::target::{CLUSTER_EVENT_NAMESPACE, Method, Resource, path_segment, req
 use crate::contract::{
     Action, EventType, KindRef, ObjectRef, OutputLimits, PatchType, Scope, names, validate_actions,
 };
-use crate::policy::{Grants, PolicySpec, Rules, Verb, check_call, kind_of};
+use crate::policy::{Grants, GrantsSpec, Rules, Verb, check_call, kind_of};
 use kube::api::ApiResource;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -173,7 +173,7 @@ fn any_grants() -> impl Strategy<Value = Grants> {
                     json!({"apiVersion": v, "kind": k, "verbs": verbs, "fields": fields})
                 })
                 .collect();
-            let spec: PolicySpec = serde_json::from_value(json!({
+            let spec: GrantsSpec = serde_json::from_value(json!({
                 "namespaces": {"names": names, "all": all, "clusterScoped": cluster},
                 "rules": rules,
             }))

@@ -185,8 +185,8 @@ mod tests {
             if port != original {
                 let mut sample =
                     PolicyDocument::read(&samples.join(format!("{port}.policy.yaml"))).unwrap();
-                assert_eq!(sample.spec.mode, Mode::DryRun);
-                sample.spec.mode = Mode::Enforce;
+                assert_eq!(sample.spec.grants.mode, Mode::DryRun);
+                sample.spec.grants.mode = Mode::Enforce;
                 assert_eq!(sample.spec, theirs.spec, "{port}'s sample grants drifted");
             }
         }

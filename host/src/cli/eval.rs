@@ -412,7 +412,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let meta = loaded.plugin.metadata();
     let grants = policy
         .as_ref()
-        .map(|doc| crate::policy::Grants::from_spec(&doc.spec).context("--policy"))
+        .map(|doc| crate::policy::Grants::from_spec(&doc.spec.grants).context("--policy"))
         .transpose()?;
     let reads = match &grants {
         Some(grants) => grants.readable(&meta.reconciles, &meta.owns),

@@ -18,7 +18,7 @@ use super::refusal::{Reason, Refusal};
 use super::spec::{ClusterPolicySpec, PluginObjectSpec};
 use crate::policy::FieldPattern;
 use crate::policy::{
-    API_VERSION, KIND, LimitsSpec, Mode, NamespacesSpec, PluginSpec, PolicyDocument,
+    API_VERSION, GrantsSpec, KIND, LimitsSpec, Mode, NamespacesSpec, PluginSpec, PolicyDocument,
     PolicyMetadata, PolicySpec, RuleSpec,
 };
 use sha2::{Digest, Sha256};
@@ -60,7 +60,7 @@ pub fn effective(
     for extra in asked.namespaces.names.iter().filter(|n| *n != namespace) {
         if !policies
             .iter()
-            .any(|(_, p)| p.namespaces.names.iter().any(|n| n == extra))
+            .any(|(_, p)| p.grants.namespaces.names.iter().any(|n| n == extra))
         {
             return Err(exceeds(format!(
                 "spec.permissions.namespaces.names requests namespace {extra:?}: {}",
@@ -68,7 +68,10 @@ pub fn effective(
             )));
         }
     }
-    if asked.namespaces.cluster_scoped && !policies.iter().any(|(_, p)| p.namespaces.cluster_scoped)
+    if asked.namespaces.cluster_scoped
+        && !policies
+            .iter()
+            .any(|(_, p)| p.grants.namespaces.cluster_scoped)
     {
         return Err(exceeds(format!(
             "spec.permissions.namespaces.clusterScoped requests cluster-scoped writes: {}",
@@ -83,8 +86,8 @@ pub fn effective(
         for (i, read) in asked.reads.iter().enumerate() {
             let granted = policies.iter().any(|(_, p)| {
                 let same = |v: &str, k: &str| v == read.api_version && k == read.kind;
-                p.reads.iter().any(|r| same(&r.api_version, &r.kind))
-                    || p.rules.iter().any(|r| same(&r.api_version, &r.kind))
+                p.grants.reads.iter().any(|r| same(&r.api_version, &r.kind))
+                    || p.grants.rules.iter().any(|r| same(&r.api_version, &r.kind))
             });
             if !granted {
                 return Err(exceeds(format!(
@@ -95,7 +98,7 @@ pub fn effective(
                 )));
             }
         }
-        if policies.iter().any(|(_, p)| p.mode == Mode::DryRun) {
+        if policies.iter().any(|(_, p)| p.grants.mode == Mode::DryRun) {
             mode = Mode::DryRun;
         }
     } else {
@@ -107,7 +110,10 @@ pub fn effective(
             granted_names.push(n.clone());
         }
     }
-    let limits = lowest(&asked.limits, policies.iter().map(|(_, p)| &p.limits));
+    let limits = lowest(
+        &asked.limits,
+        policies.iter().map(|(_, p)| &p.grants.limits),
+    );
     let document = PolicyDocument {
         api_version: API_VERSION.into(),
         kind: KIND.into(),
@@ -115,23 +121,25 @@ pub fn effective(
             name: instance.into(),
         },
         spec: PolicySpec {
-            mode,
-            namespaces: NamespacesSpec {
-                all: false,
-                cluster_scoped: asked.namespaces.cluster_scoped,
-                names: granted_names.clone(),
-                selector: None,
+            grants: GrantsSpec {
+                mode,
+                namespaces: NamespacesSpec {
+                    all: false,
+                    cluster_scoped: asked.namespaces.cluster_scoped,
+                    names: granted_names.clone(),
+                    selector: None,
+                },
+                reads: asked.reads.clone(),
+                rules: asked.rules.clone(),
+                limits,
             },
-            reads: asked.reads.clone(),
-            rules: asked.rules.clone(),
-            limits,
             config: request.config.clone(),
             plugin: PluginSpec::default(),
         },
     };
     let text = serde_json::to_string(&document).unwrap_or_default();
     let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    let summary = summary(&document.spec, &granted_names);
+    let summary = summary(&document.spec.grants, &granted_names);
     Ok(Effective {
         document,
         policies: names,
@@ -150,7 +158,7 @@ fn covered(
     let same_kind = || {
         policies
             .iter()
-            .flat_map(|(_, p)| &p.rules)
+            .flat_map(|(_, p)| &p.grants.rules)
             .filter(|r| r.api_version == rule.api_version && r.kind == rule.kind)
     };
     for verb in &rule.verbs {
@@ -212,7 +220,7 @@ fn lowest<'a>(
 }
 
 /// `team-a; apps/v1 Deployment: patch,event; reads: v1 ConfigMap; enforce`, capped.
-fn summary(spec: &PolicySpec, namespaces: &[String]) -> String {
+fn summary(spec: &GrantsSpec, namespaces: &[String]) -> String {
     let mut parts = vec![namespaces.join(",")];
     if spec.namespaces.cluster_scoped {
         parts.push("cluster-scoped".into());
@@ -284,12 +292,12 @@ mod tests {
     fn a_request_within_a_policy_runs_in_its_own_namespace_under_the_lowest_limits() {
         let p = tenants();
         let e = effective("team-a", "team-a/pinner", &pinner(), &[("tenants", &p)]).unwrap();
-        let spec = &e.document.spec;
-        assert_eq!(spec.mode, Mode::Enforce);
-        assert_eq!(spec.namespaces.names, vec!["team-a".to_string()]);
-        assert!(!spec.namespaces.all && !spec.namespaces.cluster_scoped);
-        assert_eq!(spec.limits.timeout_ms, Some(500));
-        assert_eq!(spec.limits.writes_per_second, Some(2.0));
+        let grants = &e.document.spec.grants;
+        assert_eq!(grants.mode, Mode::Enforce);
+        assert_eq!(grants.namespaces.names, vec!["team-a".to_string()]);
+        assert!(!grants.namespaces.all && !grants.namespaces.cluster_scoped);
+        assert_eq!(grants.limits.timeout_ms, Some(500));
+        assert_eq!(grants.limits.writes_per_second, Some(2.0));
         assert_eq!(e.document.metadata.name, "team-a/pinner");
         assert_eq!(e.policies, vec!["tenants".to_string()]);
         assert!(
@@ -355,8 +363,11 @@ mod tests {
             "rules": [{"apiVersion": "apps/v1", "kind": "Deployment", "verbs": ["patch", "delete"],
                 "fields": ["/metadata/labels"]}]}));
         let e = effective("team-a", "team-a/x", &r, &[("a", &a), ("b", &b)]).unwrap();
-        assert_eq!(e.document.spec.mode, Mode::DryRun);
-        assert_eq!(e.document.spec.namespaces.names, vec!["team-a", "shared"]);
+        assert_eq!(e.document.spec.grants.mode, Mode::DryRun);
+        assert_eq!(
+            e.document.spec.grants.namespaces.names,
+            vec!["team-a", "shared"]
+        );
         let only_a = effective("team-a", "team-a/x", &r, &[("a", &a)]).unwrap_err();
         assert!(only_a.message.contains("\"shared\""), "{}", only_a.message);
         let mut no_shared = r.clone();
@@ -370,19 +381,22 @@ mod tests {
         let greedy = request(json!({"limits": {"memoryMib": 1024, "timeoutMs": 600000,
             "maxActions": 100000, "writesPerSecond": 1000.0, "writeBurst": 100000}}));
         let none = effective("team-a", "team-a/x", &greedy, &[]).unwrap();
-        assert_eq!(none.document.spec.limits, LimitsSpec::default());
+        assert_eq!(none.document.spec.grants.limits, LimitsSpec::default());
         let p = tenants();
         let capped = effective("team-a", "team-a/x", &greedy, &[("tenants", &p)]).unwrap();
-        assert_eq!(capped.document.spec.limits.timeout_ms, Some(500));
-        assert_eq!(capped.document.spec.limits.writes_per_second, Some(2.0));
-        assert_eq!(capped.document.spec.limits.memory_mib, None);
+        assert_eq!(capped.document.spec.grants.limits.timeout_ms, Some(500));
+        assert_eq!(
+            capped.document.spec.grants.limits.writes_per_second,
+            Some(2.0)
+        );
+        assert_eq!(capped.document.spec.grants.limits.memory_mib, None);
     }
 
     #[test]
     fn without_a_policy_it_runs_as_asked_in_dry_run_confined_to_its_namespace() {
         let e = effective("team-a", "team-a/pinner", &pinner(), &[]).unwrap();
-        assert_eq!(e.document.spec.mode, Mode::DryRun);
-        assert_eq!(e.document.spec.namespaces.names, vec!["team-a"]);
+        assert_eq!(e.document.spec.grants.mode, Mode::DryRun);
+        assert_eq!(e.document.spec.grants.namespaces.names, vec!["team-a"]);
         let err = effective(
             "team-a",
             "team-a/x",

@@ -279,7 +279,7 @@ pub(super) async fn as_service_account(
         &inner.kinds,
         &principal,
         &readable,
-        &granted.document.spec.namespaces.names,
+        &granted.document.spec.grants.namespaces.names,
     )
     .await?;
     let digest = format!("{}/{}", granted.digest, principal.name());

@@ -4,7 +4,7 @@
 //! a misspelt or unsupported field is a status reason, never silently ignored.
 
 use super::crd_status::{PluginPolicyStatus, PluginStatus};
-use crate::policy::{KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec, RuleSpec};
+use crate::policy::{GrantsSpec, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, RuleSpec};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -177,9 +177,12 @@ pub struct ShadowSpec {
     pub duration: Option<String>,
 }
 
-/// `PluginPolicy.spec`: the file policy document's spec (without `config` and the digest
-/// pin, which belong to the Plugin) plus the namespaces whose Plugins it bounds. The
-/// `PluginPolicy` CRD (`host/deploy/crds/pluginpolicies.yaml`) is generated from this type.
+/// `PluginPolicy.spec`: the grants of a policy file's spec ([`GrantsSpec`], flattened; not
+/// `config` and the digest pin, which belong to the Plugin) plus the namespaces whose Plugins
+/// it bounds, module sources and ServiceAccount. An unknown field, of the grants too, is
+/// refused by serde's `deny_unknown_fields` here (the grants' own one does not apply when
+/// flattened). The `PluginPolicy` CRD (`host/deploy/crds/pluginpolicies.yaml`) is generated
+/// from this type.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(description = "What is allowed, and to whose Plugins.")]
@@ -200,22 +203,9 @@ pub struct ShadowSpec {
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 pub struct ClusterPolicySpec {
-    /// `enforce` or `dry-run` (the default): dry-run holds every Plugin it bounds in dry-run.
-    #[serde(default)]
-    pub mode: Mode,
-    /// Namespaces beyond a Plugin's own that its Plugins may request, and cluster-scoped
-    /// writes.
-    #[serde(default)]
-    pub namespaces: NamespacesSpec,
-    /// Kinds its Plugins may read.
-    #[serde(default)]
-    pub reads: Vec<KindSpec>,
-    /// Verbs and field paths its Plugins may request, per kind.
-    #[serde(default)]
-    pub rules: Vec<RuleSpec>,
-    /// The highest limits its Plugins may have.
-    #[serde(default)]
-    pub limits: LimitsSpec,
+    /// The mode, namespaces, kinds, rules and limits it allows (a policy file's grants).
+    #[serde(flatten)]
+    pub grants: GrantsSpec,
     /// The namespaces whose Plugins it bounds (none when absent).
     #[serde(default)]
     pub applies_to: AppliesTo,
@@ -319,13 +309,13 @@ impl ClusterPolicySpec {
     /// Checks what serde cannot: every field path parses, the limits are in range, and
     /// the namespace names are DNS labels. The first fault, with its field path.
     pub fn validate(&self) -> Result<(), String> {
-        for (i, rule) in self.rules.iter().enumerate() {
+        for (i, rule) in self.grants.rules.iter().enumerate() {
             for (j, f) in rule.fields.iter().enumerate() {
                 crate::policy::FieldPattern::parse(f)
                     .map_err(|e| format!("spec.rules[{i}].fields[{j}]: {e}"))?;
             }
         }
-        crate::policy::PolicyLimits::resolve(&self.limits)
+        crate::policy::PolicyLimits::resolve(&self.grants.limits)
             .map_err(|e| format!("spec.limits.{}: {}", e.field, e.message))?;
         self.modules.validate()?;
         if let Some(sa) = &self.service_account_name
@@ -342,6 +332,7 @@ impl ClusterPolicySpec {
             .iter()
             .map(|n| ("spec.appliesTo.names", n));
         let extra = self
+            .grants
             .namespaces
             .names
             .iter()
@@ -474,6 +465,39 @@ mod tests {
         assert!(err.contains("spec.limits.memoryMib"), "{err}");
         let err = p(json!({"appliesTo": {"names": ["Team_A"]}})).unwrap_err();
         assert!(err.contains("spec.appliesTo.names"), "{err}");
+    }
+
+    #[test]
+    fn a_policy_keeps_its_shape_and_refuses_unknown_fields_by_name() {
+        let spec: ClusterPolicySpec = serde_json::from_value(json!({
+            "mode": "enforce", "namespaces": {"names": ["shared"]},
+            "reads": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+            "rules": [{"apiVersion": "v1", "kind": "Pod", "verbs": ["patch"]}],
+            "limits": {"timeoutMs": 500}, "appliesTo": {"names": ["team-a"]},
+            "serviceAccountName": "runner"
+        }))
+        .unwrap();
+        assert_eq!(spec.grants.mode, Mode::Enforce);
+        assert_eq!(spec.grants.namespaces.names, ["shared"]);
+        assert_eq!(spec.grants.reads[0].kind, "ConfigMap");
+        assert_eq!(spec.grants.rules[0].kind, "Pod");
+        assert_eq!(spec.grants.limits.timeout_ms, Some(500));
+        assert_eq!(spec.applies_to.names, ["team-a"]);
+        let written = serde_json::to_value(&spec).unwrap();
+        assert_eq!(written["mode"], "enforce", "the grants are fields of spec");
+        assert_eq!(written["appliesTo"]["names"][0], "team-a");
+        for (bad, field) in [
+            (json!({"rulez": []}), "rulez"),
+            (json!({"mode": "enforce", "grants": {}}), "grants"),
+            (json!({"limits": {"memMib": 1}}), "memMib"),
+        ] {
+            let err = serde_json::from_value::<ClusterPolicySpec>(bad).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains(&format!("unknown field `{field}`")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (`apiVersion: kubeplug.dev/v1alpha1`, `kind: PluginPolicy`), so that it can become a
 //! custom resource later without changing shape. Parsing reports the file, line and field.
 
+use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -33,34 +34,132 @@ pub struct PolicyMetadata {
     pub name: String,
 }
 
-/// What the operator grants. Every field has a safe default when absent (see the module
-/// documentation of [`crate::policy`]).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// A policy file's `spec`: what the operator grants one plugin instance, its configuration
+/// and the build it governs. Every field has a safe default when absent (see the module
+/// documentation of [`crate::policy`]). Read field by field as the parser streams it (see
+/// its `Deserialize`), so errors keep their line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PolicySpec {
-    /// `enforce` or `dry-run` (default).
-    #[serde(default)]
-    pub mode: Mode,
-    /// Namespaces the plugin may see and touch (default: none).
-    #[serde(default)]
-    pub namespaces: NamespacesSpec,
-    /// Kinds it may read through the cache imports beyond the one it reconciles (an owned
-    /// kind a rule grants a write on is readable too; a kind the plugin only declares is not).
-    #[serde(default)]
-    pub reads: Vec<KindSpec>,
-    /// Verbs and field paths per kind (default: none).
-    #[serde(default)]
-    pub rules: Vec<RuleSpec>,
-    /// Per-call limits and the write budget.
-    #[serde(default)]
-    pub limits: LimitsSpec,
+    /// The mode, namespaces, kinds, rules and limits granted (also a `PluginPolicy`'s).
+    #[serde(flatten)]
+    pub grants: GrantsSpec,
     /// Free JSON handed to the plugin as its configuration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
     /// Which build of the plugin this policy governs (default: whatever file has the
     /// instance's name).
-    #[serde(default)]
     pub plugin: PluginSpec,
+}
+
+/// What a policy grants, as written: the fields a policy file's `spec` and a
+/// `PluginPolicy`'s `spec` share (each embeds it flattened, so they stay top-level fields of
+/// `spec`). Every field grants nothing when absent. Its fields are [`GrantsSpec::FIELDS`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrantsSpec {
+    /// `enforce` or `dry-run` (the default): in dry-run nothing is sent, every action is
+    /// checked and recorded as what would have been done. A PluginPolicy in dry-run holds
+    /// every Plugin it applies to in dry-run.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Namespaces the plugin may see and touch, and whether it may write cluster-scoped
+    /// objects (default: none). A PluginPolicy's are those its Plugins may request beyond
+    /// their own namespace.
+    #[serde(default)]
+    pub namespaces: NamespacesSpec,
+    /// Kinds it may read through the cache beyond the one it reconciles (an owned kind a
+    /// rule grants a write on is readable too; a kind the plugin only declares is not).
+    #[serde(default)]
+    pub reads: Vec<KindSpec>,
+    /// Verbs and field paths granted per kind (default: none).
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    /// Per-call limits and the write budget; a PluginPolicy's are the highest its Plugins
+    /// may have.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+}
+
+impl GrantsSpec {
+    /// Its field names as written, for the documents that embed it.
+    pub const FIELDS: &[&str] = &["mode", "namespaces", "reads", "rules", "limits"];
+
+    /// Reads the value of `key` from `map` into its field when `key` is one of
+    /// [`Self::FIELDS`] (`Ok(false)`, nothing read, otherwise): lets a document embedding it
+    /// read its fields where they stand, with the parser's position.
+    pub fn read_field<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+    ) -> Result<bool, A::Error> {
+        match key {
+            "mode" => self.mode = map.next_value()?,
+            "namespaces" => self.namespaces = map.next_value()?,
+            "reads" => self.reads = map.next_value()?,
+            "rules" => self.rules = map.next_value()?,
+            "limits" => self.limits = map.next_value()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+impl PolicySpec {
+    /// Its field names as written: [`GrantsSpec::FIELDS`], `config` and `plugin`.
+    pub const FIELDS: &[&str] = &[
+        "mode",
+        "namespaces",
+        "reads",
+        "rules",
+        "limits",
+        "config",
+        "plugin",
+    ];
+}
+
+/// Reads a `spec` streaming, unlike serde's `flatten`, which would buffer the grants: their
+/// errors would lose their line and a plain scalar such as `2024` in a string field would be
+/// refused as a number. An unknown or repeated field is refused by name.
+impl<'de> Deserialize<'de> for PolicySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_struct("PolicySpec", PolicySpec::FIELDS, PolicySpecVisitor)
+    }
+}
+
+/// The map visitor of [`PolicySpec`]'s `Deserialize`.
+struct PolicySpecVisitor;
+
+impl<'de> Visitor<'de> for PolicySpecVisitor {
+    type Value = PolicySpec;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a policy spec (a mapping)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PolicySpec, A::Error> {
+        let mut spec = PolicySpec::default();
+        let mut seen: Vec<&'static str> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Some(&field) = PolicySpec::FIELDS.iter().find(|f| **f == key) else {
+                return Err(de::Error::unknown_field(&key, PolicySpec::FIELDS));
+            };
+            if seen.contains(&field) {
+                return Err(de::Error::duplicate_field(field));
+            }
+            seen.push(field);
+            match field {
+                "config" => spec.config = map.next_value()?,
+                "plugin" => spec.plugin = map.next_value()?,
+                _ => {
+                    if !spec.grants.read_field(field, &mut map)? {
+                        return Err(de::Error::unknown_field(field, PolicySpec::FIELDS));
+                    }
+                }
+            }
+        }
+        Ok(spec)
+    }
 }
 
 /// Binds a policy to one build of its plugin: with `sha256` set, only a `.wasm` file with
@@ -285,7 +384,7 @@ impl PolicyDocument {
         if doc.metadata.name.is_empty() {
             return Err(field_error("metadata.name", "name", "is empty".into()));
         }
-        for (i, rule) in doc.spec.rules.iter().enumerate() {
+        for (i, rule) in doc.spec.grants.rules.iter().enumerate() {
             for (j, f) in rule.fields.iter().enumerate() {
                 if let Err(e) = super::paths::FieldPattern::parse(f) {
                     return Err(field_error(
@@ -308,7 +407,7 @@ impl PolicyDocument {
                 ),
             ));
         }
-        if let Err(e) = super::limits::PolicyLimits::resolve(&doc.spec.limits) {
+        if let Err(e) = super::limits::PolicyLimits::resolve(&doc.spec.grants.limits) {
             return Err(field_error(
                 &format!("spec.limits.{}", e.field),
                 e.field,
@@ -372,13 +471,13 @@ spec:
         )
         .unwrap();
         assert_eq!(doc.metadata.name, "image-pinner");
-        assert_eq!(doc.spec.mode, Mode::Enforce);
-        assert_eq!(doc.spec.namespaces.names, ["team-a", "team-b"]);
+        assert_eq!(doc.spec.grants.mode, Mode::Enforce);
+        assert_eq!(doc.spec.grants.namespaces.names, ["team-a", "team-b"]);
         assert_eq!(
-            doc.spec.rules[0].verbs,
+            doc.spec.grants.rules[0].verbs,
             [Verb::Patch, Verb::PatchStatus, Verb::Event]
         );
-        assert_eq!(doc.spec.limits.writes_per_second, Some(2.5));
+        assert_eq!(doc.spec.grants.limits.writes_per_second, Some(2.5));
         assert_eq!(doc.spec.config.unwrap()["image"], "nginx:1.25");
     }
 
@@ -427,9 +526,9 @@ spec:
         let doc =
             parse("apiVersion: kubeplug.dev/v1alpha1\nkind: PluginPolicy\nmetadata: {name: x}\n")
                 .unwrap();
-        assert_eq!(doc.spec.mode, Mode::DryRun);
-        assert!(!doc.spec.namespaces.all && doc.spec.namespaces.names.is_empty());
-        assert!(doc.spec.rules.is_empty() && doc.spec.reads.is_empty());
+        assert_eq!(doc.spec.grants.mode, Mode::DryRun);
+        assert!(!doc.spec.grants.namespaces.all && doc.spec.grants.namespaces.names.is_empty());
+        assert!(doc.spec.grants.rules.is_empty() && doc.spec.grants.reads.is_empty());
     }
 
     #[test]
@@ -461,11 +560,122 @@ spec:
     - apiVersion: v1
       kind: Pod
       verbs: [patch, destroy]
+  config: {}
 ",
         )
         .unwrap_err()
         .to_string();
         assert!(err.contains("destroy") && err.contains("line 8"), "{err}");
+    }
+
+    #[test]
+    fn the_grants_fields_are_read_where_they_stand() {
+        let doc = parse(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: x}
+spec:
+  namespaces:
+    names: [2024]
+    selector: {matchLabels: {tier: 1}}
+  limits: {memMib: 3}
+  config: {}
+",
+        );
+        let err = doc.unwrap_err().to_string();
+        assert!(
+            err.contains("unknown field `memMib`") && err.contains("line 8"),
+            "{err}"
+        );
+        let doc = parse(
+            "apiVersion: kubeplug.dev/v1alpha1
+kind: PluginPolicy
+metadata: {name: x}
+spec:
+  namespaces:
+    names: [2024]
+    selector: {matchLabels: {tier: 1}}
+",
+        )
+        .unwrap();
+        let namespaces = &doc.spec.grants.namespaces;
+        assert_eq!(
+            namespaces.names,
+            ["2024"],
+            "a plain scalar is a string here"
+        );
+        assert_eq!(
+            namespaces.selector.as_ref().unwrap().match_labels["tier"],
+            "1"
+        );
+    }
+
+    #[test]
+    fn the_field_lists_are_the_types_fields() {
+        let schema = schemars::schema_for!(GrantsSpec);
+        let mut properties: Vec<&str> = schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .expect("GrantsSpec has properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        properties.sort_unstable();
+        let mut fields = GrantsSpec::FIELDS.to_vec();
+        fields.sort_unstable();
+        assert_eq!(fields, properties);
+        assert_eq!(
+            PolicySpec::FIELDS,
+            [GrantsSpec::FIELDS, &["config", "plugin"]].concat()
+        );
+        let full = PolicySpec {
+            grants: GrantsSpec {
+                mode: Mode::Enforce,
+                namespaces: NamespacesSpec {
+                    all: true,
+                    names: vec!["a".into()],
+                    ..Default::default()
+                },
+                reads: vec![KindSpec {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                }],
+                rules: vec![RuleSpec {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    verbs: vec![Verb::Patch],
+                    fields: vec!["/metadata/labels".into()],
+                }],
+                limits: LimitsSpec {
+                    memory_mib: Some(8),
+                    ..Default::default()
+                },
+            },
+            config: Some(serde_json::json!({"a": 1})),
+            plugin: PluginSpec {
+                sha256: Some("ab".repeat(32)),
+            },
+        };
+        let written = serde_json::to_value(&full).unwrap();
+        let keys: Vec<&str> = written
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut expected = PolicySpec::FIELDS.to_vec();
+        expected.sort_unstable();
+        assert_eq!(keys, expected, "flattened: the grants are fields of spec");
+        let read: PolicySpec = serde_json::from_value(written).unwrap();
+        assert_eq!(read, full, "every field written is read back");
+    }
+
+    #[test]
+    fn a_repeated_field_is_refused_by_name() {
+        let err = serde_json::from_str::<PolicySpec>(r#"{"rules": [], "rules": []}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("duplicate field `rules`"), "{err}");
     }
 
     #[test]

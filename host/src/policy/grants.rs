@@ -1,7 +1,7 @@
 //! What a policy grants, compiled for checking: namespaces, kinds to read, and per kind the
 //! verbs and field paths.
 
-use super::document::{NamespacesSpec, PolicySpec, Verb};
+use super::document::{GrantsSpec, NamespacesSpec, Verb};
 use super::paths::FieldPattern;
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -212,7 +212,7 @@ impl Grants {
     }
 
     /// Compiles a validated spec (field patterns were checked when parsing).
-    pub fn from_spec(spec: &PolicySpec) -> Result<Self, super::paths::PathError> {
+    pub fn from_spec(spec: &GrantsSpec) -> Result<Self, super::paths::PathError> {
         let mut rules: HashMap<KindRef, Rule> = HashMap::new();
         for r in &spec.rules {
             let rule = rules
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn rules_for_one_kind_merge() {
-        let spec: PolicySpec = serde_json::from_value(serde_json::json!({
+        let spec: GrantsSpec = serde_json::from_value(serde_json::json!({
             "rules": [
                 {"apiVersion": "v1", "kind": "Pod", "verbs": ["patch"], "fields": ["/a"]},
                 {"apiVersion": "v1", "kind": "Pod", "verbs": ["delete"], "fields": ["/b"]}
@@ -345,7 +345,7 @@ mod tests {
             std::slice::from_ref(&reconciled),
             "no policy: only the reconciled kind, whatever the plugin declares"
         );
-        let spec: PolicySpec = serde_json::from_value(serde_json::json!({
+        let spec: GrantsSpec = serde_json::from_value(serde_json::json!({
             "rules": [
                 {"apiVersion": "v1", "kind": "ConfigMap", "verbs": ["create", "delete"]},
                 {"apiVersion": "v1", "kind": "Pod", "verbs": ["patch-status"]},

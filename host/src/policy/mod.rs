@@ -29,8 +29,9 @@ pub use budget::{
 };
 pub use check::{Denial, Grant, check_call, is_write, kind_of, namespace_of};
 pub use document::{
-    API_VERSION, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec, NamespacesSpec,
-    PluginSpec, PolicyDocument, PolicyError, PolicyMetadata, PolicySpec, RuleSpec, Verb,
+    API_VERSION, GrantsSpec, KIND, KindSpec, LimitsSpec, Mode, NamespaceSelectorSpec,
+    NamespacesSpec, PluginSpec, PolicyDocument, PolicyError, PolicyMetadata, PolicySpec, RuleSpec,
+    Verb,
 };
 pub use grants::{Grants, NamespaceLabels, NamespaceSelector, Namespaces, Rule, Rules};
 pub use limits::{LimitsFieldError, PolicyLimits};
@@ -117,7 +118,7 @@ impl Policy {
                 message: format!("{:?} is not the plugin's name {name:?}", doc.metadata.name),
             });
         }
-        let grants = Grants::from_spec(&doc.spec).map_err(|e| PolicyError::Field {
+        let grants = Grants::from_spec(&doc.spec.grants).map_err(|e| PolicyError::Field {
             file: file.to_path_buf(),
             line: None,
             field: "spec.rules.fields".into(),
@@ -125,14 +126,15 @@ impl Policy {
         })?;
         // Checked with its line already when the document was parsed; checked here again
         // for a document built otherwise.
-        let limits = PolicyLimits::resolve(&doc.spec.limits).map_err(|e| PolicyError::Field {
-            file: file.to_path_buf(),
-            line: None,
-            field: format!("spec.limits.{}", e.field),
-            message: e.message,
-        })?;
+        let limits =
+            PolicyLimits::resolve(&doc.spec.grants.limits).map_err(|e| PolicyError::Field {
+                file: file.to_path_buf(),
+                line: None,
+                field: format!("spec.limits.{}", e.field),
+                message: e.message,
+            })?;
         Ok(Policy {
-            mode: doc.spec.mode,
+            mode: doc.spec.grants.mode,
             grants,
             limits,
             config: doc.spec.config.as_ref().map(|c| c.to_string().into()),

@@ -195,7 +195,7 @@ mod tests {
             let doc = PolicyDocument::parse(file(&files, "policy.yaml"), Path::new("policy.yaml"))
                 .unwrap();
             assert_eq!(doc.metadata.name, "my-plugin");
-            let grants = Grants::from_spec(&doc.spec).unwrap();
+            let grants = Grants::from_spec(&doc.spec.grants).unwrap();
             let target = ObjectRef {
                 api_version: p.reconciles.api_version.clone(),
                 kind: p.reconciles.kind.clone(),

@@ -1,10 +1,10 @@
 use super::*;
 use crate::contract::{EventType, LogLevel, ObjectRef};
-use crate::policy::document::PolicySpec;
+use crate::policy::document::GrantsSpec;
 use serde_json::json;
 
 fn grants() -> Grants {
-    let spec: PolicySpec = serde_json::from_value(json!({
+    let spec: GrantsSpec = serde_json::from_value(json!({
         "namespaces": {"names": ["a"]},
         "rules": [{"apiVersion": "apps/v1", "kind": "Deployment",
             "verbs": ["patch", "patch-status", "event"],
@@ -228,7 +228,7 @@ fn unconfigured_grants_allow_everything_for_dry_run() {
 }
 
 fn cluster_grants(cluster_scoped: bool, all: bool) -> Grants {
-    let spec: PolicySpec = serde_json::from_value(json!({
+    let spec: GrantsSpec = serde_json::from_value(json!({
         "namespaces": {"names": ["team-a"], "all": all, "clusterScoped": cluster_scoped},
         "rules": [{"apiVersion": "v1", "kind": "Namespace",
             "verbs": ["patch", "create", "delete", "event"], "fields": ["/metadata/labels"]}]
