@@ -1,6 +1,8 @@
 //! The status shapes of the two CRDs, as the host writes them ([`super::status`] builds
 //! them) and as the generated CRDs declare them (`kubeplug crds`): one type for both, so
-//! the schema cannot drift from what is written.
+//! the schema cannot drift from what is written. Nothing in a status is required by the
+//! schema (absent fields take their defaults), as in the hand-written CRDs before: a status
+//! another writer left partial is stored, and the host rebuilds it from its records.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -8,7 +10,7 @@ use serde_json::Value;
 
 /// `Plugin.status`: kstatus conditions plus what runs, written by one kubeplug replica.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct PluginStatus {
     /// The metadata.generation this status describes.
     pub observed_generation: i64,
@@ -51,7 +53,7 @@ pub struct PluginStatus {
 
 /// `PluginPolicy.status`: whether kubeplug parsed and uses it.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct PluginPolicyStatus {
     /// The metadata.generation this status describes.
     pub observed_generation: i64,
@@ -72,15 +74,19 @@ pub struct Condition {
     pub status: ConditionStatus,
     /// Machine-readable CamelCase reason (ModuleNotFound, DigestMismatch, CompileFailed,
     /// PermissionsExceedPolicy, ...).
+    #[serde(default)]
     #[schemars(length(max = 1024))]
     pub reason: String,
     /// One line for humans.
+    #[serde(default)]
     #[schemars(length(max = 32768))]
     pub message: String,
     /// The generation the condition was set for.
+    #[serde(default)]
     #[schemars(range(min = 0))]
     pub observed_generation: i64,
     /// When the status last changed (RFC 3339).
+    #[serde(default)]
     #[schemars(extend("format" = "date-time"))]
     pub last_transition_time: String,
 }
@@ -103,7 +109,8 @@ impl From<bool> for ConditionStatus {
 }
 
 /// What a module declares about itself.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(default)]
 pub struct Declared {
     /// Its name.
     pub name: String,
@@ -115,6 +122,7 @@ pub struct Declared {
 
 /// Reconciles, errors and denied actions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(default)]
 pub struct Counts {
     /// Reconciles.
     pub reconciles: u64,
@@ -125,7 +133,8 @@ pub struct Counts {
 }
 
 /// One revision that ran.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(default)]
 pub struct RevisionEntry {
     /// `sha256:` and the module's 64 hex digits.
     pub digest: String,

@@ -40,14 +40,17 @@ fn document<T: serde::Serialize>(about: &str, crd: &T) -> String {
 }
 
 /// What the derive writes that the API server should not act on: `default`s that are not
-/// strings (a Rust `Default` of an object, a list or `false` would be stored into every
-/// object; the host supplies those defaults when it parses), and bounds written as floats
+/// non-empty strings (a Rust `Default` of an object, a list, `false` or `""` would be stored
+/// into every object; the host supplies those defaults when it parses), and bounds written as floats
 /// (`maximum: 1024.0`) where they are whole numbers.
 fn tidy(schema: &mut serde_json::Value) {
     use serde_json::Value;
     match schema {
         Value::Object(map) => {
-            if map.get("default").is_some_and(|d| !d.is_string()) {
+            if map
+                .get("default")
+                .is_some_and(|d| d.as_str().is_none_or(str::is_empty))
+            {
                 map.remove("default");
             }
             for bound in ["minimum", "maximum"] {
