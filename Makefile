@@ -52,8 +52,10 @@ prometheus-rules: test-deps
 	else echo "no promtool: the alert rules' unit tests are skipped (they fail under CI=true)"; [ "$$CI" != true ]; fi
 
 ## test: build the plugins, then run the alert rules' unit tests and every test of the workspace
+## (CARGO_TEST_FLAGS adds cargo flags, e.g. --timings to see where a cold build's time goes)
+CARGO_TEST_FLAGS ?=
 test: plugins test-deps prometheus-rules
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace $(CARGO_TEST_FLAGS)
 
 ## chaos: 50 fault schedules of seed 1 against the host as `make test` built it (issue 36):
 ## every one must end where the fault-free run ends (CI runs it after `make test`)
