@@ -1,6 +1,6 @@
 //! Which plugin queues a change goes to, and under which key.
 
-use crate::cluster::{Change, ChangeType, ObjKey};
+use crate::cluster::{Change, ChangeType, ObjKey, Routed};
 use crate::contract::{PluginMetadata, Reason};
 use crate::worker::{RunningPlugins, Trigger};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -26,11 +26,18 @@ pub(crate) fn route(meta: &PluginMetadata, change: &Change) -> Option<(ObjKey, R
     None
 }
 
-/// Routes every change to every plugin it concerns (the plugins running when the change
-/// arrives), until the watches stop.
-pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: RunningPlugins) {
+/// Routes every change to every plugin it concerns (the plugins that have joined the feed
+/// when the change arrives), and runs each join in its turn, until the watches stop.
+pub(crate) async fn run(mut feed: UnboundedReceiver<Routed>, running: RunningPlugins) {
     let namespace_kind = crate::contract::KindRef::new("v1", "Namespace");
-    while let Some(change) = changes.recv().await {
+    while let Some(routed) = feed.recv().await {
+        let change = match routed {
+            Routed::Change(change) => change,
+            Routed::Join(join) => {
+                join();
+                continue;
+            }
+        };
         let running = running.snapshot();
         if change.kind == namespace_kind {
             for plugin in running.iter() {
@@ -40,6 +47,10 @@ pub(crate) async fn run(mut changes: UnboundedReceiver<Change>, running: Running
         // The fields it changed, computed at most once for all the plugins it queues.
         let changed = std::sync::Arc::default();
         for plugin in running.iter() {
+            // Not joined yet: the keys it joins with already hold this change.
+            if !plugin.has_joined() {
+                continue;
+            }
             let revision = plugin.current();
             let meta = revision.plugin.metadata();
             let Some((key, reason)) = route(meta, &change) else {

@@ -135,6 +135,9 @@ pub struct KindCache {
     /// The highest (numeric) resourceVersion each scope's watch has delivered into the cache:
     /// every change up to it is in (see [`KindCache::seen`]).
     seen: Mutex<HashMap<Option<String>, u64>>,
+    /// Held while a watch changes the cache and sends the changes, and while a plugin joins
+    /// the router's feed ([`feed`](super::feed)): the two never interleave.
+    order: Mutex<()>,
 }
 
 /// A handle that changes a cache within its scope (every namespace, or one); owned by one
@@ -290,11 +293,18 @@ impl KindCache {
             synced: watch::Sender::new(false),
             scopes: Mutex::default(),
             seen: Mutex::default(),
+            order: Mutex::default(),
         })
     }
 
     fn lock_scopes(&self) -> std::sync::MutexGuard<'_, HashMap<Option<String>, bool>> {
         self.scopes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The ordering lock: a watch holds it from changing the cache until its changes are
+    /// sent to the router, so a plugin joining meanwhile sees the cache before or after.
+    pub fn order(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.order.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_seen(&self) -> std::sync::MutexGuard<'_, HashMap<Option<String>, u64>> {

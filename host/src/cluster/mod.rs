@@ -6,6 +6,7 @@ pub mod access_review;
 pub mod cache;
 mod cache_objects;
 pub mod connect;
+pub mod feed;
 pub mod kinds;
 pub mod principal;
 pub mod watch;
@@ -19,6 +20,7 @@ pub use cache::{
 };
 pub use cache_objects::{CacheObjects, CallObjects, NamespaceFilter};
 pub use connect::{ClusterArgs, connect, connect_as};
+pub use feed::{Feed, Routed};
 pub use kinds::{KindRegistry, ResolveError, ResolvedKind};
 pub use principal::{DEFAULT_SERVICE_ACCOUNT, Principal, PrincipalError};
 pub use watch::{DEFAULT_WATCH_TIMEOUT, WatchHandle, WatchSettings, spawn_watch};

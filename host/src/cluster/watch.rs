@@ -15,6 +15,7 @@
 
 use super::WatchedObject;
 use super::cache::{CacheWriter, CachedObject, Change, KindCache, ObjKey};
+use super::feed::{Feed, Routed};
 use super::kinds::ResolvedKind;
 use futures::StreamExt;
 use kube::api::Api;
@@ -22,7 +23,6 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
 /// The server-side timeout of each watch request (`timeoutSeconds`) unless configured. A
@@ -84,7 +84,7 @@ pub fn spawn_watch(
     cache: &Arc<KindCache>,
     namespace: Option<&str>,
     settings: WatchSettings,
-    changes: UnboundedSender<Change>,
+    changes: Feed,
 ) -> WatchHandle {
     let (api, scope): (Api<WatchedObject>, _) = match namespace {
         Some(ns) if kind.namespaced => (
@@ -116,7 +116,7 @@ async fn run(
     api: Api<WatchedObject>,
     config: watcher::Config,
     mut cache: CacheWriter,
-    changes: UnboundedSender<Change>,
+    changes: Feed,
 ) {
     let kind = cache.reader().kind().to_string();
     let mut backoff = DefaultBackoff::default();
@@ -147,13 +147,17 @@ async fn watch(
     api: &Api<WatchedObject>,
     config: &watcher::Config,
     cache: &mut CacheWriter,
-    changes: &UnboundedSender<Change>,
+    changes: &Feed,
     kind: &str,
 ) -> Stopped {
     let stream = watcher::watcher(api.clone(), config.clone()).default_backoff();
     futures::pin_mut!(stream);
     let mut listing: Vec<CachedObject> = Vec::new();
+    let reader = cache.reader();
     while let Some(event) = stream.next().await {
+        // From changing the cache until its changes are sent: a plugin joining the feed
+        // meanwhile would see an object both in the cache and as a change after it.
+        let _order = reader.order();
         let found: Vec<Change> = match event {
             Ok(Event::Init) => {
                 listing.clear();
@@ -190,7 +194,7 @@ async fn watch(
             }
         };
         for change in found {
-            if changes.send(change).is_err() {
+            if changes.send(Routed::Change(change)).is_err() {
                 return Stopped::Closed;
             }
         }

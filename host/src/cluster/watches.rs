@@ -4,13 +4,10 @@
 //! (Secrets above all). Watches start when a plugin first needs a kind (or a namespace of
 //! it) and stop when none does any more.
 
-use super::{
-    Change, KindCache, KindRegistry, ResolvedKind, WatchHandle, WatchSettings, spawn_watch,
-};
+use super::{Feed, KindCache, KindRegistry, ResolvedKind, WatchHandle, WatchSettings, spawn_watch};
 use crate::contract::KindRef;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use tokio::sync::mpsc::UnboundedSender;
 
 /// Where a plugin needs a kind watched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +43,7 @@ pub(crate) struct Watches {
     kinds: Arc<KindRegistry>,
     namespace: Option<String>,
     settings: WatchSettings,
-    changes: UnboundedSender<Change>,
+    changes: Feed,
     running: Mutex<BTreeMap<KindRef, KindWatch>>,
 }
 
@@ -58,7 +55,7 @@ impl Watches {
         kinds: Arc<KindRegistry>,
         namespace: Option<String>,
         settings: WatchSettings,
-        changes: UnboundedSender<Change>,
+        changes: Feed,
     ) -> Self {
         Watches {
             kinds,

@@ -4,8 +4,7 @@
 
 use super::config::ControllerConfig;
 use crate::actions::{ApiWriter, Executor, HostWrites, KubeWriter, Pipeline};
-use crate::cluster::KindRegistry;
-use crate::cluster::{WatchScope, WatchSettings, Watches};
+use crate::cluster::{Feed, KindRegistry, WatchScope, WatchSettings, Watches};
 use crate::contract::text::shown;
 use crate::contract::{KindRef, Reason};
 use crate::plugin::{GuestCpu, Plugin};
@@ -33,6 +32,8 @@ struct Inner {
     config: ControllerConfig,
     watches: Watches,
     running: RunningPlugins,
+    /// The router's feed, which a starting plugin joins.
+    feed: Feed,
     /// What each running plugin is started with.
     shared: Shared,
     background: Mutex<Vec<JoinHandle<()>>>,
@@ -122,8 +123,9 @@ impl Controller {
                         streaming_lists: config.streaming_lists,
                         timeout: config.watch_timeout,
                     },
-                    tx,
+                    tx.clone(),
                 ),
+                feed: tx,
                 running,
                 shared,
                 background: Mutex::new(background),
@@ -230,7 +232,7 @@ impl Controller {
             .series_limit()
             .started(name.as_str());
         self.inner.shared.metrics.start_plugin(name.as_str());
-        running.prime();
+        running.prime(&self.inner.feed);
         let meta = instance.plugin.metadata();
         tracing::info!(record = "reload", result = "started", plugin = name.as_str(), declared = %shown(&meta.name), version = %meta.version, digest = %instance.plugin.digest(), reconciles = %meta.reconciles, owns = meta.owns.len(), mode = ?instance.policy.mode, policy = policy_source(instance), "plugin started");
         Ok(())

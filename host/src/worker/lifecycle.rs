@@ -8,11 +8,13 @@ use super::metrics::ReconcileMetrics;
 use super::revision::Revision;
 use super::running::RunningPlugin;
 use crate::actions::{HostWrites, Pipeline};
+use crate::cluster::Feed;
 use crate::contract::Reason;
 use crate::coordination::Gate;
 use crate::ledger::Ledger;
 use crate::plugin::GuestCpu;
 use crate::queue::{FairSlots, QueueConfig, QueueMetrics, WorkQueue};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -94,20 +96,24 @@ impl RunningPlugin {
         Ok(running)
     }
 
-    /// Queues every key of the kind it reconciles once, as added, for a plugin the caller
-    /// has just put in the running set (the router's snapshot). Each key is reconciled once
-    /// at start-up, from one of two sources, never both:
-    /// - the cache of that kind has not listed yet (its watch was started for this plugin):
-    ///   the list's additions are sent to the router after the cache is marked synced, which
-    ///   is after this check, so they reach this plugin through the router; queueing them
-    ///   here too would reconcile a key twice whenever a worker took it between the two adds
-    ///   (the queue only folds adds of a key still waiting);
-    /// - it has listed (a watch another plugin started): its additions were routed before
-    ///   this plugin ran, so every cached key is queued here, once the caches it reads sync.
-    pub(crate) fn prime(self: &Arc<Self>) {
-        if self.current().primary.is_synced() {
-            self.enqueue_all_later(Reason::Added);
-        }
+    /// Joins the router's `feed` for a plugin the caller has just put in the running set:
+    /// every key its primary cache holds when it joins is queued once, as added, and every
+    /// change sent after is routed to it. Each key is reconciled once at start-up, whether
+    /// the cache had listed (another plugin's watch), had not (its own watch, just started),
+    /// or was part-filled (another scope's watch listed while this one had not).
+    pub(crate) fn prime(self: &Arc<Self>, feed: &Feed) {
+        let plugin = self.clone();
+        self.current().primary.join(feed, move |keys| {
+            plugin.joined.store(true, Ordering::Release);
+            for key in keys {
+                plugin.enqueue(key, Reason::Added);
+            }
+        });
+    }
+
+    /// Whether the router routes changes to it yet ([`RunningPlugin::prime`]).
+    pub(crate) fn has_joined(&self) -> bool {
+        self.joined.load(Ordering::Acquire)
     }
 
     /// Makes `revision` the one new calls run (calls in flight finish on the old one) and

@@ -19,6 +19,7 @@ use crate::ledger::Ledger;
 use crate::plugin::CpuAccount;
 use crate::queue::{TenantSlots, WorkQueue};
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 
 /// A running plugin: an instance the controller runs, with its queue, its workers' tasks and
@@ -56,6 +57,8 @@ pub(crate) struct RunningPlugin {
     pub(super) cpu: CpuAccount,
     /// Where its reconciles are recorded, if anywhere.
     pub(super) ledger: Option<Ledger>,
+    /// Set by the router when it joins the feed: changes are routed to it from then on.
+    pub(super) joined: AtomicBool,
 }
 
 /// Locks `m`, taking the data of a lock a panicking holder poisoned (what the workers keep
@@ -100,6 +103,7 @@ impl RunningPlugin {
             calls,
             cpu,
             ledger: shared.ledger.clone(),
+            joined: AtomicBool::new(false),
         }
     }
 

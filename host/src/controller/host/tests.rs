@@ -10,7 +10,7 @@ use super::*;
 use crate::actions::MIN_REQUEUE_AFTER;
 use crate::actions::fake::{Answer, FakeWriter};
 use crate::actions::target::Method;
-use crate::cluster::{CacheObjects, CacheWriter, CachedObject, KindCache, ObjKey};
+use crate::cluster::{CacheObjects, CacheWriter, CachedObject, KindCache, ObjKey, Routed};
 use crate::plugin::{CallContext, Limits, NoObjects, PluginRuntime, RuntimeConfig};
 use crate::policy::{Decision, PluginIdentity};
 use std::path::Path;
@@ -57,18 +57,30 @@ async fn harness(
     script: Vec<Answer>,
     resync: Option<Duration>,
 ) -> Harness {
-    harness_listed(mode, names, script, resync, true, 1).await
+    harness_listed(mode, names, script, resync, Listing::Before, 1).await
 }
 
-/// [`harness`], with the cache listed before the plugin starts (`listed`), as when another
-/// plugin's watch of the kind has synced, or still empty and not synced, as when the plugin's
-/// own watch has just started (the test lists it with [`Harness::list`]).
+/// How much of the cache has listed when the plugin starts.
+#[derive(Debug, Clone, Copy)]
+enum Listing {
+    /// All of it, as when another plugin's watch of the kind has synced.
+    Before,
+    /// Nothing, as when the plugin's own watch has just started (the test lists it with
+    /// [`Harness::list`]).
+    After,
+    /// The first half of the names, listed by a namespace's watch that was then replaced by
+    /// the cluster-wide one that has not listed yet (another plugin widened the kind's
+    /// scope): not synced, but holding objects whose additions were routed before.
+    Partly,
+}
+
+/// [`harness`], with the cache listed as `listing` says when the plugin starts.
 async fn harness_listed(
     mode: &str,
     names: &[&str],
     script: Vec<Answer>,
     resync: Option<Duration>,
-    listed: bool,
+    listing: Listing,
     workers: usize,
 ) -> Harness {
     let runtime = PluginRuntime::new(RuntimeConfig::default()).unwrap();
@@ -93,10 +105,19 @@ async fn harness_listed(
     let controller =
         Controller::with_writer(client, config, |_| -> Arc<dyn ApiWriter> { writer.clone() });
     let mut writer_of_cache = CacheWriter::new(plugin.metadata().reconciles.clone());
-    if listed {
-        writer_of_cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
-    }
     let cache: Arc<KindCache> = writer_of_cache.reader();
+    match listing {
+        Listing::Before => {
+            writer_of_cache.replace_all(names.iter().map(|n| object(n, "1")).collect());
+        }
+        Listing::After => {}
+        Listing::Partly => {
+            let mut namespace = CacheWriter::scoped(&cache, Some("team-a".into()));
+            let half = &names[..names.len() / 2];
+            namespace.replace_all(half.iter().map(|n| object(n, "1")).collect());
+        }
+    }
+    assert_eq!(cache.is_synced(), matches!(listing, Listing::Before));
     // A mode, or a whole configuration when it needs more than one.
     let config = match mode.starts_with('{') {
         true => mode.to_string(),
@@ -184,18 +205,18 @@ impl Harness {
     }
 
     /// The watch's first list: the cache takes `names` (at resourceVersion 1) and the
-    /// additions go through the real router, as the watch task sends them.
+    /// additions go through the controller's router, as the watch task sends them.
     fn list(&self, names: &[&str]) {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(router::run(rx, self.controller.inner.running.clone()));
-        let changes = self
-            .cache
-            .lock()
-            .unwrap()
-            .replace_all(names.iter().map(|n| object(n, "1")).collect());
-        assert_eq!(changes.len(), names.len());
+        let mut writer = self.cache.lock().unwrap();
+        let reader = writer.reader();
+        let _order = reader.order();
+        let changes = writer.replace_all(names.iter().map(|n| object(n, "1")).collect());
         for change in changes {
-            tx.send(change).unwrap();
+            self.controller
+                .inner
+                .feed
+                .send(Routed::Change(change))
+                .unwrap();
         }
     }
 
@@ -218,7 +239,7 @@ fn drained(audit: &mut Receiver<Arc<AuditRecord>>) -> Vec<(String, String)> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn start_up_reconciles_each_key_once_whether_the_list_comes_before_or_after() {
+async fn start_up_reconciles_each_key_once_whether_the_list_comes_before_after_or_partly() {
     let names: Vec<String> = (0..20).map(|i| format!("web-{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut expected: Vec<(String, String)> = names
@@ -226,17 +247,17 @@ async fn start_up_reconciles_each_key_once_whether_the_list_comes_before_or_afte
         .map(|n| ("log".to_string(), format!("team-a/{n}")))
         .collect();
     expected.sort();
-    for listed in [false, true] {
-        let mut h = harness_listed("behave", &names, vec![], None, listed, 1).await;
-        if !listed {
-            // The plugin's own watch lists now: its additions reach it through the router,
-            // while the start-up queueing of every cached key sees the cache synced.
+    for listing in [Listing::After, Listing::Before, Listing::Partly] {
+        let mut h = harness_listed("behave", &names, vec![], None, listing, 1).await;
+        if !matches!(listing, Listing::Before) {
+            // The watch lists now: the additions the cache did not hold reach the plugin
+            // through the router, after it joined with the keys the cache held.
             h.list(&names);
         }
         sleep(HOUR).await;
         let mut calls = drained(&mut h.audit);
         calls.sort();
-        assert_eq!(calls, expected, "listed before the start: {listed}");
+        assert_eq!(calls, expected, "{listing:?}");
         assert_eq!(
             h.controller.reconcile_counts("hostile").total,
             names.len() as u64
@@ -494,7 +515,7 @@ async fn a_worker_takes_the_next_key_while_its_write_is_in_flight() {
 async fn a_key_is_never_called_twice_at_once_and_waits_for_its_own_write() {
     // Two workers and room for two writes: only the key's own hold keeps it exclusive.
     let slow = Answer::After(Duration::from_secs(5), Box::new(Answer::Ok("5")));
-    let h = harness_listed("label", &["web"], vec![slow], None, true, 2).await;
+    let h = harness_listed("label", &["web"], vec![slow], None, Listing::Before, 2).await;
     let first = h.patches(1).await[0];
     // Changed while its write is in flight: queued, not handed to the idle worker.
     sleep(Duration::from_secs(1)).await;
