@@ -6,7 +6,7 @@ use super::pass_state::State;
 use super::source::{PluginObjects, now, policy_resource};
 use super::spec::{ClusterPolicySpec, parse_spec};
 use super::status::{differs_beyond_counts, policy_status};
-use super::truth::write_status;
+use super::truth::{StatusWrite, write_status};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
@@ -117,15 +117,19 @@ impl PluginObjects {
             if differs_beyond_counts(&status, p.data.get("status")) {
                 let resource = policy_resource();
                 let read_back = p.data.get("status");
-                write_status(
+                let written = write_status(
                     &self.inner.client,
                     &resource,
                     None,
                     &name,
                     &status,
                     read_back,
+                    p.metadata.resource_version.as_deref(),
                 )
                 .await;
+                if written == StatusWrite::Conflict {
+                    self.inner.wake.notify_one();
+                }
             }
         }
     }

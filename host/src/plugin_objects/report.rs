@@ -7,7 +7,7 @@ use super::records::{Lookup, PluginRef, Record};
 use super::refusal::{Reason, Refusal};
 use super::source::{PluginObjects, lock, now, plugin_resource, while_held};
 use super::status::{Observation, differs_beyond_counts, plugin_status};
-use super::truth::{note_forgery, write_status};
+use super::truth::{StatusWrite, note_forgery, write_status};
 use crate::cluster::ObjKey;
 use crate::coordination::Scope;
 use crate::policy::Mode;
@@ -85,11 +85,17 @@ impl PluginObjects {
                 &name,
                 &status,
                 read_back,
+                rv,
             );
-            if let Some(Some(new_rv)) = while_held(&pass, &key, written).await {
-                inner.echoes.expect(&ns, &name, new_rv);
-                shown = true;
-                state.marks.wrote_over(&key, rv, read_back);
+            match while_held(&pass, &key, written).await {
+                Some(StatusWrite::Written(new_rv)) => {
+                    inner.echoes.expect(&ns, &name, new_rv);
+                    shown = true;
+                    state.marks.wrote_over(&key, rv, read_back);
+                }
+                // Decided on an older object: a pass decides again on the newer one.
+                Some(StatusWrite::Conflict) => inner.wake.notify_one(),
+                _ => {}
             }
             state.counts_written.insert(key.clone(), Instant::now());
         }
