@@ -20,12 +20,13 @@
 //!
 //! Imports point down this order: `cli` → `app` → `server` → `reload` → `controller` →
 //! `router` → `worker` → `actions` → `policy` → `plugin` → `queue`, `coordination` →
-//! `cluster` → `contract` (`stream`, `telemetry`, `metrics` and `ledger`, the decision ledger
+//! `cluster` → `contract` → `sync` (`stream`, `telemetry`, `metrics` and `ledger`, the decision ledger
 //! workers write and the server reads, beside); `plugin_objects`, the second source of
 //! plugins (Plugin and PluginPolicy objects, whose CRDs are generated from its types), sits
 //! beside `reload`, and `oci` (modules from registries, signatures) below it. Where it differs from the
 //! data flow above, a later stage defines what an earlier one uses: the worker pulls from its
-//! queue, the actions pipeline runs policy checks, a policy carries call limits.
+//! queue, the actions pipeline runs policy checks, a policy carries call limits. `sync`, at
+//! the bottom, locks a mutex whose holder panicked, for every floor.
 //!
 //! # Glossary
 //!
@@ -79,5 +80,6 @@ pub mod reload;
 mod router;
 pub mod server;
 pub mod stream;
+mod sync;
 pub mod telemetry;
 mod worker;

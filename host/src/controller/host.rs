@@ -54,9 +54,7 @@ pub enum Applied {
     Restarted,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::sync::lock;
 
 impl Controller {
     /// Starts a controller with no plugin yet (the router and resync timer run).

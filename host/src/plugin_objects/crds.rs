@@ -61,7 +61,17 @@ fn tidy(schema: &mut serde_json::Value) {
                     map.insert(bound.into(), Value::from(n as i64));
                 }
             }
-            map.values_mut().for_each(tidy);
+            for (key, value) in map.iter_mut() {
+                match (key.as_str(), value) {
+                    // Property names, not keywords: a property may be called `default`.
+                    ("properties" | "patternProperties" | "definitions", Value::Object(named)) => {
+                        named.values_mut().for_each(tidy)
+                    }
+                    // Values, not schemas.
+                    ("default" | "enum" | "example", _) => {}
+                    (_, value) => tidy(value),
+                }
+            }
         }
         Value::Array(items) => items.iter_mut().for_each(tidy),
         _ => {}
@@ -70,7 +80,24 @@ fn tidy(schema: &mut serde_json::Value) {
 
 #[cfg(test)]
 mod tests {
-    use super::generated;
+    use super::{generated, tidy};
+    use serde_json::json;
+
+    #[test]
+    fn tidying_drops_defaults_and_float_bounds_but_never_a_property_named_like_a_keyword() {
+        let mut schema = json!({"type": "object", "default": {}, "properties": {
+            "default": {"type": "object", "default": [], "properties": {"x": {"type": "string", "default": "a"}}},
+            "maximum": {"type": "integer", "maximum": 1024.0, "minimum": 0.5},
+        }});
+        tidy(&mut schema);
+        assert_eq!(
+            schema,
+            json!({"type": "object", "properties": {
+                "default": {"type": "object", "properties": {"x": {"type": "string", "default": "a"}}},
+                "maximum": {"type": "integer", "maximum": 1024, "minimum": 0.5},
+            }})
+        );
+    }
     use std::path::Path;
 
     /// Fails when a type changed and the files were not regenerated (or the reverse).

@@ -333,9 +333,7 @@ pub struct RecordStore {
     reported: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::sync::lock;
 
 impl RecordStore {
     /// The records of namespace `namespace`; [`RecordStore::start`] follows them.

@@ -110,9 +110,7 @@ impl Drop for PluginObjectsTask {
     }
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(super) use crate::sync::lock;
 
 impl PluginObjects {
     /// A source driving `controller`'s object-backed instances; `gate` says which objects'

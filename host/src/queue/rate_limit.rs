@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -23,11 +23,7 @@ pub trait RateLimiter<K>: Send + Sync {
     fn num_requeues(&self, key: &K) -> u32;
 }
 
-/// Locks a limiter's state; a panic elsewhere while holding it cannot leave it inconsistent
-/// (each update is a single assignment), so a poisoned lock is used as is.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::sync::lock;
 
 /// Per-key exponential backoff: `base_delay * 2^failures`, capped at `max_delay`
 /// (client-go's `ItemExponentialFailureRateLimiter`).

@@ -196,6 +196,4 @@ fn desired(state: &State) -> Vec<Desired<PathBuf>> {
         .collect()
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::sync::lock;

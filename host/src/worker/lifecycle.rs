@@ -6,7 +6,7 @@ use super::error::StartError;
 use super::instance::InstanceName;
 use super::metrics::ReconcileMetrics;
 use super::revision::Revision;
-use super::running::RunningPlugin;
+use super::running::{RunningPlugin, lock};
 use crate::actions::{HostWrites, Pipeline};
 use crate::cluster::Feed;
 use crate::contract::Reason;
@@ -14,8 +14,8 @@ use crate::coordination::Gate;
 use crate::ledger::Ledger;
 use crate::plugin::GuestCpu;
 use crate::queue::{FairSlots, QueueConfig, QueueMetrics, WorkQueue};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -64,10 +64,6 @@ pub struct Drain {
     /// Workers still busy at the deadline (in a call, or with a write in flight), stopped
     /// where they were.
     pub abandoned: usize,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl RunningPlugin {

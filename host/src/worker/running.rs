@@ -61,11 +61,7 @@ pub(crate) struct RunningPlugin {
     pub(super) joined: AtomicBool,
 }
 
-/// Locks `m`, taking the data of a lock a panicking holder poisoned (what the workers keep
-/// per key stays usable).
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(super) use crate::sync::lock;
 
 impl RunningPlugin {
     /// Instance `name` on `revision`, with the controller's shared parts; its writes and calls
