@@ -467,11 +467,15 @@ async fn removing_a_plugin_stops_its_calls_and_its_unneeded_watch() -> Result {
     std::fs::remove_file(host.path("pinner.wasm"))?;
     eventually(WAIT, "pinner stopped", || host.version().is_none()).await;
     assert_eq!(host.controller.plugins(), ["change-logger"]);
+    // The watches are trimmed once its workers have finished, just after it left the set.
+    eventually(WAIT, "the Lease watch stopped", || {
+        host.controller
+            .watched_kinds()
+            .iter()
+            .all(|k| k.kind != "Lease")
+    })
+    .await;
     let kinds = host.controller.watched_kinds();
-    assert!(
-        kinds.iter().all(|k| k.kind != "Lease"),
-        "Lease watch stopped: {kinds:?}"
-    );
     assert!(
         kinds.iter().any(|k| k.kind == "Deployment"),
         "change-logger still needs Deployments: {kinds:?}"

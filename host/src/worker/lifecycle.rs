@@ -1,6 +1,7 @@
 //! A running plugin's life: started from its first revision (its queue built, its workers
-//! spawned, every cached key queued once the caches sync), given new revisions while it runs,
-//! halted, and its workers joined. The task handles live here, with the running plugin.
+//! spawned, joined to the router's feed with every cached key queued once), given new
+//! revisions while it runs, halted, and its workers joined. The task handles live here, with
+//! the running plugin.
 
 use super::error::StartError;
 use super::instance::InstanceName;
