@@ -133,10 +133,29 @@ async fn a_viewer_sees_changes_denials_and_the_recent_past_filtered() -> Result 
     let (host, status, api) = start(dir.path(), &[]);
     let mut live = connect(&status, "since=1000", &[]).await?;
 
-    let denied = frame_where(&mut live, "image-pinner's denied image patch", |f| {
-        f["type"] == "audit" && f["decision"] == "denied" && f["plugin"] == "image-pinner"
-    })
+    // image-pinner's denial, and change-logger's first call on web (in either order): scaled
+    // before that call, change-logger would first see 3 replicas, never the change.
+    let denied = std::cell::RefCell::new(None);
+    let first_call = std::cell::Cell::new(false);
+    frame_where(
+        &mut live,
+        "image-pinner's denied image patch and change-logger's first call on web",
+        |f| {
+            if f["type"] == "audit" && f["decision"] == "denied" && f["plugin"] == "image-pinner" {
+                denied.borrow_mut().get_or_insert_with(|| f.clone());
+            }
+            if f["plugin"] == "change-logger"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("Deployment web added - Replicas: 1,"))
+            {
+                first_call.set(true);
+            }
+            denied.borrow().is_some() && first_call.get()
+        },
+    )
     .await;
+    let denied = denied.into_inner().expect("seen");
     assert_eq!(denied["key"], "demo/web", "{denied}");
     assert_eq!(denied["grant"], "fields", "{denied}");
     assert_eq!(denied["level"], "warn", "{denied}");
