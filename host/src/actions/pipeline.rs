@@ -8,7 +8,7 @@
 
 use super::executor::{Executor, describe, written_object};
 use super::fence::{Fence, fenced_object};
-use super::inflight::Answers;
+use super::inflight::{Answers, InFlightLimit};
 use super::outcome::ActionError;
 use crate::cluster::ResolveError;
 use crate::contract::text::shown;
@@ -68,6 +68,9 @@ pub struct Call<'a> {
     pub policy: &'a Policy,
     /// Awaited before each API write.
     pub budget: &'a WriteBudget,
+    /// The plugin's writes in flight: each write, once it has its budget token, takes a
+    /// slot of the host-wide cap from here until it is answered.
+    pub writes: &'a InFlightLimit,
     /// Its log-action gate: the plugin's log rate, which its `log` import shares.
     pub logs: &'a dyn LogActions,
     /// `true` once the plugin is being removed: later actions are skipped and a write
@@ -345,6 +348,12 @@ impl Pipeline {
                 return Decision::Skipped;
             }
         };
+        // A slot of the host-wide cap, only now that the write may go: see
+        // [`InFlightLimit::sending`].
+        let sending = tokio::select! {
+            slot = call.writes.sending() => slot,
+            _ = stopped.wait_for(|s| *s) => return Decision::Skipped,
+        };
         drop(waiting);
         if !waited.is_zero() {
             tracing::debug!(
@@ -403,6 +412,7 @@ impl Pipeline {
             }
             None => Err(ActionError::NotAWrite),
         };
+        drop(sending);
         let target = describe(action, call.key);
         match result {
             Ok(sent) => {

@@ -151,6 +151,7 @@ impl RunningPlugin {
             identity: &revision.identity,
             policy: &revision.policy,
             budget: &revision.budget,
+            writes: &self.writes,
             logs: revision.plugin.as_ref(),
             stopped: self.stopped.subscribe(),
             holds: &|| pass.hold(),

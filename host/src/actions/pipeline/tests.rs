@@ -2,6 +2,7 @@
 //! sent and audited on the way.
 
 use super::*;
+use crate::actions::HostWrites;
 use crate::actions::fake::{Answer, FakeWriter};
 use crate::actions::target::Method;
 use crate::actions::writer::ApiRequest;
@@ -30,11 +31,15 @@ struct Fixture {
     audit: Receiver<Arc<AuditRecord>>,
     identity: Arc<PluginIdentity>,
     stop: watch::Sender<bool>,
+    /// The host-wide write cap (2 slots) and the plugin's writes in flight under it.
+    host: HostWrites,
+    writes: Arc<InFlightLimit>,
 }
 
 fn fixture(script: Vec<Answer>) -> Fixture {
     let writer = Arc::new(FakeWriter::new(script));
     let sink = AuditSink::default();
+    let host = HostWrites::new(2);
     Fixture {
         pipeline: Pipeline::new(Executor::new(writer.clone(), "host-1"), sink.clone()),
         audit: sink.subscribe(),
@@ -46,6 +51,8 @@ fn fixture(script: Vec<Answer>) -> Fixture {
             digest: "0".into(),
         }),
         stop: watch::Sender::new(false),
+        host: host.clone(),
+        writes: InFlightLimit::new(1, host, "team-a"),
     }
 }
 
@@ -77,6 +84,7 @@ impl Fixture {
             identity: &self.identity,
             policy,
             budget,
+            writes: &self.writes,
             logs: &AdmitAll,
             stopped: self.stop.subscribe(),
             holds: &|| Hold::Always,
@@ -285,6 +293,56 @@ async fn a_stop_gives_up_a_write_waiting_for_the_budget() {
     assert_eq!(f.decisions(), ["executed", "skipped", "skipped"]);
     // A removal, not a failure of the call.
     assert!(outcome.failure.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_holds_a_slot_of_the_host_cap_only_once_its_budget_lets_it_go() {
+    let f = fixture(vec![]);
+    let policy = Policy::trusted();
+    // The noisy tenant's plugin: one write at once, the next a second later.
+    let slow = WriteBudget::new(1.0, 1);
+    let noisy = [patch("a"), patch("b")];
+    let mut noisy_call = std::pin::pin!(f.run(&policy, &slow, &noisy));
+    // Its first write went and its second waits for a token: it holds none of the cap.
+    assert!(futures::poll!(noisy_call.as_mut()).is_pending());
+    assert_eq!(f.writer.count(Method::Patch), 1);
+    assert_eq!(
+        f.host.available(),
+        2,
+        "no slot held while waiting for the budget"
+    );
+    // So another tenant's write goes at once, not at the noisy tenant's pace.
+    let quiet = InFlightLimit::new(1, f.host.clone(), "team-b");
+    let started = tokio::time::Instant::now();
+    let budget = policy.write_budget();
+    let call = Call {
+        writes: &quiet,
+        ..f.call(&policy, &budget)
+    };
+    let outcome = f.pipeline.run(call, &[patch("c")]).await;
+    assert!(outcome.failure.is_none(), "{:?}", outcome.failure);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(f.writer.count(Method::Patch), 2);
+    noisy_call.await;
+    assert_eq!(f.writer.count(Method::Patch), 3);
+    assert_eq!(f.host.available(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_waits_for_a_slot_of_the_host_cap_and_frees_it_once_answered() {
+    let f = fixture(vec![]);
+    let policy = Policy::trusted();
+    let budget = policy.write_budget();
+    let others = InFlightLimit::new(2, f.host.clone(), "team-b");
+    let held = (others.sending().await, others.sending().await);
+    assert_eq!(f.host.available(), 0);
+    let actions = [patch("a")];
+    let mut call = std::pin::pin!(f.run(&policy, &budget, &actions));
+    assert!(futures::poll!(call.as_mut()).is_pending());
+    assert_eq!(f.writer.count(Method::Patch), 0, "past the host cap");
+    drop(held);
+    assert!(call.await.failure.is_none());
+    assert_eq!((f.writer.count(Method::Patch), f.host.available()), (1, 2));
 }
 
 /// A fence holding `web` at resourceVersion 5.
