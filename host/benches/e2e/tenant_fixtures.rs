@@ -143,12 +143,28 @@ pub fn deployment(ns: &str, name: &str) -> Value {
     })
 }
 
-/// Writes `tenants` tenants' policy, ConfigMaps and (with `plugins`) Plugins under `dir`
-/// for the sim to load, 20 tenants per file (each ConfigMap holds the module's ~270 KB of
-/// base64). Tenant `i`'s Plugin pins to `nginx:1.<i>`: its own config, its own revision.
-pub fn write_tenants(dir: &Path, tenants: usize, plugins: bool) -> PathBuf {
+/// What the tenants' namespaces hold beside their module ConfigMaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plugins {
+    /// No Plugin: the host's RSS without them.
+    None,
+    /// A Plugin each whose module ConfigMap does not exist: each refused and reported,
+    /// never loaded. (A Plugin no PluginPolicy covers still loads, in dry-run mode.)
+    Refused,
+    /// A Plugin each, granted: each loaded and running.
+    Running,
+}
+
+/// Writes `tenants` tenants' policy, ConfigMaps and (unless [`Plugins::None`]) Plugins under
+/// `dir` for the sim to load, 20 tenants per file (each ConfigMap holds the module's ~270 KB
+/// of base64). Tenant `i`'s Plugin pins to `nginx:1.<i>`: its own config, its own revision.
+pub fn write_tenants(dir: &Path, tenants: usize, plugins: Plugins) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let names: Vec<String> = (0..tenants).map(namespace).collect();
+    let module_name = match plugins {
+        Plugins::Refused => "absent",
+        Plugins::None | Plugins::Running => "pinner",
+    };
     std::fs::write(
         dir.join("policy.yaml"),
         policy("tenants", &names, None).to_string(),
@@ -160,9 +176,9 @@ pub fn write_tenants(dir: &Path, tenants: usize, plugins: bool) -> PathBuf {
         for i in start..(start + 20).min(tenants) {
             let ns = namespace(i);
             docs.push(config_map(&ns, "pinner", &pinner).to_string());
-            if plugins {
+            if plugins != Plugins::None {
                 let config = json!({"image": format!("nginx:1.{i}")});
-                docs.push(plugin(&ns, "pinner", "pinner", config, &PINNED_FIELDS).to_string());
+                docs.push(plugin(&ns, "pinner", module_name, config, &PINNED_FIELDS).to_string());
             }
         }
         std::fs::write(

@@ -7,7 +7,9 @@
 //!   cache warmed by an earlier host (the phase's own cache, under the scratch directory);
 //! - RSS per Plugin: RSS with the T Plugins, less RSS of a host on the same objects without
 //!   them, over T; idle (Ready, nothing to reconcile yet) and once each has pinned its
-//!   Deployments (created after the idle figure);
+//!   Deployments (created after the idle figure); split, for the idle figure, into what
+//!   the Plugin object costs refused (its module missing: reported, never loaded) and what
+//!   loading it adds (the most that unloading an idle Plugin could save);
 //! - the quiet tenants' change→patch p50/p99 at a steady [`QUIET_RATE`] (round-robin over
 //!   the tenants), alone, then beside the noisy tenant of `noisy_tenant.rs` doing all it
 //!   does at once; `isolation p99` is the second p99 over the first. Each is measured in
@@ -47,6 +49,9 @@ pub struct Figures {
     /// RSS of the host: on the same objects without Plugins, with the T Plugins Ready and
     /// idle, and after each has pinned its Deployments (MiB).
     pub rss_none: f64,
+    /// RSS of the host with the T Plugins refused (their module missing): reported,
+    /// never loaded (MiB).
+    pub rss_refused: f64,
     pub rss_idle: f64,
     pub rss_reconciled: f64,
     /// The quiet tenants' change→patch latencies (sorted), alone and beside the noisy
@@ -69,6 +74,18 @@ impl Figures {
     /// RSS per Plugin, idle, in KiB.
     pub fn rss_idle_kib(&self) -> f64 {
         (self.rss_idle - self.rss_none) * 1024.0 / self.tenants as f64
+    }
+
+    /// RSS per Plugin object refused, never loaded, in KiB: what a Plugin costs whatever
+    /// becomes of it.
+    pub fn rss_object_kib(&self) -> f64 {
+        (self.rss_refused - self.rss_none) * 1024.0 / self.tenants as f64
+    }
+
+    /// RSS per Plugin loaded and idle beyond its object, in KiB: the most unloading an idle
+    /// Plugin could save.
+    pub fn rss_loaded_kib(&self) -> f64 {
+        (self.rss_idle - self.rss_refused) * 1024.0 / self.tenants as f64
     }
 
     /// RSS per Plugin once it has reconciled its Deployments, in KiB.
@@ -97,13 +114,16 @@ impl Figures {
     pub fn line(&self) -> String {
         let ms = |l: &[Duration], p: f64| harness::percentile_ms(l, p);
         format!(
-            "tenants: {} Plugins Ready in {:.1} s (warm compile cache); RSS {:.0} MiB without Plugins, {:.0} MiB idle, {:.0} MiB after reconciles: {:.0} KiB per Plugin idle, {:.0} KiB after reconciles; quiet change->patch ({} changes at {:.1}/s) alone p50 {:.1} ms p99 {:.1} ms max {:.1} ms; beside the noisy tenant ({} changes at {:.1}/s) p50 {:.1} ms p99 {:.1} ms max {:.1} ms; rounds' p99 alone {} ms, beside {} ms; isolation p99 {:.2} x alone; the noisy tenant: {:.0} changes/s, {} Deployment patches, {} modules churned, {:.0} calls out of budget",
+            "tenants: {} Plugins Ready in {:.1} s (warm compile cache); RSS {:.0} MiB without Plugins, {:.0} MiB with them refused (never loaded), {:.0} MiB idle, {:.0} MiB after reconciles: {:.0} KiB per Plugin idle ({:.0} KiB its object refused, {:.0} KiB more loaded: what unloading it could save at most), {:.0} KiB after reconciles; quiet change->patch ({} changes at {:.1}/s) alone p50 {:.1} ms p99 {:.1} ms max {:.1} ms; beside the noisy tenant ({} changes at {:.1}/s) p50 {:.1} ms p99 {:.1} ms max {:.1} ms; rounds' p99 alone {} ms, beside {} ms; isolation p99 {:.2} x alone; the noisy tenant: {:.0} changes/s, {} Deployment patches, {} modules churned, {:.0} calls out of budget",
             self.tenants,
             self.ready.as_secs_f64(),
             self.rss_none,
+            self.rss_refused,
             self.rss_idle,
             self.rss_reconciled,
             self.rss_idle_kib(),
+            self.rss_object_kib(),
+            self.rss_loaded_kib(),
             self.rss_reconciled_kib(),
             self.alone.len(),
             self.alone_rate,
@@ -129,10 +149,12 @@ impl Figures {
 /// Runs the phase with `t` tenants, its files under `scratch`.
 pub fn measure(scratch: &Path, t: usize) -> Figures {
     let dir = scratch.join(format!("tenants-{t}"));
-    let with_plugins = fx::write_tenants(&dir.join("plugins"), t, true);
-    let without = fx::write_tenants(&dir.join("none"), t, false);
+    let with_plugins = fx::write_tenants(&dir.join("plugins"), t, fx::Plugins::Running);
+    let without = fx::write_tenants(&dir.join("none"), t, fx::Plugins::None);
+    let refused = fx::write_tenants(&dir.join("refused"), t, fx::Plugins::Refused);
     warm_compile_cache(scratch);
     let rss_none = rss_without_plugins(&without, scratch, t);
+    let rss_refused = rss_with_refused_plugins(&refused, scratch, t);
 
     let sim = Sim::start_serving(&with_plugins, scratch, &fx::crds());
     let host = start_host(&sim, scratch, t);
@@ -177,6 +199,7 @@ pub fn measure(scratch: &Path, t: usize) -> Figures {
         tenants: t,
         ready,
         rss_none,
+        rss_refused,
         rss_idle,
         rss_reconciled,
         alone,
@@ -235,7 +258,7 @@ fn start_host(sim: &Sim, scratch: &Path, t: usize) -> Controllers {
 
 /// Compiles image-pinner into the phase's compile cache: one tenant's Plugin, Ready.
 fn warm_compile_cache(scratch: &Path) {
-    let objects = fx::write_tenants(&scratch.join("tenants-warm"), 1, true);
+    let objects = fx::write_tenants(&scratch.join("tenants-warm"), 1, fx::Plugins::Running);
     let sim = Sim::start_serving(&objects, scratch, &fx::crds());
     let _host = start_host(&sim, scratch, 1);
     wait_ready(&sim, 1, Instant::now());
@@ -250,6 +273,29 @@ fn rss_without_plugins(objects: &Path, scratch: &Path, t: usize) -> f64 {
     while host.metric("kubeplug_reconcile_total").is_none() {
         assert!(start.elapsed() < LIMIT, "the host never served /metrics");
         std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(SETTLE + SETTLE);
+    host.rss_mib()
+}
+
+/// RSS of a host on the tenants' objects with their Plugins refused (their module
+/// missing), once each refusal is reported and the host has settled.
+fn rss_with_refused_plugins(objects: &Path, scratch: &Path, t: usize) -> f64 {
+    let sim = Sim::start_serving(objects, scratch, &fx::crds());
+    let host = start_host(&sim, scratch, t);
+    let start = Instant::now();
+    let mut refused = 0;
+    while refused < t {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{refused} of {t} Plugins reported refused after {:?}",
+            start.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        refused = plugins(&sim)
+            .iter()
+            .filter(|p| ready_reason(p).0 == "False")
+            .count();
     }
     std::thread::sleep(SETTLE + SETTLE);
     host.rss_mib()
